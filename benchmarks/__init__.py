@@ -1,0 +1,1 @@
+"""Benchmarks: figures measured in one run, reported as medians and ratios (never timed tests)."""

@@ -1,0 +1,76 @@
+"""Extraction throughput: AutoTVM log records → graph samples, configs per second.
+
+    python -m benchmarks.extraction [--log LOG] [--count 400] [--workers 1 2]
+
+Reads the first `--count` successful records of the log (default: the shipped
+dataset) and extracts them with 1 and 2 worker processes, reporting configs/s (goal:
+≥ 50 on 2 cores) and the per-config split between scheduling, lowering, graph building
+and MetaSchedule's per-store features (the xgb baseline's input), measured in-process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+
+def stage_times(jobs, repeats: int = 1) -> dict:
+    """Median seconds per config of each stage, in this process."""
+    from extract.templates import get_template
+    from extract.tir_graph import lower_for_features, tir_to_graph
+    from extract.tvm_graph import per_store_vector
+
+    stages = {"schedule": [], "lower": [], "graph": [], "per_store": []}
+    for task_name, task_args, entity, _costs, _name in jobs:
+        template = get_template(task_name)
+        wl = template.parse_task_args(task_args)
+        config = template.space(wl).from_entity(entity, template.default_values(wl))
+        t0 = time.perf_counter()
+        sch = template.schedule(wl, config)
+        t1 = time.perf_counter()
+        lowered = lower_for_features(sch.mod)
+        t2 = time.perf_counter()
+        tir_to_graph(lowered["main"])
+        t3 = time.perf_counter()
+        per_store_vector(template, sch)
+        t4 = time.perf_counter()
+        for key, dt in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            stages[key].append(dt)
+    return {k: float(np.median(v)) for k, v in stages.items()}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from datasets import SHIPPED_LOG
+    from extract.tvm_graph import extract_many
+    from extract.tvm_log import read_jobs
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.extraction", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--log", default=str(SHIPPED_LOG))
+    ap.add_argument("--count", type=int, default=400)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--out", help="write the figures as JSON here")
+    args = ap.parse_args(argv)
+
+    jobs, _ = read_jobs([args.log])
+    jobs = jobs[: args.count]
+    extract_many(jobs[:4], workers=1, progress=False)  # warm-up: imports, first compile
+    result = {"configs": len(jobs), "stages_s": stage_times(jobs[:100])}
+    for workers in args.workers:
+        start = time.perf_counter()
+        extract_many(jobs, workers=workers, progress=False)
+        elapsed = time.perf_counter() - start
+        result[f"configs_per_s_{workers}_workers"] = len(jobs) / elapsed
+    print(json.dumps(result, indent=1))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Extractors: tensor programs and tuning logs → graph samples (A, F, G, y)."""

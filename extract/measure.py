@@ -1,0 +1,245 @@
+"""Measure conv2d configs on this CPU and write AutoTVM v0.2 records.
+
+    python -m extract.measure --workloads resnet18 --per-workload 600 --log run.jsonl
+    python -m extract.measure --remeasure run.jsonl --count 300 --log second.jsonl
+
+Each config is scheduled, built with LLVM for this CPU and timed with
+`time_evaluator` (`--repeat` repeats of at least `--min-repeat-ms` each; costs holds the
+mean of each repeat) in a worker process, so a crash or a hang costs one record, not
+the run: instantiation/compile/run errors, wrong answers and timeouts are written with
+AutoTVM's error_no. Configs are sampled uniformly without replacement from each
+workload's whole space (seeded) and measured in a shuffled order across workloads, so
+drift of the machine's speed spreads over all workloads. An existing log is resumed:
+configs already in it are skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import multiprocessing
+import os
+import sys
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import records as rec
+from .records import MeasureRecord, read_records
+from .templates import Conv2dWorkload, get_template
+from .workloads import parse_workloads, workload_name
+
+Job = Tuple[str, Conv2dWorkload, int]  # (template name, workload, config index)
+
+# ---------------------------------------------------------------- worker side
+_inputs: Dict[Conv2dWorkload, tuple] = {}
+
+
+def _reference_io(wl: Conv2dWorkload):
+    """Seeded inputs and the expected output (NumPy), cached per workload."""
+    if wl not in _inputs:
+        rng = np.random.default_rng(0)
+        data = rng.uniform(-1, 1, (wl.batch, wl.in_channels, wl.height, wl.width)).astype("float32")
+        kernel = rng.uniform(-1, 1, (wl.out_channels, wl.in_channels, wl.kernel_h, wl.kernel_w)).astype("float32")
+        p, s = wl.padding, wl.stride
+        padded = np.pad(data, ((0, 0), (0, 0), (p, p), (p, p)))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, (wl.kernel_h, wl.kernel_w), axis=(2, 3))
+        windows = windows[:, :, ::s, ::s]  # n, c, oh, ow, kh, kw
+        expected = np.einsum("ncyxhw,ochw->noyx", windows, kernel, optimize=True).astype("float32")
+        _inputs[wl] = (data, kernel, expected)
+    return _inputs[wl]
+
+
+def measure_one(template_name: str, wl: Conv2dWorkload, index: int, repeat: int,
+                min_repeat_ms: int) -> dict:
+    """Schedule, build, check and time one config. Runs in the worker process."""
+    import tvm
+
+    start = time.time()
+    template = get_template(template_name)
+
+    def failed(error_no: int, e: BaseException) -> dict:
+        msg = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
+        return {"costs": [1e9], "error_no": error_no, "error_msg": msg[:500],
+                "all_cost": time.time() - start}
+
+    try:
+        mod = template.schedule(wl, template.space(wl).get(index)).mod
+    except Exception as e:  # noqa: BLE001 - any schedule failure is that config's record
+        return failed(rec.INSTANTIATION_ERROR, e)
+    try:
+        module = tvm.compile(mod, target=template.make_target()).jit()
+    except Exception as e:  # noqa: BLE001
+        return failed(rec.COMPILE_HOST, e)
+    try:
+        dev = tvm.cpu()
+        data, kernel, expected = _reference_io(wl)
+        args = [tvm.runtime.tensor(data, dev), tvm.runtime.tensor(kernel, dev),
+                tvm.runtime.tensor(np.zeros_like(expected), dev)]
+        module["main"](*args)
+        if not np.allclose(args[2].numpy(), expected, rtol=1e-3, atol=1e-3):
+            err = float(np.abs(args[2].numpy() - expected).max())
+            return failed(rec.WRONG_ANSWER, ValueError(f"max abs error {err:.3g}"))
+        timer = module.time_evaluator("main", dev, number=1, repeat=repeat,
+                                      min_repeat_ms=min_repeat_ms)
+        costs = [float(c) for c in timer(*args).results]
+    except Exception as e:  # noqa: BLE001
+        return failed(rec.RUNTIME_DEVICE, e)
+    return {"costs": costs, "error_no": rec.NO_ERROR, "error_msg": "", "all_cost": time.time() - start}
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Worker initializer: a killed driver must not leave a worker burning a core."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+# ---------------------------------------------------------------- driver side
+class Worker:
+    """One spawned measuring process; replaced after a timeout or a crash."""
+
+    def __init__(self, num_threads: int):
+        os.environ["TVM_NUM_THREADS"] = str(num_threads)
+        self.pool: Optional[cf.ProcessPoolExecutor] = None
+
+    def run(self, job: Job, repeat: int, min_repeat_ms: int, timeout: float) -> dict:
+        if self.pool is None:
+            self.pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                               initializer=_exit_with_parent, initargs=(os.getpid(),))
+        future = self.pool.submit(measure_one, *job, repeat, min_repeat_ms)
+        try:
+            return future.result(timeout=timeout)
+        except cf.TimeoutError:
+            self.restart()
+            return {"costs": [1e9], "error_no": rec.RUN_TIMEOUT,
+                    "error_msg": f"no result after {timeout:.0f} s", "all_cost": timeout}
+        except cf.process.BrokenProcessPool as e:
+            self.restart()
+            return {"costs": [1e9], "error_no": rec.RUNTIME_DEVICE,
+                    "error_msg": f"worker process died: {e}", "all_cost": 0.0}
+
+    def restart(self) -> None:
+        if self.pool is not None:
+            for proc in list(getattr(self.pool, "_processes", {}).values()):
+                proc.kill()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool = None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+def sample_jobs(template_name: str, workloads: Dict[str, Conv2dWorkload], per_workload: int,
+                seed: int, max_vector_lanes: int = 0) -> List[Job]:
+    """Uniform sample without replacement over each space, shuffled across workloads.
+
+    `max_vector_lanes` > 0 leaves out configs whose vector axis (the inner factor of
+    tile_oc) is wider: LLVM takes ~15 s to build a 256- or 512-lane loop, 30× a usual config.
+    """
+    template = get_template(template_name)
+    jobs: List[Job] = []
+    for number, wl in enumerate(workloads.values()):
+        space = template.space(wl)
+        allowed = [i for i in range(len(space))
+                   if not max_vector_lanes or "tile_oc" not in space.by_name
+                   or space.get(i)["tile_oc"][-1] <= max_vector_lanes]
+        rng = np.random.default_rng([seed, number])
+        picked = rng.choice(allowed, size=min(per_workload, len(allowed)), replace=False)
+        jobs.extend((template_name, wl, int(i)) for i in sorted(picked))
+    order = np.random.default_rng(seed).permutation(len(jobs))
+    return [jobs[i] for i in order]
+
+
+def remeasure_jobs(first_log: str, count: int, seed: int) -> List[Job]:
+    """A seeded subset of the successful records of a log, spread evenly over its workloads."""
+    by_workload: Dict[Tuple[str, Conv2dWorkload], List[int]] = {}
+    for r in read_records(first_log):
+        if r.ok:
+            template = get_template(r.task_name)
+            key = (template.name, template.parse_task_args(r.task_args))
+            by_workload.setdefault(key, []).append(r.config_index)
+    if not by_workload:
+        raise SystemExit(f"{first_log}: no successful records to re-measure")
+    per = -(-count // len(by_workload))
+    rng = np.random.default_rng(seed)
+    jobs = [(name, wl, int(i)) for (name, wl), indices in sorted(by_workload.items(), key=lambda kv: kv[0][1].key)
+            for i in rng.choice(sorted(set(indices)), size=min(per, len(set(indices))), replace=False)]
+    return [jobs[i] for i in rng.permutation(len(jobs))]
+
+
+def done_keys(log: str) -> set:
+    if not os.path.exists(log):
+        return set()
+    keys = set()
+    for r in read_records(log):
+        template = get_template(r.task_name)
+        keys.add((template.name, template.parse_task_args(r.task_args), r.config_index))
+    return keys
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m extract.measure", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--log", required=True, help="JSON-lines log to append to (resumed if it exists)")
+    ap.add_argument("--template", default="conv2d_NCHWc.x86")
+    ap.add_argument("--workloads", nargs="+", default=["resnet18"],
+                    help="'resnet18', names C1…C12, or keys like 1x64x56x56_64x3x3_s1_p1")
+    ap.add_argument("--per-workload", type=int, default=600, help="configs sampled per workload")
+    ap.add_argument("--max-vector-lanes", type=int, default=64,
+                    help="sample only configs whose tile_oc inner factor is at most this (0: all)")
+    ap.add_argument("--remeasure", metavar="LOG", help="re-measure a subset of this log's successful configs")
+    ap.add_argument("--count", type=int, default=300, help="with --remeasure: how many configs")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--min-repeat-ms", type=int, default=20)
+    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per config (build + run)")
+    ap.add_argument("--num-threads", type=int, default=1,
+                    help="runtime threads; 1 keeps timings stable on a shared 2-core machine")
+    args = ap.parse_args(argv)
+
+    from tqdm import tqdm
+    import tvm
+
+    if args.remeasure:
+        jobs = remeasure_jobs(args.remeasure, args.count, args.seed)
+    else:
+        jobs = sample_jobs(args.template, parse_workloads(args.workloads), args.per_workload,
+                           args.seed, args.max_vector_lanes)
+    done = done_keys(args.log)
+    pending = [j for j in jobs if j not in done]
+    print(f"{len(jobs)} configs planned, {len(jobs) - len(pending)} already in {args.log}, "
+          f"{len(pending)} to measure", file=sys.stderr)
+
+    worker = Worker(args.num_threads)
+    errors = 0
+    with open(args.log, "a", encoding="utf-8") as log, tqdm(pending, unit="cfg") as bar:
+        for job in bar:
+            template_name, wl, index = job
+            template = get_template(template_name)
+            result = worker.run(job, args.repeat, args.min_repeat_ms, args.timeout)
+            config = template.space(wl).get(index)
+            record = MeasureRecord(
+                target=str(template.make_target(args.num_threads)), task_name=template.name,
+                task_args=template.task_args(wl), config_index=index,
+                entity=template.space(wl).to_entity(config), costs=result["costs"],
+                error_no=result["error_no"], all_cost=result["all_cost"], timestamp=time.time(),
+                error_msg=result["error_msg"], extra={"tvm_version": tvm.__version__})
+            log.write(record.to_json() + "\n")
+            log.flush()
+            errors += not record.ok
+            bar.set_postfix(workload=workload_name(wl), errors=errors)
+    worker.close()
+    print(f"wrote {len(pending)} records to {args.log} ({errors} errors)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

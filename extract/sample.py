@@ -1,0 +1,126 @@
+"""The one sample type every extractor produces and the simulator consumes.
+
+A `GraphSample` is a program graph (A as an edge list, F, G) with the measured
+runtime of one or more configurations of it:
+
+* TVM: each config lowers to its own TIR, so a sample is one graph and one runtime
+  (`runtimes.shape == (1,)`); `group` is the workload, and the configs of a group are
+  what a ranking metric compares.
+* XLA/TpuGraphs: one graph has many configs; tile configs are a per-config vector
+  (`config_features`), layout configs are per-node vectors on the configurable nodes
+  (`node_config_ids`, `node_config_features`).
+
+Edges run src → dst: parent → child for TIR ASTs, producer → consumer for HLO. The
+model adds reverse edges and self-loops itself (see simulator), so extractors do not.
+
+Collections are stored as one compressed npz: the per-sample arrays concatenated, with
+offsets, so that thousands of small graphs load in one read.
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+
+@dataclass
+class GraphSample:
+    edges: np.ndarray          # (m, 2) int64, [src, dst]
+    node_features: np.ndarray  # (n, d) float32: F
+    node_types: np.ndarray     # (n,) int64: G, ids of a versioned vocabulary
+    runtimes: np.ndarray       # (c,) float64 seconds (mean of repeats), one per config: y
+    group: str                 # configs of one group are ranked against each other
+    name: str = ""             # unique within a collection, e.g. "C2/1571"
+    runtime_std: Optional[np.ndarray] = None           # (c,) spread of the repeats
+    config_features: Optional[np.ndarray] = None       # (c, k) per-config vector (tile)
+    node_config_ids: Optional[np.ndarray] = None       # (nc,) configurable node ids (layout)
+    node_config_features: Optional[np.ndarray] = None  # (c, nc, k) per-node config vectors
+    # fixed-width per-config vectors for the non-graph baselines, by feature-set name,
+    # e.g. {"curve": (c, k), "per_store": (c, 164)}
+    vectors: Dict[str, np.ndarray] = field(default_factory=dict)
+    meta: Dict[str, Any] = field(default_factory=dict)  # JSON-able: config knobs, source, …
+
+    def __post_init__(self) -> None:
+        self.edges = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
+        self.node_features = np.asarray(self.node_features, dtype=np.float32)
+        self.node_types = np.asarray(self.node_types, dtype=np.int64)
+        self.runtimes = np.atleast_1d(np.asarray(self.runtimes, dtype=np.float64))
+        n = self.num_nodes
+        if self.node_features.ndim != 2 or self.node_features.shape[0] != n:
+            raise ValueError(f"{self.name}: node_features shape {self.node_features.shape} "
+                             f"does not match {n} node types")
+        if self.edges.size and (self.edges.min() < 0 or self.edges.max() >= n):
+            raise ValueError(f"{self.name}: edge endpoint outside 0..{n - 1}")
+        if self.runtime_std is not None:
+            self.runtime_std = np.atleast_1d(np.asarray(self.runtime_std, dtype=np.float64))
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_types.shape[0])
+
+    @property
+    def num_configs(self) -> int:
+        return int(self.runtimes.shape[0])
+
+
+_OPTIONAL = ("runtime_std", "config_features", "node_config_ids", "node_config_features")
+
+
+def save_samples(path: str, samples: Sequence[GraphSample], info: Optional[Dict[str, Any]] = None) -> None:
+    """Write a collection as one compressed npz (see module docstring)."""
+    if not samples:
+        raise ValueError(f"{path}: no samples to write")
+    arrays: Dict[str, np.ndarray] = {}
+    for key in ("edges", "node_features", "node_types", "runtimes") + _OPTIONAL:
+        parts = [getattr(s, key) for s in samples]
+        present = [p is not None for p in parts]
+        if not any(present):
+            continue
+        if not all(present):
+            raise ValueError(f"{path}: {key} is set on some samples and not on others")
+        arrays[key] = np.concatenate(parts, axis=0)
+        arrays[key + "_offsets"] = np.cumsum([0] + [len(p) for p in parts])
+    vector_names = sorted(samples[0].vectors)
+    for name in vector_names:
+        if any(name not in s.vectors for s in samples):
+            raise ValueError(f"{path}: vector {name!r} is set on some samples and not on others")
+        parts = [np.asarray(s.vectors[name], dtype=np.float32) for s in samples]
+        arrays["vector:" + name] = np.concatenate(parts, axis=0)
+        arrays["vector:" + name + "_offsets"] = np.cumsum([0] + [len(p) for p in parts])
+    header = {"groups": [s.group for s in samples], "names": [s.name for s in samples],
+              "meta": [s.meta for s in samples], "info": info or {}}
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez_compressed(path, **arrays)
+
+
+def load_samples(path: str) -> List[GraphSample]:
+    """Read a collection written by `save_samples`; a damaged file names itself."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        header = json.loads(bytes(data.pop("header")).decode())
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as e:
+        raise ValueError(f"{path}: not a readable sample collection ({type(e).__name__}: {e})") from None
+    count = len(header["names"])
+
+    def part(key: str, i: int) -> Optional[np.ndarray]:
+        if key not in data:
+            return None
+        off = data[key + "_offsets"]
+        return data[key][off[i]:off[i + 1]]
+
+    return [GraphSample(edges=part("edges", i), node_features=part("node_features", i),
+                        node_types=part("node_types", i), runtimes=part("runtimes", i),
+                        group=header["groups"][i], name=header["names"][i],
+                        meta=header["meta"][i], **{k: part(k, i) for k in _OPTIONAL},
+                        vectors={k[len("vector:"):]: part(k, i) for k in data
+                                 if k.startswith("vector:") and not k.endswith("_offsets")})
+            for i in range(count)]
+
+
+def load_info(path: str) -> Dict[str, Any]:
+    with np.load(path, allow_pickle=False) as z:
+        return json.loads(bytes(z["header"]).decode())["info"]

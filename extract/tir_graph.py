@@ -1,0 +1,472 @@
+"""Lowered TIR → graph (A, F, G): the AST as nodes, loop context as node features.
+
+Which TIR: the schedule's module run through TVM's own lowering passes up to
+`FlattenBuffer` + `StmtSimplify` (`lower_for_features`), i.e. blocks gone, buffers
+flat, but loops still carrying their kind (vectorize/unroll are not yet applied), so
+the graph shows the schedule's decisions rather than their expansion.
+
+Nodes (G, vocabulary `VOCABULARY`, version `EXTRACTOR_VERSION`):
+  * the PrimFunc (root);
+  * loops: `For.<kind>` for serial/parallel/vectorized/unrolled/thread-bound For nodes;
+    a `thread_extent` AttrStmt (how lowered GPU code binds threads) is `For.thread`,
+    a `virtual_thread` AttrStmt `For.vthread`;
+  * `Allocate`, `IfThenElse`, `LetStmt`, `Evaluate`, `Assert`, `While`, other `Attr`;
+  * `BufferStore`, `BufferLoad`;
+  * value expressions: arithmetic, comparisons, `Select`, `Cast`, `Call`, `Ramp`,
+    `Broadcast`, `Let`.
+Index arithmetic (integer/boolean expressions that load nothing) is not made into nodes:
+it is summarised in the features of the access that uses it (stride, bytes, reuse).
+Leaves (variables, constants) and buffer declarations are not nodes either. A node
+kind outside the vocabulary becomes `UNK` and is counted in `TirGraph.unknown`.
+
+Edges: parent → child in the AST (statement → nested statement → its value
+expression → operands); a SeqStmt is transparent (its items hang off its parent).
+No reverse edges or self-loops are added here; the simulator adds them.
+
+Features (F, one row per node, `FEATURE_NAMES`; magnitudes are log2(1 + x)), in the
+spirit of AutoTVM's loop-context (itervar) features:
+  depth               number of enclosing loops
+  loop_extent         the loop's trip count (loops only)
+  outer_trips         product of enclosing loop extents: how often the node runs
+  inner_trips         loops: product of extents of the deepest loop chain inside
+  kind_*              loops: serial / parallel / vectorized / unrolled / thread / vthread
+  unroll_max_step     loops: `pragma_auto_unroll_max_step`; unroll_explicit likewise
+  stride_innermost    accesses: |coefficient| of the innermost enclosing loop variable in
+                      the flat index (0: invariant in that loop, i.e. reused)
+  stride_min          accesses: smallest non-zero |coefficient| over enclosing loops
+  bytes_touched       accesses: element bytes × product of extents of the enclosing
+                      loops the index depends on (footprint of the whole nest), capped at
+                      the buffer size
+  reuse               accesses: executions / distinct elements touched
+  buffer_bytes        accesses and allocations: size of the buffer
+  scope_*             global / local / shared memory of the buffer
+  accumulate          stores whose value reads the stored location (a reduction update)
+  dtype_bits, lanes, is_float   of the node's value (stores: the stored value)
+Division and modulo by constants are treated as scaling (x // c has coefficient 1/c,
+x % c keeps x's coefficient): exact for the tiled layouts of the templates here.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+EXTRACTOR_VERSION = "tir-ast-v1"
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread", "vthread")
+VOCABULARY: Tuple[str, ...] = (
+    "UNK", "PrimFunc",
+    *(f"For.{k}" for k in LOOP_KINDS),
+    "Allocate", "IfThenElse", "LetStmt", "Evaluate", "Assert", "While", "Attr",
+    "BufferStore", "BufferLoad",
+    "Add", "Sub", "Mul", "Div", "Mod", "Min", "Max", "Compare", "Logical",
+    "Select", "Cast", "Call", "Ramp", "Broadcast", "Let",
+)
+TYPE_ID = {name: i for i, name in enumerate(VOCABULARY)}
+UNK = TYPE_ID["UNK"]
+
+FEATURE_NAMES: Tuple[str, ...] = (
+    "depth", "loop_extent", "outer_trips", "inner_trips",
+    *(f"kind_{k}" for k in LOOP_KINDS),
+    "unroll_max_step", "unroll_explicit",
+    "stride_innermost", "stride_min", "bytes_touched", "reuse", "buffer_bytes",
+    "scope_global", "scope_local", "scope_shared", "accumulate",
+    "dtype_bits", "lanes", "is_float",
+)
+COLUMN = {name: i for i, name in enumerate(FEATURE_NAMES)}
+
+# The "curve" baseline's fixed vector (after AutoTVM's buffer-curve features): for each
+# access, the reuse it achieves as a function of the bytes it touches, growing the loop
+# nest from the innermost loop outwards; each curve is sampled at fixed footprints
+# (2^0 … 2^28.5 bytes) as log2(1 + best reuse within that footprint). Stores and loads
+# are pooled separately (mean; loads also max), followed by loop-structure counts.
+CURVE_POINTS = tuple(1.5 * i for i in range(20))
+CURVE_NAMES: Tuple[str, ...] = (
+    *(f"store_reuse_at_2^{p:g}B" for p in CURVE_POINTS),
+    *(f"load_reuse_mean_at_2^{p:g}B" for p in CURVE_POINTS),
+    *(f"load_reuse_max_at_2^{p:g}B" for p in CURVE_POINTS),
+    *(f"loops_{k}" for k in LOOP_KINDS),
+    "log_total_trips", "num_loads", "num_stores", "max_depth",
+)
+
+# expression class name → vocabulary name (TVM renames classes between releases, so
+# dispatch is on names, not on Python classes)
+_EXPR_TYPES = {
+    "Add": "Add", "Sub": "Sub", "Mul": "Mul",
+    "Div": "Div", "FloorDiv": "Div", "TruncDiv": "Div",
+    "Mod": "Mod", "FloorMod": "Mod", "TruncMod": "Mod",
+    "Min": "Min", "Max": "Max",
+    "EQ": "Compare", "NE": "Compare", "LT": "Compare", "LE": "Compare", "GT": "Compare", "GE": "Compare",
+    "And": "Logical", "Or": "Logical", "Not": "Logical",
+    "Select": "Select", "Cast": "Cast", "Call": "Call", "Ramp": "Ramp", "Broadcast": "Broadcast",
+    "Let": "Let", "TensorLoad": "BufferLoad", "BufferLoad": "BufferLoad",
+}
+_LEAVES = {"Var", "SizeVar", "IntImm", "FloatImm", "StringImm"}
+_FOR_KIND = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
+
+
+def _log(x: float) -> float:
+    return math.log2(1.0 + abs(float(x)))
+
+
+@dataclass
+class TirGraph:
+    edges: np.ndarray          # (m, 2) parent → child
+    node_types: np.ndarray     # (n,)
+    node_features: np.ndarray  # (n, len(FEATURE_NAMES))
+    unknown: Counter = field(default_factory=Counter)  # node kinds mapped to UNK
+    curve: np.ndarray = field(default_factory=lambda: np.zeros(len(CURVE_NAMES), np.float32))
+
+
+@dataclass
+class _Loop:
+    var: object
+    extent: int
+
+
+def _const(e) -> Optional[float]:
+    name = type(e).__name__
+    if name in ("IntImm", "FloatImm"):
+        return float(e.value)
+    return None
+
+
+def linear_coefficients(expr) -> Dict[object, float]:
+    """Coefficient of each variable in an index expression (see module docstring)."""
+    name = type(expr).__name__
+    if name in ("Var", "SizeVar"):
+        return {expr: 1.0}
+    if name in ("IntImm", "FloatImm"):
+        return {}
+    if name in ("Add", "Sub"):
+        a, b = linear_coefficients(expr.a), linear_coefficients(expr.b)
+        sign = 1.0 if name == "Add" else -1.0
+        for v, c in b.items():
+            a[v] = a.get(v, 0.0) + sign * c
+        return a
+    if name == "Mul":
+        ca, cb = _const(expr.a), _const(expr.b)
+        if cb is not None:
+            return {v: c * cb for v, c in linear_coefficients(expr.a).items()}
+        if ca is not None:
+            return {v: c * ca for v, c in linear_coefficients(expr.b).items()}
+    if name in ("FloorDiv", "Div", "TruncDiv"):
+        cb = _const(expr.b)
+        if cb:
+            return {v: c / cb for v, c in linear_coefficients(expr.a).items()}
+    if name in ("FloorMod", "Mod", "TruncMod"):
+        return linear_coefficients(expr.a)
+    if name == "Cast":
+        return linear_coefficients(expr.value)
+    if name == "Ramp":
+        return linear_coefficients(expr.base)
+    # anything else (min/max/select/loads in indices): depends on its variables with
+    # unknown stride; report them with coefficient 1
+    out: Dict[object, float] = {}
+    for child in _children(expr):
+        for v in linear_coefficients(child):
+            out[v] = 1.0
+    return out
+
+
+def _children(expr) -> List[object]:
+    name = type(expr).__name__
+    if name in _LEAVES:
+        return []
+    if name in ("TensorLoad", "BufferLoad"):
+        return list(expr.indices)
+    if name == "Call":
+        return list(expr.args)
+    if name == "Select":
+        return [expr.condition, expr.true_value, expr.false_value]
+    if name in ("Cast", "Broadcast"):
+        return [expr.value]
+    if name == "Not":
+        return [expr.a]
+    if name == "Ramp":
+        return [expr.base, expr.stride]
+    if name == "Let":
+        return [expr.value, expr.body]
+    if hasattr(expr, "a") and hasattr(expr, "b"):
+        return [expr.a, expr.b]
+    return []
+
+
+def _dtype(e) -> str:
+    """An expression's dtype string (TVM 0.27 calls it `ty`, older releases `dtype`)."""
+    return str(getattr(e, "dtype", None) or e.ty)
+
+
+def _load_buffer(load):
+    """The buffer a load reads (TVM 0.27's TensorLoad calls it `source`)."""
+    buffer = getattr(load, "buffer", None)
+    return buffer if buffer is not None else load.source
+
+
+def _dtype_info(dtype: str) -> Tuple[int, int, bool]:
+    import tvm
+
+    if dtype in ("handle", "void", ""):  # opaque calls (e.g. intrinsics returning handles)
+        return 0, 0, False
+    dt = tvm.DataType(dtype)
+    return dt.bits, dt.lanes, dtype.startswith(("float", "bfloat"))
+
+
+def _buffer_bytes(buffer) -> float:
+    bits, lanes, _ = _dtype_info(str(buffer.dtype))
+    size = 1.0
+    for dim in buffer.shape:
+        c = _const(dim)
+        size *= c if c is not None else 1.0
+    return size * bits * lanes / 8
+
+
+def _scope(buffer) -> str:
+    scope = buffer.scope()
+    if scope.startswith("shared"):
+        return "shared"
+    if scope.startswith(("local", "warp", "wmma")):
+        return "local"
+    return "global"
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.types: List[int] = []
+        self.rows: List[np.ndarray] = []
+        self.edges: List[Tuple[int, int]] = []
+        self.unknown: Counter = Counter()
+        self.curves: List[Tuple[bool, np.ndarray]] = []  # (is_store, sampled curve)
+        self.loop_counts: Counter = Counter()
+        self.total_trips = 0.0
+
+    def add(self, kind: str, parent: Optional[int], loops: List[_Loop]) -> Tuple[int, np.ndarray]:
+        node = len(self.types)
+        type_id = TYPE_ID.get(kind, UNK)
+        if type_id == UNK:
+            self.unknown[kind] += 1
+        self.types.append(type_id)
+        row = np.zeros(len(FEATURE_NAMES), dtype=np.float32)
+        row[COLUMN["depth"]] = len(loops)
+        row[COLUMN["outer_trips"]] = _log(math.prod(l.extent for l in loops))
+        self.rows.append(row)
+        if parent is not None:
+            self.edges.append((parent, node))
+        return node, row
+
+    # ---------------------------------------------------------------- statements
+    def stmt(self, s, parent: int, loops: List[_Loop]) -> int:
+        """Add a statement subtree; return the product of its deepest loop chain."""
+        name = type(s).__name__
+        if name == "SeqStmt":
+            return max((self.stmt(c, parent, loops) for c in s.seq), default=1)
+        if name == "DeclBuffer":
+            return 1
+        if name == "For":
+            extent = int(_const(s.extent) or 1)
+            kind = _FOR_KIND.get(int(s.kind), "serial")
+            if kind == "thread" and s.thread_binding is not None and "vthread" in str(s.thread_binding.thread_tag):
+                kind = "vthread"
+            node, row = self.add(f"For.{kind}", parent, loops)
+            self._loop_row(row, extent, kind, dict(s.annotations))
+            self.loop_counts[kind] += 1
+            inner = self.stmt(s.body, node, loops + [_Loop(s.loop_var, extent)])
+            row[COLUMN["inner_trips"]] = _log(inner)
+            return extent * inner
+        if name == "AttrStmt":
+            key = str(s.attr_key)
+            if key in ("thread_extent", "virtual_thread"):
+                extent = int(_const(s.value) or 1)
+                kind = "thread" if key == "thread_extent" else "vthread"
+                node, row = self.add(f"For.{kind}", parent, loops)
+                self._loop_row(row, extent, kind, {})
+                self.loop_counts[kind] += 1
+                inner = self.stmt(s.body, node, loops + [_Loop(s.node.var, extent)])
+                row[COLUMN["inner_trips"]] = _log(inner)
+                return extent * inner
+            node, row = self.add("Attr", parent, loops)
+            value = _const(s.value)
+            if key == "pragma_auto_unroll_max_step" and value is not None:
+                row[COLUMN["unroll_max_step"]] = _log(value)
+            if key == "pragma_unroll_explicit" and value is not None:
+                row[COLUMN["unroll_explicit"]] = value
+            return self.stmt(s.body, node, loops)
+        if name in ("AllocBuffer", "Allocate"):
+            node, row = self.add("Allocate", parent, loops)
+            buffer = s.buffer
+            row[COLUMN["buffer_bytes"]] = _log(_buffer_bytes(buffer))
+            row[COLUMN[f"scope_{_scope(buffer)}"]] = 1
+            body = getattr(s, "body", None)
+            return self.stmt(body, node, loops) if body is not None else 1
+        if name == "BufferStore":
+            node, row = self.add("BufferStore", parent, loops)
+            self._access_row(row, s.buffer, s.indices, loops, is_store=True)
+            self.total_trips += math.prod(l.extent for l in loops)
+            bits, lanes, is_float = _dtype_info(_dtype(s.value))
+            row[COLUMN["dtype_bits"]], row[COLUMN["lanes"]], row[COLUMN["is_float"]] = bits, lanes, is_float
+            row[COLUMN["accumulate"]] = float(self._reads_location(s.value, s.buffer, s.indices))
+            self.expr(s.value, node, loops)
+            return 1
+        if name == "IfThenElse":
+            node, _ = self.add("IfThenElse", parent, loops)
+            self.expr(s.condition, node, loops)
+            inner = self.stmt(s.then_case, node, loops)
+            if s.else_case is not None:
+                inner = max(inner, self.stmt(s.else_case, node, loops))
+            return inner
+        if name in ("LetStmt", "Bind"):
+            node, _ = self.add("LetStmt", parent, loops)
+            self.expr(s.value, node, loops)
+            return self.stmt(s.body, node, loops) if hasattr(s, "body") else 1
+        if name == "Evaluate":
+            node, _ = self.add("Evaluate", parent, loops)
+            self.expr(s.value, node, loops)
+            return 1
+        if name == "AssertStmt":
+            node, _ = self.add("Assert", parent, loops)
+            return self.stmt(s.body, node, loops) if hasattr(s, "body") else 1
+        if name == "While":
+            node, _ = self.add("While", parent, loops)
+            return self.stmt(s.body, node, loops)
+        node, _ = self.add(name, parent, loops)  # → UNK, counted
+        body = getattr(s, "body", None)
+        return self.stmt(body, node, loops) if body is not None else 1
+
+    def _loop_row(self, row: np.ndarray, extent: int, kind: str, annotations: dict) -> None:
+        row[COLUMN["loop_extent"]] = _log(extent)
+        row[COLUMN[f"kind_{kind}"]] = 1
+        step = annotations.get("pragma_auto_unroll_max_step")
+        if step is not None:
+            row[COLUMN["unroll_max_step"]] = _log(int(step))
+        explicit = annotations.get("pragma_unroll_explicit")
+        if explicit is not None:
+            row[COLUMN["unroll_explicit"]] = float(int(explicit))
+
+    # ---------------------------------------------------------------- expressions
+    def expr(self, e, parent: int, loops: List[_Loop]) -> None:
+        name = type(e).__name__
+        if name in _LEAVES:
+            return
+        kind = _EXPR_TYPES.get(name)
+        is_load = kind == "BufferLoad"
+        # index arithmetic stays out of the graph (summarised by the accesses using it)
+        if kind is not None and not is_load and kind != "Call" and not _is_value(e):
+            for child in _children(e):
+                self.expr(child, parent, loops)
+            return
+        node, row = self.add(kind or name, parent, loops)
+        bits, lanes, is_float = _dtype_info(_dtype(e))
+        row[COLUMN["dtype_bits"]], row[COLUMN["lanes"]], row[COLUMN["is_float"]] = bits, lanes, is_float
+        if is_load:
+            self._access_row(row, _load_buffer(e), e.indices, loops)
+            for index in e.indices:  # indirect indexing: loads inside indices
+                self.expr(index, node, loops)
+            return
+        for child in _children(e):
+            self.expr(child, node, loops)
+
+    def _access_row(self, row: np.ndarray, buffer, indices, loops: List[_Loop],
+                    is_store: bool = False) -> None:
+        coefficients: Dict[object, float] = {}
+        for index in indices:
+            for v, c in linear_coefficients(index).items():
+                coefficients[v] = coefficients.get(v, 0.0) + abs(c)
+        bits, lanes, _ = _dtype_info(str(buffer.dtype))
+        element_bytes = bits * lanes / 8
+        innermost = abs(coefficients.get(loops[-1].var, 0.0)) if loops else 0.0
+        strides = [abs(coefficients.get(l.var, 0.0)) for l in loops]
+        nonzero = [s for s in strides if s > 0]
+        touched = math.prod(l.extent for l in loops if coefficients.get(l.var, 0.0) != 0)
+        buffer_bytes = _buffer_bytes(buffer)
+        row[COLUMN["stride_innermost"]] = _log(innermost)
+        row[COLUMN["stride_min"]] = _log(min(nonzero)) if nonzero else 0.0
+        row[COLUMN["bytes_touched"]] = _log(min(touched * element_bytes, buffer_bytes))
+        row[COLUMN["reuse"]] = _log(math.prod(l.extent for l in loops) / max(touched, 1))
+        row[COLUMN["buffer_bytes"]] = _log(buffer_bytes)
+        row[COLUMN[f"scope_{_scope(buffer)}"]] = 1
+        self.curves.append((is_store, _reuse_curve(loops, coefficients, element_bytes)))
+
+    def curve_vector(self, depth: int) -> np.ndarray:
+        stores = [c for is_store, c in self.curves if is_store] or [np.zeros(len(CURVE_POINTS))]
+        loads = [c for is_store, c in self.curves if not is_store] or [np.zeros(len(CURVE_POINTS))]
+        counts = [_log(self.loop_counts[k]) for k in LOOP_KINDS]
+        return np.concatenate([np.mean(stores, 0), np.mean(loads, 0), np.max(loads, 0), counts,
+                               [_log(self.total_trips), _log(len(loads)), _log(len(stores)), depth]
+                               ]).astype(np.float32)
+
+    def _reads_location(self, value, buffer, indices) -> bool:
+        stack = [value]
+        while stack:
+            e = stack.pop()
+            if type(e).__name__ in ("TensorLoad", "BufferLoad") and _load_buffer(e).same_as(buffer) \
+                    and all(str(a) == str(b) for a, b in zip(e.indices, indices)):
+                return True
+            stack.extend(_children(e))
+        return False
+
+
+def _reuse_curve(loops: List[_Loop], coefficients: Dict[object, float], element_bytes: float) -> np.ndarray:
+    footprints, reuses = [], []
+    touched, trips = 1.0, 1.0
+    for loop in reversed(loops):  # innermost outwards
+        trips *= loop.extent
+        if coefficients.get(loop.var, 0.0) != 0:
+            touched *= loop.extent
+        footprints.append(math.log2(touched * element_bytes))
+        reuses.append(_log(trips / touched))
+    curve = np.zeros(len(CURVE_POINTS))
+    for i, point in enumerate(CURVE_POINTS):
+        within = [r for f, r in zip(footprints, reuses) if f <= point]
+        curve[i] = max(within) if within else 0.0
+    return curve
+
+
+def _is_value(e) -> bool:
+    """True for expressions computing data (float) or loading it, false for index math."""
+    dtype = _dtype(e)
+    if not dtype.startswith(("int", "uint", "bool")):
+        return True
+    stack = list(_children(e))
+    while stack:
+        c = stack.pop()
+        if type(c).__name__ in ("TensorLoad", "BufferLoad"):
+            return True
+        stack.extend(_children(c))
+    return False
+
+
+def lower_for_features(mod):
+    """Run TVM's lowering up to flat buffers, keeping loop kinds (see module docstring)."""
+    import tvm
+    from tvm import s_tir, tirx
+
+    passes = [
+        s_tir.transform.CanonicalizeLoop(),
+        s_tir.transform.LowerCrossThreadReduction(),
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.LiftThreadBinding(),
+        s_tir.transform.CompactBufferAllocation(),
+        s_tir.transform.LowerMatchBuffer(),
+        s_tir.transform.StmtSimplify(),
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.StmtSimplify(),
+    ]
+    return tvm.ir.transform.Sequential(passes)(mod)
+
+
+def tir_to_graph(func) -> TirGraph:
+    """Graph of one lowered PrimFunc (see module docstring)."""
+    builder = _Builder()
+    root, _ = builder.add("PrimFunc", None, [])
+    builder.stmt(func.body, root, [])
+    edges = np.asarray(builder.edges, dtype=np.int64).reshape(-1, 2)
+    features = np.stack(builder.rows).astype(np.float32)
+    depth = float(features[:, COLUMN["depth"]].max())
+    return TirGraph(edges, np.asarray(builder.types, dtype=np.int64), features, builder.unknown,
+                    builder.curve_vector(depth))

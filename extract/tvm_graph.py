@@ -1,0 +1,114 @@
+"""One TVM config → one `GraphSample`: schedule, lower, build the TIR graph, add the
+baselines' fixed vectors, attach the measured runtime."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .sample import GraphSample
+from .space import Config
+from .templates import Conv2dWorkload, Template, get_template
+from .tir_graph import EXTRACTOR_VERSION, lower_for_features, tir_to_graph
+from .workloads import workload_name
+
+PER_STORE_POOLING = ("sum", "max")  # pooled rows of MetaSchedule's PerStoreFeature (164 each)
+
+
+def group_name(template: Template, wl: Conv2dWorkload) -> str:
+    """Configs of one group are ranked together: the workload, and the target if not CPU."""
+    name = workload_name(wl)
+    return name if template.target_kind == "llvm" else f"{name}@{template.target_kind}"
+
+
+def per_store_vector(template: Template, sch) -> np.ndarray:
+    """TVM MetaSchedule's own features (what its XGBoost cost model sees), pooled."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule import _ffi_api
+    from tvm.s_tir.meta_schedule.logging import get_logger, get_logging_func
+
+    # TuneContext.__init__ first imports every tensor intrinsic TVM knows (~2 minutes);
+    # the feature extractor reads only the target, so build the object directly
+    context = ms.TuneContext.__new__(ms.TuneContext)
+    context.__init_handle_by_constructor__(
+        _ffi_api.TuneContext, sch.mod, template.make_target(), None, None, "main", 1, -1,
+        get_logging_func(get_logger(__name__)))
+    candidate = ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]))
+    rows = ms.feature_extractor.PerStoreFeature().extract_from(context, [candidate])[0].numpy()
+    if rows.shape[0] == 0:
+        rows = np.zeros((1, 164))
+    return np.concatenate([rows.sum(0), rows.max(0)]).astype(np.float32)
+
+
+def config_sample(template: Template, wl: Conv2dWorkload, config: Config,
+                  costs: Optional[Sequence[float]] = None, name: str = "",
+                  per_store: bool = True) -> Tuple[GraphSample, Dict[str, int]]:
+    """The sample of one config; costs are the record's per-repeat seconds (None:
+    unmeasured, runtime NaN). Also returns the counts of node kinds mapped to UNK."""
+    sch = template.schedule(wl, config)
+    graph = tir_to_graph(lower_for_features(sch.mod)["main"])
+    costs_arr = np.asarray(costs if costs is not None else [np.nan], dtype=np.float64)
+    vectors = {"curve": graph.curve[None, :]}
+    if per_store:
+        vectors["per_store"] = per_store_vector(template, sch)[None, :]
+    group = group_name(template, wl)
+    sample = GraphSample(
+        edges=graph.edges, node_features=graph.node_features, node_types=graph.node_types,
+        runtimes=[costs_arr.mean()], runtime_std=[costs_arr.std() if costs_arr.size > 1 else 0.0],
+        group=group, name=name or f"{group}/{config.index}", vectors=vectors,
+        meta={"template": template.name, "workload": wl.key, "index": config.index,
+              "config": config.values, "extractor": EXTRACTOR_VERSION},
+    )
+    return sample, dict(graph.unknown)
+
+
+def samples_for_configs(template_name: str, wl: Conv2dWorkload, indices: Iterable[int],
+                        per_store: bool = False) -> List[GraphSample]:
+    """Unmeasured samples (runtime NaN) for configs of a workload, e.g. its whole space."""
+    template = get_template(template_name)
+    space = template.space(wl)
+    return [config_sample(template, wl, space.get(int(i)), per_store=per_store)[0] for i in indices]
+
+
+# ---------------------------------------------------------------- parallel extraction
+Job = Tuple[str, List[Any], List[List[Any]], List[float], str]  # task, args, entity, costs, name
+
+
+def _extract_job(job: Job) -> Tuple[GraphSample, Dict[str, int]]:
+    task_name, task_args, entity, costs, name = job
+    template = get_template(task_name)
+    wl = template.parse_task_args(task_args)
+    config = template.space(wl).from_entity(entity, template.default_values(wl))
+    return config_sample(template, wl, config, costs, name)
+
+
+def extract_many(jobs: Sequence[Job], workers: int = 0, progress: bool = True
+                 ) -> Tuple[List[GraphSample], Dict[str, int]]:
+    """Extract many configs, in `workers` processes (0: one per core), in order."""
+    from tqdm import tqdm
+
+    workers = workers or os.cpu_count() or 1
+    unknown: Dict[str, int] = {}
+    samples: List[GraphSample] = []
+    bar = tqdm(total=len(jobs), unit="cfg", desc="extract", disable=not progress)
+    if workers == 1 or len(jobs) < 16:
+        results = map(_extract_job, jobs)
+        pool = None
+    else:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("spawn").Pool(workers)
+        results = pool.imap(_extract_job, jobs, chunksize=16)
+    try:
+        for sample, unk in results:
+            samples.append(sample)
+            for k, v in unk.items():
+                unknown[k] = unknown.get(k, 0) + v
+            bar.update()
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.close()
+            pool.join()
+    return samples, unknown

@@ -1,0 +1,35 @@
+"""tensor-program runtime simulator: learn how long a tensor program runs under a config."""
+from setuptools import find_packages, setup
+
+setup(
+    name="tpsim",
+    version="0.1.0",
+    description="Graph-neural-network simulator of tensor-program runtimes (TVM TIR, XLA HLO)",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["extract*", "simulator*", "datasets*", "benchmarks*"]),
+    package_data={"datasets": ["**/*.gz", "**/*.md", "**/*.npz"], "extract": ["proto/*.proto"]},
+    install_requires=[
+        # torch 2.13.0 is the CPU wheel on the machine's disk; a looser pin pulls a CUDA build
+        "torch==2.13.0",
+        # dgl 2.1.0 is PyPI's newest Linux wheel; see simulator/dgl_compat.py
+        "dgl==2.1.0",
+        "packaging",
+        "pandas",
+        # TVM 0.27 with the FFI release whose MetaSchedule feature extractor does not crash
+        "apache-tvm==0.27.0.post1",
+        "apache-tvm-ffi==0.1.14.post1",
+        "numpy",
+        "scipy",
+        "matplotlib",
+        "tqdm",
+        "protobuf",
+        "xgboost-cpu",
+        "psutil",
+    ],
+    extras_require={
+        "jax": ["jax"],
+        "test": ["pytest", "jax"],
+    },
+)
