@@ -115,3 +115,12 @@ def load_dataset(data: Union[str, Sequence[str]] = "shipped", progress: bool = T
     if not samples:
         raise DatasetError(f"{', '.join(specs)}: holds no samples")
     return samples
+
+
+def rebuild_shipped_samples(progress: bool = True) -> Path:
+    """Re-extract the shipped log into `samples.npz` (after an extractor change)."""
+    samples = load_logs([str(SHIPPED_LOG)], use_cache=False, progress=progress)
+    tmp = SHIPPED / "samples.tmp.npz"
+    save_samples(str(tmp), samples, info={"extractor": EXTRACTOR_VERSION, "logs": [SHIPPED_LOG.name]})
+    os.replace(tmp, SHIPPED_SAMPLES)
+    return SHIPPED_SAMPLES
