@@ -31,7 +31,8 @@ class GraphSample:
     edges: np.ndarray          # (m, 2) int64, [src, dst]
     node_features: np.ndarray  # (n, d) float32: F
     node_types: np.ndarray     # (n,) int64: G, ids of a versioned vocabulary
-    runtimes: np.ndarray       # (c,) float64 seconds (mean of repeats), one per config: y
+    runtimes: np.ndarray       # (c,) float64, one per config: y — seconds (mean of repeats);
+                               # TpuGraphs tile: runtime / its normaliser (a ratio)
     group: str                 # configs of one group are ranked against each other
     name: str = ""             # unique within a collection, e.g. "C2/1571"
     runtime_std: Optional[np.ndarray] = None           # (c,) spread of the repeats
@@ -76,6 +77,8 @@ def save_samples(path: str, samples: Sequence[GraphSample], info: Optional[Dict[
     arrays: Dict[str, np.ndarray] = {}
     for key in ("edges", "node_features", "node_types", "runtimes") + _OPTIONAL:
         parts = [getattr(s, key) for s in samples]
+        if key == "node_config_features":  # (c, nc, k) with nc varying: store (c·nc, k) rows
+            parts = [p if p is None else p.reshape(-1, p.shape[-1]) for p in parts]
         present = [p is not None for p in parts]
         if not any(present):
             continue
@@ -112,10 +115,18 @@ def load_samples(path: str) -> List[GraphSample]:
         off = data[key + "_offsets"]
         return data[key][off[i]:off[i + 1]]
 
+    def node_config_features(i: int) -> Optional[np.ndarray]:
+        rows = part("node_config_features", i)
+        if rows is None:
+            return None
+        return rows.reshape(-1, len(part("node_config_ids", i)), rows.shape[-1])
+
     return [GraphSample(edges=part("edges", i), node_features=part("node_features", i),
                         node_types=part("node_types", i), runtimes=part("runtimes", i),
                         group=header["groups"][i], name=header["names"][i],
-                        meta=header["meta"][i], **{k: part(k, i) for k in _OPTIONAL},
+                        meta=header["meta"][i],
+                        **{k: part(k, i) for k in _OPTIONAL if k != "node_config_features"},
+                        node_config_features=node_config_features(i),
                         vectors={k[len("vector:"):]: part(k, i) for k in data
                                  if k.startswith("vector:") and not k.endswith("_offsets")})
             for i in range(count)]
