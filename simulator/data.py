@@ -1,0 +1,168 @@
+"""The one adapter between the simulator and the extractors/datasets (`extract`, `datasets`).
+
+Everything the simulator needs from outside `simulator/` goes through these functions,
+so a change of those interfaces is fixed here only:
+
+* `load_data(paths)`        -> list[GraphSample]  (datasets.load_dataset)
+* `extractor_info()`        -> node-type vocabulary, feature names, extractor version
+                               (extract.tir_graph)
+* `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
+* `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
+                               space (extract.tvm_graph.samples_for_configs)
+
+Where `datasets.load_dataset` is missing (early checkouts), `load_data` reads `.npz`
+sample collections written by `extract.sample.save_samples` (files, or folders of
+them) itself.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from extract.sample import GraphSample, load_samples
+
+from .registry import SimulatorError
+
+SHIPPED = "shipped"
+DEFAULT_TEMPLATE = "conv2d_NCHWc.x86"
+
+
+def _lead_load_dataset():
+    try:
+        from datasets import load_dataset  # the lead's module; absent in early checkouts
+    except ImportError:
+        return None
+    return load_dataset
+
+
+def _load_npz_paths(paths: Sequence[str]) -> List[GraphSample]:
+    files: List[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            found = sorted(glob.glob(os.path.join(path, "**", "*.npz"), recursive=True))
+            if not found:
+                raise SimulatorError(f"{path}: folder holds no .npz sample collections")
+            files.extend(found)
+        elif os.path.isfile(path):
+            files.append(path)
+        else:
+            raise SimulatorError(f"{path}: no such dataset file or folder")
+    samples: List[GraphSample] = []
+    for f in files:
+        if not f.endswith(".npz"):
+            raise SimulatorError(f"{f}: not a .npz sample collection (reading AutoTVM logs needs "
+                                 f"datasets.load_dataset, which is not installed)")
+        try:
+            samples.extend(load_samples(f))
+        except ValueError as e:
+            raise SimulatorError(str(e)) from None
+    return samples
+
+
+def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[str] = None) -> List[GraphSample]:
+    """Samples from the shipped dataset, AutoTVM logs / folders, or `.npz` collections.
+
+    Any failure (missing path, unreadable file, unknown template) is a `SimulatorError`
+    whose message names the culprit.
+    """
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    if not paths:
+        raise SimulatorError("no dataset given")
+    for p in paths:
+        if p != SHIPPED and not os.path.exists(p):
+            raise SimulatorError(f"{p}: no such dataset file or folder")
+    load_dataset = _lead_load_dataset()
+    # ASSUMPTION(lead): load_dataset(data) takes one path/"shipped" or a list of them; the
+    # cache folder is the TPSIM_CACHE environment variable (or a cache_dir argument)
+    if load_dataset is None:
+        if SHIPPED in paths:
+            raise SimulatorError("the shipped dataset needs datasets.load_dataset, which is not "
+                                 "installed; pass --data with a folder of .npz sample collections")
+        samples = _load_npz_paths(paths)
+    else:
+        import inspect
+        kwargs = {}
+        saved_env = os.environ.get("TPSIM_CACHE")
+        if cache_dir and "cache_dir" in inspect.signature(load_dataset).parameters:
+            kwargs["cache_dir"] = cache_dir
+        elif cache_dir:
+            os.environ["TPSIM_CACHE"] = cache_dir
+        try:
+            samples = load_dataset(paths[0] if len(paths) == 1 else paths, **kwargs)
+        except SimulatorError:
+            raise
+        except (OSError, ValueError, KeyError) as e:
+            raise SimulatorError(str(e) if not isinstance(e, KeyError) else e.__str__()) from None
+        finally:
+            if cache_dir and "cache_dir" not in kwargs:
+                if saved_env is None:
+                    os.environ.pop("TPSIM_CACHE", None)
+                else:
+                    os.environ["TPSIM_CACHE"] = saved_env
+    samples = list(samples)
+    if not samples:
+        raise SimulatorError(f"{', '.join(paths)}: holds no samples")
+    return samples
+
+
+def extractor_info() -> Dict[str, Any]:
+    """The extractor's vocabulary and version, recorded in checkpoints ({} parts are None)."""
+    info: Dict[str, Any] = {"vocabulary": None, "feature_names": None, "extractor_version": None}
+    try:
+        from extract import tir_graph
+    except ImportError:
+        return info
+    info["vocabulary"] = list(getattr(tir_graph, "VOCABULARY", None) or []) or None
+    info["feature_names"] = list(getattr(tir_graph, "FEATURE_NAMES", None) or []) or None
+    version = getattr(tir_graph, "EXTRACTOR_VERSION", None)
+    info["extractor_version"] = None if version is None else str(version)
+    return info
+
+
+def canonical_workload(name: str) -> str:
+    """The group name a workload spec answers to: `C2` and its key
+    `conv2d_1x64x56x56_64x3x3_s1_p1` are one workload; other names pass through."""
+    try:
+        from extract.workloads import parse_workload, workload_name
+        return workload_name(parse_workload(name))
+    except (ImportError, ValueError):
+        return name
+
+
+def enumerate_workload(spec: str, template: str = DEFAULT_TEMPLATE, max_configs: int = 0,
+                       seed: int = 0, vector_name: Optional[str] = None,
+                       chunk: int = 32) -> Tuple[str, List[GraphSample]]:
+    """Samples (runtimes NaN) for a workload's config space: all of it, or a seeded subset
+    of `max_configs` indices. `vector_name` "per_store" also computes MetaSchedule's
+    features (slower), which only the xgb model reads. Returns (workload name, samples)."""
+    try:
+        from extract.templates import get_template
+        from extract.workloads import parse_workload, workload_name
+    except ImportError as e:
+        raise SimulatorError(f"enumerating a config space needs the extractors ({e})") from None
+    try:
+        # ASSUMPTION(lead): extract.tvm_graph.samples_for_configs(template_name, workload, indices,
+        # per_store=False); samples carry vectors["curve"], and vectors["per_store"] if asked
+        from extract.tvm_graph import samples_for_configs
+    except ImportError as e:
+        raise SimulatorError(f"predicting an unmeasured workload needs "
+                             f"extract.tvm_graph.samples_for_configs ({e})") from None
+    try:
+        workload = parse_workload(spec)
+        space = get_template(template).space(workload)
+    except (ValueError, KeyError) as e:
+        raise SimulatorError(str(e)) from None
+    indices = np.arange(len(space))
+    if max_configs and max_configs < len(indices):
+        indices = np.sort(np.random.default_rng(seed).choice(indices, max_configs, replace=False))
+    from tqdm import tqdm
+    samples: List[GraphSample] = []
+    for start in tqdm(range(0, len(indices), chunk), desc=f"extract {len(indices)} configs",
+                      unit="chunk", leave=False):
+        part = [int(i) for i in indices[start:start + chunk]]
+        kwargs = {"per_store": True} if vector_name == "per_store" else {}
+        samples.extend(samples_for_configs(template, workload, part, **kwargs))
+    return workload_name(workload), samples

@@ -1,0 +1,154 @@
+"""Model variants chosen by `--model`.
+
+* every registered propagation layer (`gcn`, `sage`, `gat`, `cheb`, `mlp`) is a
+  `GraphModel`: encode → propagate × depth → pool → predict;
+* `curve-mlp`: an MLP on the fixed-width `vectors["curve"]` of each config;
+* `xgb`: XGBoost on `vectors["per_store"]` (see `simulator.baselines`), trained by
+  boosting, not by the SGD loop.
+
+A model maps a `Batch` to one predicted log runtime (natural log of seconds) per
+target row, and `set_normalization` installs the training set's statistics.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+from torch import nn
+
+from .batching import Batch, Prepared
+from .layers import POOLINGS, PROPAGATIONS, NodeEncoder, PredictHead, PropagationBlock
+from .registry import Registry, UnknownNameError
+
+MODELS: Registry = Registry("model")
+register_model = MODELS.register
+
+# options of the model architecture, as they appear in the run config
+MODEL_OPTIONS = ("width", "depth", "type_dim", "dropout", "residual", "norm", "pooling", "heads", "cheb_k")
+
+
+def _std(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    s = x.std(dim=dim, unbiased=False) if x.shape[dim] > 1 else torch.ones_like(x.mean(dim))
+    return torch.where(s > 1e-6, s, torch.ones_like(s))
+
+
+def normalization_stats(items: Sequence[Prepared]) -> Dict[str, List[float]]:
+    """Mean/std of the (signed-log1p) node features, of the vectors if any, and of the log
+    runtimes of the training items."""
+    y = torch.cat([it.y for it in items]).double()
+    y = y[torch.isfinite(y)]
+    stats: Dict[str, Any] = {"target_mean": float(y.mean()), "target_std": float(_std(y))}
+    x = torch.cat([it.x for it in items]).double()
+    stats["feature_mean"] = x.mean(0).tolist()
+    stats["feature_std"] = _std(x).tolist()
+    if items[0].vector is not None:
+        v = torch.cat([it.vector for it in items]).double()
+        stats["vector_mean"] = v.mean(0).tolist()
+        stats["vector_std"] = _std(v).tolist()
+    return stats
+
+
+class GraphModel(nn.Module):
+    """ŷ = Head(Pool_{v ∈ G}(Prop^L(G, Encode(x_v, t_v))))[config → graph]."""
+
+    uses_graph = True
+    vector_name: Optional[str] = None
+
+    def __init__(self, propagation: str, feature_dim: int, num_types: int, width: int = 64,
+                 depth: int = 3, type_dim: int = 32, dropout: float = 0.0, residual: bool = True,
+                 norm: str = "layer", pooling: str = "mean", heads: int = 4, cheb_k: int = 3, **_):
+        super().__init__()
+        layer_cls = PROPAGATIONS.get(propagation)
+        self.encoder = NodeEncoder(feature_dim, num_types, width, type_dim)
+        self.blocks = nn.ModuleList(
+            PropagationBlock(layer_cls(width, heads=heads, cheb_k=cheb_k), width, residual, norm, dropout)
+            for _ in range(depth))
+        self.pool = POOLINGS.get(pooling)()
+        self.head = PredictHead(width, dropout=dropout)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        h = self.encoder(batch.x, batch.types)
+        for block in self.blocks:
+            h = block(batch.graph, h)
+        hg = self.pool(batch.graph, h)            # (B, W), one row per graph
+        # per-config rows; a later change joins per-config features here ("late" join)
+        return self.head(hg[batch.config_graph])
+
+    def set_normalization(self, stats: Dict[str, Any]) -> None:
+        self.encoder.feature_mean.copy_(torch.tensor(stats["feature_mean"]))
+        self.encoder.feature_std.copy_(torch.tensor(stats["feature_std"]))
+        self.head.target_mean.fill_(stats["target_mean"])
+        self.head.target_std.fill_(stats["target_std"])
+
+
+class VectorMLP(nn.Module):
+    """ŷ = Head(MLP((v − μ) / σ)) on one fixed-width vector per config."""
+
+    uses_graph = False
+
+    def __init__(self, vector_name: str, vector_dim: int, width: int = 64, depth: int = 3,
+                 dropout: float = 0.0, **_):
+        super().__init__()
+        self.vector_name = vector_name
+        layers: List[nn.Module] = []
+        dims = [vector_dim] + [width] * max(1, depth - 1)
+        for a, b in zip(dims[:-1], dims[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU(), nn.Dropout(dropout)]
+        self.mlp = nn.Sequential(*layers)
+        self.head = PredictHead(width, dropout=dropout)
+        self.register_buffer("vector_mean", torch.zeros(vector_dim))
+        self.register_buffer("vector_std", torch.ones(vector_dim))
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        return self.head(self.mlp((batch.vector - self.vector_mean) / self.vector_std))
+
+    def set_normalization(self, stats: Dict[str, Any]) -> None:
+        self.vector_mean.copy_(torch.tensor(stats["vector_mean"]))
+        self.vector_std.copy_(torch.tensor(stats["vector_std"]))
+        self.head.target_mean.fill_(stats["target_mean"])
+        self.head.target_std.fill_(stats["target_std"])
+
+
+def _reads(vector_name: str):
+    def mark(fn):
+        fn.vector_name = vector_name
+        return fn
+    return mark
+
+
+@register_model("curve-mlp")
+@_reads("curve")
+def curve_mlp(config: Dict[str, Any], info: Dict[str, Any]) -> VectorMLP:
+    """AutoTVM-style context-relation ("curve") features of each config, MLP predictor."""
+    return VectorMLP("curve", info["vector_dims"]["curve"], **_options(config))
+
+
+@register_model("xgb")
+@_reads("per_store")
+def xgb(config: Dict[str, Any], info: Dict[str, Any]):
+    """XGBoost on MetaSchedule's PerStoreFeature, pooled per config (TVM's own cost model)."""
+    from .baselines import XGBModel
+    return XGBModel(config)
+
+
+def _options(config: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: config[k] for k in MODEL_OPTIONS if k in config}
+
+
+def model_names() -> List[str]:
+    return PROPAGATIONS.names() + MODELS.names()
+
+
+def vector_name_of(name: str) -> Optional[str]:
+    """The `sample.vectors` entry a model reads (None: it reads the graph)."""
+    return getattr(MODELS.get(name), "vector_name", None) if name in MODELS else None
+
+
+def build_model(config: Dict[str, Any], info: Dict[str, Any]):
+    """The model named config["model"]; `info` has feature_dim, num_types, vector_dims."""
+    name = config["model"]
+    if name in MODELS:
+        return MODELS.get(name)(config, info)
+    if name in PROPAGATIONS:
+        return GraphModel(name, info["feature_dim"], info["num_types"], **_options(config))
+    raise UnknownNameError(f"unknown model {name!r} (known: {', '.join(model_names())})")

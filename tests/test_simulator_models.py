@@ -1,0 +1,123 @@
+"""Every model variant and loss runs forward and backward; training lowers the loss."""
+import numpy as np
+import pytest
+import torch
+
+from simulator.batching import batch_indices, make_batch
+from simulator.engine import model_info, predict_log, prepare_samples
+from simulator.layers import POOLINGS, PROPAGATIONS
+from simulator.losses import LOSSES, build_loss
+from simulator.model import build_model, normalization_stats
+from simulator.registry import UnknownNameError
+from simulator.train import build_parser
+
+GRAPH_MODELS = ["gcn", "sage", "gat", "cheb", "mlp"]
+
+
+def setup(samples, **overrides):
+    config = vars(build_parser().parse_args([]))
+    config.update(overrides)
+    info = model_info(samples, config)
+    groups = {g: i for i, g in enumerate(sorted({s.group for s in samples}))}
+    items = prepare_samples(samples, config, info, groups)
+    torch.manual_seed(0)
+    model = build_model(config, info)
+    if isinstance(model, torch.nn.Module):
+        with torch.no_grad():
+            model.set_normalization(normalization_stats(items))
+    return config, model, items
+
+
+def test_registries_hold_the_issue_names():
+    assert set(GRAPH_MODELS) <= set(PROPAGATIONS.names())
+    assert set(POOLINGS.names()) == {"mean", "sum", "max"}
+    assert set(LOSSES.names()) == {"huber", "l1", "mse", "listmle", "pairwise-hinge"}
+    with pytest.raises(UnknownNameError, match="unknown loss 'nope'"):
+        LOSSES.get("nope")
+
+
+@pytest.mark.parametrize("name", GRAPH_MODELS + ["curve-mlp"])
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_model_forward_backward(synthetic_samples, name, pooling):
+    if name == "curve-mlp" and pooling == "max":
+        pytest.skip("vector model has no pooling")
+    config, model, items = setup(synthetic_samples[:24], model=name, pooling=pooling, width=16, depth=2)
+    batch = make_batch(items[:8], with_graph=model.uses_graph, with_vector=not model.uses_graph)
+    pred = model(batch)
+    assert pred.shape == (8,) and torch.isfinite(pred).all()
+    build_loss("huber")(pred, batch.y, batch.group).backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None for g in grads) and any(float(g.abs().sum()) > 0 for g in grads)
+
+
+def test_sum_pooling_and_no_residual(synthetic_samples):
+    config, model, items = setup(synthetic_samples[:8], pooling="sum", residual=False, norm="none", width=8)
+    assert model(make_batch(items)).shape == (8,)
+
+
+@pytest.mark.parametrize("loss", ["huber", "l1", "mse", "listmle", "pairwise-hinge"])
+def test_loss_forward_backward(synthetic_samples, loss):
+    config, model, items = setup(synthetic_samples[:32], width=16, depth=1)
+    batch = make_batch(items[:12] + items[16:28])   # two workloads, 12 configs each
+    value = build_loss(loss, delta=0.5, temperature=0.5)(model(batch), batch.y, batch.group)
+    assert value.ndim == 0 and torch.isfinite(value) and value.item() > 0
+    value.backward()
+
+
+def test_ranking_losses_by_hand():
+    y = torch.tensor([0.0, 1.0, 2.0])
+    group = torch.tensor([0, 0, 0])
+    right = torch.tensor([0.0, 5.0, 10.0])   # predicted in the right order, with margin
+    wrong = torch.tensor([10.0, 5.0, 0.0])
+    hinge = build_loss("pairwise-hinge")
+    assert float(hinge(right, y, group)) == 0.0
+    assert float(hinge(wrong, y, group)) == pytest.approx((6 + 6 + 11) / 3)
+    listmle = build_loss("listmle")
+    assert float(listmle(right, y, group)) < float(listmle(wrong, y, group))
+    # ListMLE of two items by hand: s = −ŷ; −log softmax(s)[fastest] + 0, averaged over 2 positions
+    s = -torch.tensor([1.0, 0.0])
+    expected = (torch.logsumexp(s, 0) - s[0]) / 2
+    assert float(listmle(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), torch.tensor([0, 0]))) == \
+        pytest.approx(float(expected))
+    # configs of different groups are never compared
+    assert float(hinge(wrong, y, torch.tensor([0, 1, 2]))) == 0.0
+
+
+def test_grouped_batches_keep_workloads_together():
+    groups = np.repeat(np.arange(3), 10)
+    batches = list(batch_indices(30, 10, np.random.default_rng(0), groups, group_size=5))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(30))
+    for b in batches:
+        runs = [groups[b[i:i + 5]] for i in range(0, len(b), 5)]
+        assert all(len(set(r.tolist())) == 1 for r in runs)
+
+
+@pytest.mark.parametrize("loss", ["huber", "listmle"])
+def test_loss_goes_down_on_a_tiny_dataset(synthetic_samples, loss):
+    config, model, items = setup(synthetic_samples[:48], width=32, depth=2)
+    loss_fn = build_loss(loss)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    batch = make_batch(items)
+    losses = []
+    for _ in range(60):
+        value = loss_fn(model(batch), batch.y, batch.group)
+        opt.zero_grad()
+        value.backward()
+        opt.step()
+        losses.append(value.item())
+    assert losses[-1] < 0.5 * losses[0], losses[::10]
+
+
+@pytest.mark.parametrize("objective", ["reg", "rank"])
+def test_xgb_fits_and_ranks(synthetic_samples, objective):
+    config, model, items = setup(synthetic_samples, model="xgb", xgb_objective=objective, xgb_rounds=30,
+                                 threads=1)
+    x = torch.cat([it.vector for it in items]).numpy()
+    y = torch.cat([it.y for it in items]).numpy()
+    g = np.array([it.group for it in items])
+    model.fit(x[:150], y[:150], g[:150], x[150:], y[150:], g[150:])
+    pred = predict_log(model, items)
+    assert pred.shape == (len(items),) and np.isfinite(pred).all()
+    # the booster round-trips through the checkpoint's JSON text
+    again = build_model(config, {}).load_json(model.to_json())
+    assert np.allclose(predict_log(again, items), pred)

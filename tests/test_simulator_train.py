@@ -1,0 +1,225 @@
+"""The train / evaluate / predict CLIs end to end, on small synthetic data."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from simulator import evaluate, predict, train
+from simulator.checkpoint import load_checkpoint
+from simulator.splits import DEFAULT_TEST
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--threads", "1", "--epochs", "3", "--width", "16", "--depth", "2", "--batch-size", "16"]
+
+
+def train_args(data, out, *extra):
+    return ["--data", data, "--out", str(out)] + TINY + list(extra)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, dataset_path):
+    """One finished gcn run, shared by the tests that only read it."""
+    out = tmp_path_factory.mktemp("runs") / "gcn"
+    assert train.main(train_args(dataset_path, out)) == 0
+    return out
+
+
+def test_metrics_json_shape_and_no_leakage(trained):
+    metrics = json.loads(read(trained / "metrics.json"))
+    assert set(metrics) >= {"test", "val", "config"}
+    assert set(metrics["test"]["kendall_tau"]["per_workload"]) == set(DEFAULT_TEST)
+    assert metrics["config"]["model"] == "gcn" and "out" not in metrics["config"]
+    for name in ("l1_log", "l1_ms", "mape", "kendall_tau", "opa", "top1_slowdown", "top5_slowdown",
+                 "top10_slowdown", "top1_ape"):
+        assert math.isfinite(metrics["test"][name]["mean"])
+    state = load_checkpoint(str(trained))
+    seen = {name.split("/")[0] for part in ("train", "val") for name in state["split"][part]}
+    assert not seen & set(DEFAULT_TEST)
+    assert {name.split("/")[0] for name in state["split"]["test"]} == set(DEFAULT_TEST)
+    # the checkpoint carries what predicting needs
+    assert {"normalization", "info", "config", "best_model", "optimizer", "rng"} <= set(state)
+    assert len(state["normalization"]["feature_mean"]) == state["info"]["feature_dim"]
+
+
+def test_same_seed_gives_identical_metrics_json(tmp_path, dataset_path, trained):
+    assert train.main(train_args(dataset_path, tmp_path / "again")) == 0
+    assert read(tmp_path / "again" / "metrics.json") == read(trained / "metrics.json")
+    assert train.main(train_args(dataset_path, tmp_path / "seed1", "--seed", "1")) == 0
+    assert read(tmp_path / "seed1" / "metrics.json") != read(trained / "metrics.json")
+
+
+def test_kill_mid_training_then_resume_finishes(tmp_path, dataset_path, trained):
+    out = tmp_path / "killed"
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    # the hidden test hook SIGKILLs the process after 7 steps: in epoch 2 (5 steps per epoch)
+    proc = subprocess.run([sys.executable, "-m", "simulator.train"] + train_args(dataset_path, out)
+                          + ["--crash-after-steps", "7"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert load_checkpoint(str(out))["epoch"] == 1
+    assert not (out / "metrics.json").exists()
+    assert not [p for p in os.listdir(out) if p.endswith(".tmp")]
+    assert train.main(train_args(dataset_path, out, "--resume")) == 0
+    # resuming replays the lost epoch from the saved RNG state: the same result as no kill
+    assert read(out / "metrics.json") == read(trained / "metrics.json")
+    # resuming a finished run only re-evaluates
+    assert train.main(train_args(dataset_path, out, "--resume")) == 0
+    assert read(out / "metrics.json") == read(trained / "metrics.json")
+
+
+def test_evaluate_reproduces_the_saved_metrics(trained):
+    result = evaluate.run([str(trained), "--threads", "1"])
+    saved = json.loads(read(trained / "metrics.json"))
+    assert result["test"]["kendall_tau"]["mean"] == pytest.approx(saved["test"]["kendall_tau"]["mean"])
+    assert result["val"]["l1_log"]["mean"] == pytest.approx(saved["val"]["l1_log"]["mean"])
+
+
+def test_predict_ranks_measured_data(trained, dataset_path, capsys):
+    rows = predict.run([str(trained), dataset_path, "--top-k", "3", "--threads", "1"])
+    assert len(rows) == 12
+    ranked = [r for r in rows["C3"] if r["rank"] is not None]
+    assert [r["rank"] for r in ranked] == [1, 2, 3]
+    assert ranked[0]["predicted_ms"] <= ranked[1]["predicted_ms"] <= ranked[2]["predicted_ms"]
+    assert all(r["measured_ms"] > 0 for r in ranked)
+    assert "C3: top 3 of 16 configs" in capsys.readouterr().out
+
+
+def test_predict_unmeasured_workload_with_standin_enumerator(trained, monkeypatch, capsys):
+    """STAND-IN: until extract.tvm_graph.samples_for_configs lands, the config space of an
+    unmeasured workload is faked with synthetic samples whose runtimes are NaN."""
+    from simulator.synthetic import make_synthetic_samples
+
+    def fake_enumerate(spec, template, max_configs, seed, vector_name=None):
+        samples = make_synthetic_samples(1, 40, (10, 20), seed=7, group_names=[spec])
+        for s in samples:
+            s.runtimes = np.array([np.nan])
+        return spec, samples
+
+    monkeypatch.setattr(predict, "enumerate_workload", fake_enumerate)
+    rows = predict.run([str(trained), "1x32x14x14_32x3x3_s1_p1", "--top-k", "5", "--threads", "1"])
+    ranked = rows["1x32x14x14_32x3x3_s1_p1"]
+    assert len(ranked) == 5 and all(r["measured_ms"] is None for r in ranked)
+    assert [r["predicted_ms"] for r in ranked] == sorted(r["predicted_ms"] for r in ranked)
+    assert "top 5 of 40 configs" in capsys.readouterr().out
+
+
+def test_predict_unmeasured_workload_real_extractor(tmp_path):
+    """With the lead's extractor: train on two measured-looking workloads, rank a third."""
+    tvm_graph = pytest.importorskip("extract.tvm_graph")
+    if not hasattr(tvm_graph, "samples_for_configs"):
+        pytest.skip("extract.tvm_graph.samples_for_configs not there yet")
+    from extract.sample import save_samples
+    from extract.templates import get_template
+    from extract.workloads import parse_workload
+    samples = []
+    rng = np.random.default_rng(0)
+    for spec in ("1x16x14x14_16x3x3_s1_p1", "1x16x14x14_32x1x1_s1_p0"):
+        wl = parse_workload(spec)
+        n = len(get_template("conv2d_NCHWc.x86").space(wl))
+        for s in tvm_graph.samples_for_configs("conv2d_NCHWc.x86", wl, sorted(rng.choice(n, 8, replace=False))):
+            s.runtimes = np.array([rng.uniform(1e-4, 1e-3)])
+            samples.append(s)
+    save_samples(str(tmp_path / "real.npz"), samples)
+    groups = sorted({s.group for s in samples})
+    out = tmp_path / "run"
+    assert train.main(["--data", str(tmp_path / "real.npz"), "--out", str(out), "--threads", "1",
+                       "--epochs", "1", "--width", "8", "--depth", "1",
+                       "--train-workloads", groups[0], "--test-workloads", groups[1]]) == 0
+    rows = predict.run([str(out), "1x8x7x7_16x3x3_s1_p1", "--top-k", "3", "--max-configs", "6",
+                        "--threads", "1"])
+    ranked = next(iter(rows.values()))
+    assert len(ranked) == 3 and all(r["measured_ms"] is None for r in ranked)
+
+
+@pytest.mark.parametrize("extra", [["--model", "curve-mlp"], ["--model", "xgb"],
+                                   ["--model", "xgb", "--loss", "pairwise-hinge"],
+                                   ["--model", "sage", "--loss", "listmle", "--group-size", "8"]])
+def test_baselines_and_ranking_losses_through_the_same_cli(tmp_path, dataset_path, extra):
+    out = tmp_path / "run"
+    assert train.main(train_args(dataset_path, out, "--xgb-rounds", "20", *extra)) == 0
+    metrics = json.loads(read(out / "metrics.json"))
+    assert math.isfinite(metrics["test"]["kendall_tau"]["mean"])
+    # and the saved run predicts
+    assert evaluate.run([str(out), "--threads", "1"])["test"]["kendall_tau"]["mean"] == \
+        pytest.approx(metrics["test"]["kendall_tau"]["mean"])
+
+
+def one_line_error(capsys, *needles):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in err[0], err[0]
+
+
+def test_missing_dataset_is_a_clear_error(tmp_path, capsys):
+    missing = str(tmp_path / "nope")
+    assert train.main(["--data", missing, "--out", str(tmp_path / "r")] + TINY) == 2
+    one_line_error(capsys, missing, "no such")
+
+
+def test_bad_checkpoint_is_a_clear_error(tmp_path, trained, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "checkpoint.pt").write_bytes(b"this is not a checkpoint")
+    assert evaluate.main([str(bad)]) == 2
+    one_line_error(capsys, str(bad / "checkpoint.pt"), "not a readable checkpoint")
+    # a truncated checkpoint (e.g. copied while being written)
+    whole = (trained / "checkpoint.pt").read_bytes()
+    (bad / "checkpoint.pt").write_bytes(whole[: len(whole) // 2])
+    assert predict.main([str(bad), "C2"]) == 2
+    one_line_error(capsys, "checkpoint.pt", "not a readable checkpoint")
+    assert train.main(["--data", str(tmp_path), "--out", str(bad), "--resume"] + TINY) == 2
+    one_line_error(capsys, "checkpoint.pt")
+    assert evaluate.main([str(tmp_path / "nowhere")]) == 2
+    one_line_error(capsys, "nowhere", "no such checkpoint")
+
+
+@pytest.mark.parametrize("flag,name", [("--model", "gnn9000"), ("--loss", "hinge2"), ("--pooling", "median")])
+def test_unknown_names_are_clear_errors(tmp_path, dataset_path, capsys, flag, name):
+    assert train.main(train_args(dataset_path, tmp_path / "r", flag, name)) == 2
+    one_line_error(capsys, repr(name), "known:")
+
+
+def test_existing_run_is_not_overwritten_silently(trained, dataset_path, capsys):
+    assert train.main(train_args(dataset_path, trained)) == 2
+    one_line_error(capsys, "--resume")
+
+
+def test_train_on_a_users_autotvm_log(tmp_path):
+    """--data with an AutoTVM log (extracted through datasets.load_dataset, cached under
+    --cache-dir), workloads named from the records."""
+    datasets = pytest.importorskip("datasets")
+    if not hasattr(datasets, "load_dataset"):
+        pytest.skip("datasets.load_dataset not there yet")
+    from extract.records import MeasureRecord
+    from extract.templates import get_template
+    from extract.workloads import parse_workload
+    template = get_template("conv2d_NCHWc.x86")
+    rng = np.random.default_rng(0)
+    lines = []
+    specs = ["1x16x14x14_16x3x3_s1_p1", "1x16x14x14_32x1x1_s1_p0"]
+    for spec in specs:
+        wl = parse_workload(spec)
+        space = template.space(wl)
+        for index in rng.choice(len(space), 6, replace=False):
+            config = space.get(int(index))
+            lines.append(MeasureRecord("llvm", template.name, template.task_args(wl), config.index,
+                                       space.to_entity(config), [float(rng.uniform(1e-4, 1e-3))] * 2).to_json())
+    (tmp_path / "mine.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run"
+    cache = tmp_path / "cache"
+    args = ["--data", str(tmp_path / "mine.jsonl"), "--cache-dir", str(cache), "--out", str(out),
+            "--threads", "1", "--epochs", "2", "--width", "8", "--depth", "1",
+            "--train-workloads", "conv2d_" + specs[0], "--test-workloads", specs[1]]
+    assert train.main(args) == 0
+    metrics = json.loads(read(out / "metrics.json"))
+    assert list(metrics["test"]["kendall_tau"]["per_workload"]) == ["conv2d_" + specs[1]]
+    assert any(cache.iterdir())   # extracted once, cached
