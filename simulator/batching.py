@@ -10,12 +10,27 @@ of the model (buffers saved in its state dict), as is the target's (log runtime)
 
 `make_batch` is the single place a batch is built. A batch holds B graphs and C ≥ B
 target rows: row r belongs to graph `config_graph[r]`. TVM samples have one config
-each (C = B); XLA samples (one graph, many configs) will add per-config features here.
+each (C = B). XLA samples (one graph, many configs) carry per-config features:
+
+* tile: `config_x` (C, k), one vector per config row;
+* layout: one (k,)-vector per (config row, configurable node): `node_config_x` (R, k)
+  with `node_config_row` (R,) its config row and `node_config_node` (R,) its node in
+  `graph`.
+
+Two ways to give the model those features (`GraphModel`'s `join`):
+
+* late join (`expand=False`): `graph` holds the B graphs once; the model pools each
+  graph and joins the config features to the pooled row `pool_index[r]` = graph of r.
+* early join (`expand=True`): `graph` holds one copy of its graph per config row (C
+  copies), node i of the copies is base node `node_index[i]` (x and types stay the B
+  graphs' rows; the model gathers them) of config row `node_row[i]`, and pooled row
+  r is config row r. Memory grows with C × nodes, which is why layout graphs are
+  pruned and batches are capped by node count (see `simulator.tpugraphs`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -43,6 +58,13 @@ class Prepared:
     y: torch.Tensor              # (c,) float32 natural log of runtime in seconds (NaN: unmeasured)
     group: int                   # index into the collection's sorted group names
     vector: Optional[torch.Tensor] = None  # (c, k) float32 a baseline's vector (transformed)
+    config_x: Optional[torch.Tensor] = None       # (c, k) tile config features (transformed)
+    node_config_x: Optional[torch.Tensor] = None  # (c, nc, k) layout per-node config features
+    config_nodes: Optional[torch.Tensor] = None   # (nc,) int64 local ids of configurable nodes
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.types.shape[0])
 
 
 def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_types: int,
@@ -50,23 +72,17 @@ def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_typ
             transform: str = "none") -> List[Prepared]:
     """Tensors for each sample. Type ids outside 0…num_types-1 map to the unknown slot
     num_types (the model's embedding has num_types + 1 rows)."""
+    transform = transform or "none"
     if transform not in TRANSFORMS:
         raise SimulatorError(f"unknown feature transform {transform!r} (known: {', '.join(TRANSFORMS)})")
     fn = TRANSFORMS[transform]
     out = []
     for s in samples:
-        if s.config_features is not None or s.node_config_features is not None:
-            raise SimulatorError(f"{s.name}: per-config features (XLA/TpuGraphs samples) are not "
-                                 f"supported by this model yet")
         if feature_dim is not None and s.node_features.shape[1] != feature_dim:
             raise SimulatorError(f"{s.name}: {s.node_features.shape[1]} node features, the model "
                                  f"expects {feature_dim} (different extractor version?)")
-        n = s.num_nodes
         types = np.where((s.node_types >= 0) & (s.node_types < num_types), s.node_types, num_types)
-        src, dst = s.edges[:, 0], s.edges[:, 1]
-        loops = np.arange(n)
-        all_src = np.concatenate([src, dst, loops])
-        all_dst = np.concatenate([dst, src, loops])
+        src, dst = graph_edges(s.edges, s.num_nodes)
         with np.errstate(divide="ignore", invalid="ignore"):
             y = np.log(s.runtimes)
         vector = None
@@ -79,9 +95,31 @@ def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_typ
         out.append(Prepared(
             x=torch.from_numpy(fn(s.node_features.astype(np.float64)).astype(np.float32)),
             types=torch.from_numpy(types.astype(np.int64)),
-            src=torch.from_numpy(all_src.astype(np.int64)), dst=torch.from_numpy(all_dst.astype(np.int64)),
-            y=torch.from_numpy(y.astype(np.float32)), group=group_index[s.group], vector=vector))
+            src=src, dst=dst, y=torch.from_numpy(y.astype(np.float32)), group=group_index[s.group], vector=vector,
+            **config_tensors(s.config_features, s.node_config_features, s.node_config_ids, transform)))
     return out
+
+
+def config_tensors(config_features: Optional[np.ndarray], node_config_features: Optional[np.ndarray],
+                   node_config_ids: Optional[np.ndarray], transform: str = "none") -> Dict[str, Any]:
+    """Prepared's per-config fields (transformed like the node features)."""
+    fn = TRANSFORMS[transform or "none"]
+    out: Dict[str, Any] = {}
+    if config_features is not None:
+        out["config_x"] = torch.from_numpy(fn(np.asarray(config_features, np.float64)).astype(np.float32))
+    if node_config_features is not None:
+        out["node_config_x"] = torch.from_numpy(fn(np.asarray(node_config_features, np.float64))
+                                                .astype(np.float32))
+        out["config_nodes"] = torch.from_numpy(np.asarray(node_config_ids, np.int64).reshape(-1))
+    return out
+
+
+def graph_edges(edges: np.ndarray, num_nodes: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(src, dst) of edges + reverse edges + a self-loop per node."""
+    src, dst = edges[:, 0], edges[:, 1]
+    loops = np.arange(num_nodes)
+    return (torch.from_numpy(np.concatenate([src, dst, loops]).astype(np.int64)),
+            torch.from_numpy(np.concatenate([dst, src, loops]).astype(np.int64)))
 
 
 @dataclass
@@ -93,31 +131,91 @@ class Batch:
     y: torch.Tensor                    # (C,) log runtime
     group: torch.Tensor                # (C,) group index of each row (ranking losses)
     vector: Optional[torch.Tensor] = None  # (C, k)
+    config_x: Optional[torch.Tensor] = None          # (C, k) tile config features
+    node_config_x: Optional[torch.Tensor] = None     # (R, k) layout: one row per (config, node)
+    node_config_row: Optional[torch.Tensor] = None   # (R,) its config row
+    node_config_node: Optional[torch.Tensor] = None  # (R,) its node in `graph`
+    pool_index: Optional[torch.Tensor] = None        # (C,) pooled row of each config row
+    node_index: Optional[torch.Tensor] = None        # early join: base node of each graph node
+    node_row: Optional[torch.Tensor] = None          # early join: config row of each graph node
 
     @property
     def num_graphs(self) -> int:
         return int(self.config_graph.max()) + 1 if len(self.config_graph) else 0
 
+    @property
+    def expanded(self) -> bool:
+        return self.node_index is not None
 
-def make_batch(items: Sequence[Prepared], with_graph: bool = True, with_vector: bool = False) -> Batch:
-    """Concatenate prepared samples into one batch (the one place batches are built)."""
+
+def make_batch(items: Sequence[Prepared], with_graph: bool = True, with_vector: bool = False,
+               expand: bool = False) -> Batch:
+    """Concatenate prepared samples into one batch (the one place batches are built).
+
+    `expand`: one copy of each graph per config row (early join of config features,
+    see the module docstring); without per-config features it changes nothing."""
     counts = torch.tensor([len(it.y) for it in items])
     config_graph = torch.repeat_interleave(torch.arange(len(items)), counts)
     y = torch.cat([it.y for it in items])
     group = torch.repeat_interleave(torch.tensor([it.group for it in items]), counts)
-    graph = x = types = None
+    config_x = torch.cat([it.config_x for it in items]) if _all_have(items, "config_x") else None
+    layout = _all_have(items, "node_config_x")
+    expand = expand and (config_x is not None or layout)
+    graph = x = types = pool_index = node_index = node_row = None
+    nc_x = nc_row = nc_node = None
     if with_graph:
         num_nodes = torch.tensor([len(it.types) for it in items])
         offsets = torch.cumsum(num_nodes, 0) - num_nodes
-        src = torch.cat([it.src + o for it, o in zip(items, offsets.tolist())])
-        dst = torch.cat([it.dst + o for it, o in zip(items, offsets.tolist())])
-        graph = dgl.graph((src, dst), num_nodes=int(num_nodes.sum()))
-        graph.set_batch_num_nodes(num_nodes)
-        graph.set_batch_num_edges(torch.tensor([len(it.src) for it in items]))
+        num_edges = torch.tensor([len(it.src) for it in items])
         x = torch.cat([it.x for it in items])
         types = torch.cat([it.types for it in items])
+        if expand:
+            copy_nodes = num_nodes[config_graph]                 # (C,) nodes of each copy
+            copy_offsets = torch.cumsum(copy_nodes, 0) - copy_nodes
+            total = int(copy_nodes.sum())
+            node_row = torch.repeat_interleave(torch.arange(len(config_graph)), copy_nodes)
+            node_index = torch.arange(total) - copy_offsets[node_row] + offsets[config_graph][node_row]
+            src, dst, row = [], [], 0
+            for it, c in zip(items, counts.tolist()):
+                o = copy_offsets[row:row + c, None]
+                src.append((it.src[None, :] + o).reshape(-1))
+                dst.append((it.dst[None, :] + o).reshape(-1))
+                row += c
+            graph = dgl.graph((torch.cat(src), torch.cat(dst)), num_nodes=total)
+            graph.set_batch_num_nodes(copy_nodes)
+            graph.set_batch_num_edges(num_edges[config_graph])
+            pool_index = torch.arange(len(config_graph))
+            node_base = copy_offsets                               # per config row
+        else:
+            src = torch.cat([it.src + o for it, o in zip(items, offsets.tolist())])
+            dst = torch.cat([it.dst + o for it, o in zip(items, offsets.tolist())])
+            graph = dgl.graph((src, dst), num_nodes=int(num_nodes.sum()))
+            graph.set_batch_num_nodes(num_nodes)
+            graph.set_batch_num_edges(num_edges)
+            pool_index = config_graph
+            node_base = offsets[config_graph]                      # per config row
+        if layout:
+            rows, nodes, feats, row = [], [], [], 0
+            for it, c in zip(items, counts.tolist()):
+                nc = len(it.config_nodes)
+                feats.append(it.node_config_x.reshape(c * nc, -1))
+                r = torch.arange(row, row + c).repeat_interleave(nc)
+                rows.append(r)
+                nodes.append(node_base[r] + it.config_nodes.repeat(c))
+                row += c
+            nc_x, nc_row, nc_node = torch.cat(feats), torch.cat(rows), torch.cat(nodes)
     vector = torch.cat([it.vector for it in items]) if with_vector else None
-    return Batch(graph, x, types, config_graph, y, group, vector)
+    return Batch(graph, x, types, config_graph, y, group, vector, config_x=config_x,
+                 node_config_x=nc_x, node_config_row=nc_row, node_config_node=nc_node,
+                 pool_index=pool_index, node_index=node_index, node_row=node_row)
+
+
+def _all_have(items: Sequence[Prepared], key: str) -> bool:
+    """Whether the items have the optional field `key`: all of them, or none."""
+    present = [getattr(it, key) is not None for it in items]
+    if any(present) and not all(present):
+        raise SimulatorError(f"a batch mixes samples with and without {key}")
+    return bool(present) and all(present)
 
 
 def batch_indices(num_items: int, batch_size: int, rng: np.random.Generator,

@@ -9,6 +9,8 @@ so a change of those interfaces is fixed here only:
 * `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
 * `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
                                space (extract.tvm_graph.samples_for_configs)
+* `is_tpugraphs(data)`      -> whether `--data` is `tpugraphs:<collection>`, read lazily
+                               through datasets.tpugraphs by simulator.tpugraphs
 
 Where `datasets.load_dataset` is missing (early checkouts), `load_data` reads `.npz`
 sample collections written by `extract.sample.save_samples` (files, or folders of
@@ -62,6 +64,27 @@ def _load_npz_paths(paths: Sequence[str]) -> List[GraphSample]:
     return samples
 
 
+def is_tpugraphs(data: Union[str, Sequence[str], None]) -> bool:
+    """Whether `--data` names a TpuGraphs collection (`tpugraphs:tile:xla`, …)."""
+    if data is None:
+        return False
+    items = [data] if isinstance(data, str) else list(data)
+    return any(str(d).startswith("tpugraphs:") for d in items)
+
+
+def _refuse_tpugraphs_files(paths: Sequence[str]) -> None:
+    """TpuGraphs npz files are not sample collections: say how to use them."""
+    from datasets.tpugraphs import is_tpugraphs_npz
+    for path in paths:
+        found = (sorted(glob.glob(os.path.join(path, "**", "*.npz"), recursive=True))[:1]
+                 if os.path.isdir(path) else [path])
+        for f in found:
+            if f.endswith(".npz") and is_tpugraphs_npz(f):
+                raise SimulatorError(f"{f}: a TpuGraphs npz file, not a sample collection: train with "
+                                     f"--data tpugraphs:<collection> --data-root ROOT, rank with "
+                                     f"python -m simulator.predict RUN {path}")
+
+
 def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[str] = None) -> List[GraphSample]:
     """Samples from the shipped dataset, AutoTVM logs / folders, or `.npz` collections.
 
@@ -71,9 +94,13 @@ def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[st
     paths = [paths] if isinstance(paths, str) else list(paths)
     if not paths:
         raise SimulatorError("no dataset given")
+    if is_tpugraphs(paths):
+        raise SimulatorError(f"{' '.join(paths)}: TpuGraphs collections are read lazily by "
+                             f"simulator.train/evaluate/predict, not loaded whole")
     for p in paths:
         if p != SHIPPED and not os.path.exists(p):
             raise SimulatorError(f"{p}: no such dataset file or folder")
+    _refuse_tpugraphs_files([p for p in paths if p != SHIPPED])
     load_dataset = _lead_load_dataset()
     # ASSUMPTION(lead): load_dataset(data) takes one path/"shipped" or a list of them; the
     # cache folder is the TPSIM_CACHE environment variable (or a cache_dir argument)

@@ -70,14 +70,18 @@ def predict_log(model, items: Sequence[Prepared], batch_size: int = 256) -> np.n
     with torch.no_grad():
         for start in range(0, len(items), batch_size):
             batch = make_batch(items[start:start + batch_size], with_graph=model.uses_graph,
-                               with_vector=model.vector_name is not None and not model.uses_graph)
+                               with_vector=model.vector_name is not None and not model.uses_graph,
+                               expand=bool(getattr(model, "expands", False)))
             out.append(model(batch).double().numpy())
     return np.concatenate(out)
 
 
 def evaluate_items(model, items: Sequence[Prepared], samples: Sequence[GraphSample],
                    batch_size: int = 256) -> Dict[str, Dict]:
-    """Metrics of `model` on measured samples, per workload (sample.group) and mean."""
+    """Metrics of `model` on measured samples, per workload (sample.group) and mean.
+    A lazy source (`simulator.tpugraphs.TpuGraphsSource`) evaluates itself, per graph."""
+    if hasattr(items, "evaluate"):
+        return items.evaluate(model, batch_size)
     pred = predict_log(model, items, batch_size)
     true = np.concatenate([it.y.double().numpy() for it in items])
     groups = [s.group for s in samples for _ in range(s.num_configs)]

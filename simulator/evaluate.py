@@ -2,6 +2,7 @@
 
     python -m simulator.evaluate DIR                 # the run's own val/test split
     python -m simulator.evaluate DIR --data LOGS...  # every workload of other data
+    python -m simulator.evaluate DIR [--data-root ROOT]  # a TpuGraphs run: its valid/test folders
 
 Loads DIR's checkpoint (the best weights), rebuilds the run's split from its saved
 config (and checks it is the split it was trained with), and prints the metric
@@ -31,11 +32,14 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     ap.add_argument("--which", choices=["best", "last"], default="best", help="best-validation or last weights")
     ap.add_argument("--write", action="store_true", help="rewrite DIR/metrics.json (run's own split only)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--data-root", default=None, help="TpuGraphs runs: where the collection now is")
     args = ap.parse_args(argv)
 
     model, state = load_trained(args.run, "best_model" if args.which == "best" else "model")
     config, info = state["config"], state["info"]
     setup_determinism(config["seed"], args.threads or config["threads"])
+    if "tpugraphs" in info:
+        return _evaluate_tpugraphs(args, model, config, info)
     check_extractor(info, args.run)
     samples = load_data(args.data or config["data"], args.cache_dir or config.get("cache_dir"))
     group_index = {g: i for i, g in enumerate(sorted({s.group for s in samples}))}
@@ -59,15 +63,38 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                                           [samples[i] for i in parts[part]], batch)
             print(format_table(result[part], f"\n{part} ({describe(config)})"))
     if args.write:
-        path = os.path.join(args.run if os.path.isdir(args.run) else os.path.dirname(args.run), "metrics.json")
-        old: Dict[str, Any] = {}
-        if os.path.exists(path):
-            import json
-            with open(path, encoding="utf-8") as f:
-                old = json.load(f)
-        write_json(path, dict(old, **result))
-        print(f"wrote {path}", file=sys.stderr)
+        _write(args.run, result)
     return result
+
+
+def _evaluate_tpugraphs(args, model, config: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
+    from .tpugraphs import TpuGraphsSource, open_parts
+    if args.data:
+        raise SimulatorError("--data: a TpuGraphs run is evaluated on its own collection's valid/test "
+                             "folders (move them with --data-root)")
+    config = dict(config, data_root=args.data_root or config.get("data_root"))
+    result: Dict[str, Any] = {"config": config}
+    for part, files in open_parts(config, ("val", "test")).items():
+        scores = TpuGraphsSource(files, config, info, part).evaluate(model)
+        if not scores:
+            print(f"\n{part}: no measured configs (runtimes withheld); not scored", file=sys.stderr)
+            continue
+        result[part] = scores
+        print(format_table(scores, f"\n{part} ({describe(config)})"))
+    if args.write:
+        _write(args.run, result)
+    return result
+
+
+def _write(run: str, result: Dict[str, Any]) -> None:
+    path = os.path.join(run if os.path.isdir(run) else os.path.dirname(run), "metrics.json")
+    old: Dict[str, Any] = {}
+    if os.path.exists(path):
+        import json
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    write_json(path, dict(old, **result))
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -41,8 +41,17 @@ class NodeEncoder(nn.Module):
         self.register_buffer("feature_std", torch.ones(feature_dim))
 
     def forward(self, x: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        return self.finish(self.first(x, types))
+
+    # The MLP split at its first activation, so that an early join can add W_c·c_v (the
+    # first layer's weights for joined config features) to W·[x ‖ E[t]] before the ReLU:
+    # together, the first layer of MLP([x ‖ E[t] ‖ c]).
+    def first(self, x: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
         x = (x - self.feature_mean) / self.feature_std
-        return self.mlp(torch.cat([x, self.type_embedding(types)], dim=1))
+        return self.mlp[0](torch.cat([x, self.type_embedding(types)], dim=1))
+
+    def finish(self, pre: torch.Tensor) -> torch.Tensor:
+        return self.mlp[2](self.mlp[1](pre))
 
 
 # ---------------------------------------------------------------- propagate
@@ -149,7 +158,7 @@ class PredictHead(nn.Module):
 
     def __init__(self, width: int, hidden: int = 0, dropout: float = 0.0):
         super().__init__()
-        hidden = hidden or width
+        hidden = hidden or width  # width: of the input (the pooled row, joined features)
         self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, 1))
         self.register_buffer("target_mean", torch.zeros(()))
         self.register_buffer("target_std", torch.ones(()))

@@ -11,6 +11,12 @@ configs. Ratios are fractions (0.05 = 5%); the table prints them as percentages.
                 predicted order agrees (a tie in p counts ½)
 * topK_slowdown (min t over the K configs with the smallest p − min t) / min t
 * top1_ape      |p − t| / t of the config with the smallest p
+* kaggle_score  1 − top5_slowdown: TpuGraphs' tile score (not in the default set; see
+                TILE_METRICS)
+
+TpuGraphs collections are evaluated per graph over all its measured configs with
+TILE_METRICS / LAYOUT_METRICS (ranking metrics only: a ranking-trained model is right
+up to a per-graph shift, and tile runtimes are ratios to the default config anyway).
 """
 from __future__ import annotations
 
@@ -31,11 +37,13 @@ class Metric:
     fn: Callable[[np.ndarray, np.ndarray], float]
     higher_is_better: bool = False
     percent: bool = False  # printed as a percentage
+    default: bool = True   # part of evaluate()'s default set
 
 
-def register_metric(name: str, higher_is_better: bool = False, percent: bool = False):
+def register_metric(name: str, higher_is_better: bool = False, percent: bool = False,
+                    default: bool = True):
     def add(fn):
-        METRICS.register(name)(Metric(fn, higher_is_better, percent))
+        METRICS.register(name)(Metric(fn, higher_is_better, percent, default))
         return fn
     return add
 
@@ -85,10 +93,33 @@ for _k in (1, 5, 10):
     register_metric(f"top{_k}_slowdown", percent=True)(lambda p, t, k=_k: top_k_slowdown(p, t, k))
 
 
+# TpuGraphs' tile metric: google-research-datasets/tpu_graphs,
+# tpu_graphs/baselines/tiles/metrics.py, `top_error_performance`: "(ModelChosen - Best) /
+# Best, where ModelChosen is the (measured) runtime of configuration chosen by model (we
+# select the least of the top-k of the model) and Best is the minimum runtime of all
+# configurations", averaged over kernels, for k in (1, 5, 10) — our topK_slowdown. The
+# Kaggle competition ("Google - Fast or Slow?", tile:xla) scores a kernel by
+# 2 − min(runtime of the 5 submitted configs) / min(all runtimes) = 1 − top5_slowdown.
+@register_metric("kaggle_score", higher_is_better=True, default=False)
+def kaggle_score(p, t):
+    return 1.0 - top_k_slowdown(p, t, 5)
+
+
 @register_metric("top1_ape", percent=True)
 def top1_ape(p, t):
     i = int(np.argsort(p, kind="stable")[0])
     return float(abs(p[i] - t[i]) / t[i])
+
+
+TILE_METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "kaggle_score"]
+# Kendall τ over all configs of a graph is the TpuGraphs/Kaggle layout metric. (opa is
+# left out for TpuGraphs: it builds c × c matrices, and layout graphs have thousands of
+# configs.)
+LAYOUT_METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown"]
+
+
+def default_metric_names():
+    return [n for n in METRICS.names() if METRICS.get(n).default]
 
 
 def _clean(x: float) -> Optional[float]:
@@ -99,7 +130,7 @@ def evaluate(pred_log: np.ndarray, true_log: np.ndarray, groups: Sequence[str],
              names: Optional[Sequence[str]] = None) -> Dict[str, Dict]:
     """{metric: {"mean": m, "per_workload": {group: v}}} from log runtimes (natural log);
     the mean is over workloads; NaN (e.g. τ of one config) is None and left out of it."""
-    names = list(names or METRICS.names())
+    names = list(names or default_metric_names())
     pred_log, true_log = np.asarray(pred_log, np.float64), np.asarray(true_log, np.float64)
     groups = np.asarray(groups)
     out: Dict[str, Dict] = {n: {"mean": None, "per_workload": {}} for n in names}

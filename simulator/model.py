@@ -24,7 +24,9 @@ MODELS: Registry = Registry("model")
 register_model = MODELS.register
 
 # options of the model architecture, as they appear in the run config
-MODEL_OPTIONS = ("width", "depth", "type_dim", "dropout", "residual", "norm", "pooling", "heads", "cheb_k")
+MODEL_OPTIONS = ("width", "depth", "type_dim", "dropout", "residual", "norm", "pooling", "heads", "cheb_k",
+                 "join")
+JOINS = ("early", "late")
 
 
 def _std(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
@@ -45,40 +47,112 @@ def normalization_stats(items: Sequence[Prepared]) -> Dict[str, List[float]]:
         v = torch.cat([it.vector for it in items]).double()
         stats["vector_mean"] = v.mean(0).tolist()
         stats["vector_std"] = _std(v).tolist()
+    if items[0].config_x is not None:
+        c = torch.cat([it.config_x for it in items]).double()
+        stats["config_mean"], stats["config_std"] = c.mean(0).tolist(), _std(c).tolist()
+    if items[0].node_config_x is not None:
+        c = torch.cat([it.node_config_x.reshape(-1, it.node_config_x.shape[-1]) for it in items]).double()
+        stats["node_config_mean"], stats["node_config_std"] = c.mean(0).tolist(), _std(c).tolist()
     return stats
 
 
 class GraphModel(nn.Module):
-    """ŷ = Head(Pool_{v ∈ G}(Prop^L(G, Encode(x_v, t_v))))[config → graph]."""
+    """ŷ = Head(Pool_{v ∈ G}(Prop^L(G, Encode(x_v, t_v))))[config → graph].
+
+    Per-config features (XLA/TpuGraphs samples; `config_dim`, `node_config_dim` > 0)
+    are joined by `join`:
+
+    * "early": onto the nodes before propagation. Tile: every node of the config's copy
+      of the graph gets W_c·c (the first encoder layer sees [x ‖ E[t] ‖ c]); layout: each
+      configurable node gets W_n·c_v + b_n (b_n marks it configurable), other nodes
+      nothing. The batch holds one copy of the graph per config (`make_batch(expand=True)`),
+      so propagation sees how each config changes every node within `depth` hops.
+    * "late": onto the pooled graph embedding. Tile: ŷ = Head([h_G ‖ MLP(c)]); layout:
+      ŷ = Head([h_G ‖ mean_{v configurable} MLP([h_v ‖ c_v])]). The graph is
+      propagated once for all its configs: cheap, but configs cannot change messages.
+
+    Config vectors are standardised with training-set mean/std buffers like x.
+    """
 
     uses_graph = True
     vector_name: Optional[str] = None
 
     def __init__(self, propagation: str, feature_dim: int, num_types: int, width: int = 64,
                  depth: int = 3, type_dim: int = 32, dropout: float = 0.0, residual: bool = True,
-                 norm: str = "layer", pooling: str = "mean", heads: int = 4, cheb_k: int = 3, **_):
+                 norm: str = "layer", pooling: str = "mean", heads: int = 4, cheb_k: int = 3,
+                 config_dim: int = 0, node_config_dim: int = 0, join: str = "early", **_):
         super().__init__()
+        if join not in JOINS:
+            raise UnknownNameError(f"unknown join {join!r} (known: {', '.join(JOINS)})")
         layer_cls = PROPAGATIONS.get(propagation)
         self.encoder = NodeEncoder(feature_dim, num_types, width, type_dim)
         self.blocks = nn.ModuleList(
             PropagationBlock(layer_cls(width, heads=heads, cheb_k=cheb_k), width, residual, norm, dropout)
             for _ in range(depth))
         self.pool = POOLINGS.get(pooling)()
-        self.head = PredictHead(width, dropout=dropout)
+        self.config_dim, self.node_config_dim, self.join = config_dim, node_config_dim, join
+        joined = 0
+        for name, dim in (("config", config_dim), ("node_config", node_config_dim)):
+            if not dim:
+                continue
+            self.register_buffer(f"{name}_mean", torch.zeros(dim))
+            self.register_buffer(f"{name}_std", torch.ones(dim))
+            if join == "early":  # the config part of the encoder's first layer
+                setattr(self, f"{name}_in", nn.Linear(dim, width, bias=name == "node_config"))
+            else:
+                extra = width if name == "node_config" else 0  # [h_v ‖ c_v]
+                setattr(self, f"{name}_late", nn.Sequential(nn.Linear(dim + extra, width), nn.ReLU(),
+                                                            nn.Linear(width, width)))
+                joined += 1
+        self.head = PredictHead(width * (1 + joined), hidden=width, dropout=dropout)
+
+    @property
+    def expands(self) -> bool:
+        """Whether batches need one graph copy per config (`make_batch(expand=...)`)."""
+        return self.join == "early" and bool(self.config_dim or self.node_config_dim)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        h = self.encoder(batch.x, batch.types)
+        pre = self.encoder.first(batch.x, batch.types)          # (N, W), before the ReLU
+        if batch.expanded:
+            pre = pre[batch.node_index]                          # one copy per config row
+        elif self.expands:
+            raise ValueError("early join needs make_batch(..., expand=True)")
+        if self.join == "early" and self.config_dim:
+            pre = pre + self.config_in(self._standard(batch.config_x, "config"))[batch.node_row]
+        if self.join == "early" and self.node_config_dim:
+            pre = pre.index_add(0, batch.node_config_node,
+                                self.node_config_in(self._standard(batch.node_config_x, "node_config")))
+        h = self.encoder.finish(pre)
         for block in self.blocks:
             h = block(batch.graph, h)
-        hg = self.pool(batch.graph, h)            # (B, W), one row per graph
-        # per-config rows; a later change joins per-config features here ("late" join)
-        return self.head(hg[batch.config_graph])
+        hg = self.pool(batch.graph, h)            # one row per graph (per config when expanded)
+        rows = batch.pool_index if batch.pool_index is not None else batch.config_graph
+        z = hg[rows]
+        if self.join == "late" and self.config_dim:       # late join: at the pooled embedding
+            z = torch.cat([z, self.config_late(self._standard(batch.config_x, "config"))], dim=1)
+        if self.join == "late" and self.node_config_dim:
+            m = self.node_config_late(torch.cat(
+                [h[batch.node_config_node], self._standard(batch.node_config_x, "node_config")], dim=1))
+            total = torch.zeros(len(rows), m.shape[1], dtype=m.dtype).index_add(0, batch.node_config_row, m)
+            count = torch.zeros(len(rows), dtype=m.dtype).index_add(
+                0, batch.node_config_row, torch.ones_like(batch.node_config_row, dtype=m.dtype))
+            z = torch.cat([z, total / count.clamp(min=1.0)[:, None]], dim=1)
+        return self.head(z)
+
+    def _standard(self, c: Optional[torch.Tensor], name: str) -> torch.Tensor:
+        if c is None:
+            raise ValueError(f"the model joins {name} features, the batch has none")
+        return (c - getattr(self, f"{name}_mean")) / getattr(self, f"{name}_std")
 
     def set_normalization(self, stats: Dict[str, Any]) -> None:
         self.encoder.feature_mean.copy_(torch.tensor(stats["feature_mean"]))
         self.encoder.feature_std.copy_(torch.tensor(stats["feature_std"]))
         self.head.target_mean.fill_(stats["target_mean"])
         self.head.target_std.fill_(stats["target_std"])
+        for name in ("config", "node_config"):
+            if getattr(self, f"{name}_dim") and f"{name}_mean" in stats:
+                getattr(self, f"{name}_mean").copy_(torch.tensor(stats[f"{name}_mean"]))
+                getattr(self, f"{name}_std").copy_(torch.tensor(stats[f"{name}_std"]))
 
 
 class VectorMLP(nn.Module):
@@ -145,10 +219,13 @@ def vector_name_of(name: str) -> Optional[str]:
 
 
 def build_model(config: Dict[str, Any], info: Dict[str, Any]):
-    """The model named config["model"]; `info` has feature_dim, num_types, vector_dims."""
+    """The model named config["model"]; `info` has feature_dim, num_types, vector_dims and,
+    for XLA data, config_dim (tile) or node_config_dim (layout)."""
     name = config["model"]
     if name in MODELS:
         return MODELS.get(name)(config, info)
     if name in PROPAGATIONS:
-        return GraphModel(name, info["feature_dim"], info["num_types"], **_options(config))
+        return GraphModel(name, info["feature_dim"], info["num_types"],
+                          config_dim=info.get("config_dim", 0), node_config_dim=info.get("node_config_dim", 0),
+                          **_options(config))
     raise UnknownNameError(f"unknown model {name!r} (known: {', '.join(model_names())})")

@@ -6,6 +6,8 @@
   two lists makes the other "every other workload". No config of a test workload is
   ever in train or validation.
 * `random`: 80/10/10 of each workload's configs.
+* `official`: TpuGraphs' own train/valid/test folders (`--data tpugraphs:…` only; the
+  folders are the split, see `simulator.tpugraphs`).
 
 `train_fraction` F then keeps a seeded ⌈F·n⌉ of each workload's training configs (the
 data-efficiency sweep); validation and test stay whole.
@@ -93,6 +95,13 @@ def random_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=N
         parts["test"].append(idx[n_val:n_val + n_test])
         parts["train"].append(idx[n_val + n_test:])
     return {k: np.sort(np.concatenate(v)) for k, v in parts.items()}
+
+
+@SPLITS.register("official")
+def official_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
+                   test_workloads=None, **_) -> Dict[str, np.ndarray]:
+    raise SimulatorError("--split official is TpuGraphs' train/valid/test folders: it needs "
+                         "--data tpugraphs:<collection> --data-root ROOT")
 
 
 def make_split(groups: Sequence[str], split: str, seed: int, train_workloads: Optional[Sequence[str]] = None,

@@ -14,6 +14,7 @@ and `vectors["per_store"]` filled in for the baselines.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional, Sequence, Tuple
 
@@ -98,6 +99,92 @@ def make_synthetic_samples(num_workloads: int = 12, configs_per_workload: int = 
                          "per_store": per_store_vec[None].astype(np.float32)},
                 meta={"config_index": c, "synthetic": True}))
     return samples
+
+
+# ---------------------------------------------------------------- TpuGraphs-like
+def make_tpugraphs_arrays(kind: str, rng: np.random.Generator, nodes: int = 30, configs: int = 20,
+                          config_nodes: int = 4, measured: bool = True) -> dict:
+    """One synthetic graph in TpuGraphs' npz arrays (extract/tpugraphs.py), with runtimes a
+    graph model can learn from the config features:
+
+    * tile: runtime = Σ_v size_v / min(tile_0, want_v) · (1 + |log2 tile_1 − 2|), i.e.
+      kernel dims 0 and 1 of the 24 config features trade against the node sizes;
+    * layout: runtime = Σ_{configurable v} size_v · (1 + |output minor-to-major[0] −
+      preferred_v|) + 0.2 Σ_v size_v, preferred_v a function of the node's
+      (feature-visible) rank.
+
+    `measured=False` leaves the runtime arrays out (a test split with withheld runtimes)."""
+    n = int(nodes)
+    consumer = np.arange(1, n)
+    producer = np.array([rng.integers(max(0, u - 4), u) for u in consumer], dtype=np.int64)
+    edge_index = np.stack([consumer, producer], axis=1)                 # u consumes v
+    node_feat = np.zeros((n, 140), np.float32)
+    dims = rng.choice([1, 2, 4, 8, 16, 32, 64, 128], size=(n, 4))
+    node_feat[:, 21:25] = dims
+    node_feat[:, 27] = dims.sum(1)
+    node_feat[:, 28] = dims.prod(1)
+    node_feat[:, 13] = 1.0                                              # f32
+    node_feat[np.arange(n) == n - 1, 0] = 1.0                           # root
+    rank = rng.integers(1, 5, n)
+    node_feat[:, 31] = rank                                             # "dimensions_0"
+    opcode = rng.choice([2, 13, 26, 34, 41, 59, 63, 75, 98], size=n).astype(np.uint8)
+    size = np.log2(dims.prod(1).astype(np.float64)) + 1.0
+    arrays = {"node_feat": node_feat, "node_opcode": opcode, "edge_index": edge_index}
+    if kind == "tile":
+        tiles = rng.choice([1, 2, 4, 8, 16], size=(configs, 6)).astype(np.float64)
+        config_feat = np.zeros((configs, 24), np.float32)
+        config_feat[:, :6] = tiles
+        config_feat[:, 6] = tiles.sum(1)
+        config_feat[:, 7] = tiles.prod(1)
+        want = 2.0 ** rank
+        cost = np.array([np.sum(size / np.minimum(t[0], want)) * (1 + abs(np.log2(t[1]) - 2))
+                         for t in tiles])
+        runtime = np.maximum(1, (1e4 * cost * np.exp(rng.normal(0, 0.01, configs)))).astype(np.int64)
+        arrays["config_feat"] = config_feat
+        if measured:
+            arrays["config_runtime"] = runtime
+            arrays["config_runtime_normalizers"] = np.full(configs, runtime[0], np.int64)
+    else:
+        ids = np.sort(rng.choice(n, size=min(config_nodes, n), replace=False)).astype(np.int64)
+        feat = np.full((configs, len(ids), 18), -1, np.float32)
+        for c in range(configs):
+            for j in range(len(ids)):
+                feat[c, j, :4] = rng.permutation(4)
+                feat[c, j, 6:10] = rng.permutation(4)
+        preferred = rank[ids] - 1
+        distance = np.abs(feat[:, :, 0] - preferred[None, :])
+        cost = (size[ids][None, :] * (1.0 + distance)).sum(1) + 0.2 * size.sum()
+        runtime = (1e5 * cost * np.exp(rng.normal(0, 0.01, configs))).astype(np.int64)
+        arrays["node_config_ids"] = ids
+        arrays["node_config_feat"] = feat
+        arrays["node_splits"] = np.array([[0, n]], np.int64)
+        if measured:
+            arrays["config_runtime"] = runtime
+    return arrays
+
+
+def write_tpugraphs_collection(root: str, collection: str = "tile:xla", graphs=(6, 2, 2),
+                               nodes: Tuple[int, int] = (12, 30), configs: Tuple[int, int] = (12, 24),
+                               config_nodes: int = 4, seed: int = 0, withhold_test: bool = True) -> List[str]:
+    """Write a small synthetic TpuGraphs collection in the dataset's folder layout:
+    `root/npz/<collection as folders>/{train,valid,test}/g<i>.npz` (graphs per split),
+    test runtimes withheld if `withhold_test`. Returns the written paths."""
+    from extract.tpugraphs import collection_dir, sample_from_arrays, write_npz
+    rng = np.random.default_rng(seed)
+    kind = collection.split(":")[0]
+    written, index = [], 0
+    for split, count in zip(("train", "valid", "test"), graphs):
+        folder = collection_dir(os.path.join(root, "npz"), collection, split)
+        for _ in range(count):
+            arrays = make_tpugraphs_arrays(
+                kind, rng, int(rng.integers(nodes[0], nodes[1] + 1)),
+                int(rng.integers(configs[0], configs[1] + 1)), config_nodes,
+                measured=not (withhold_test and split == "test"))
+            name = f"g{index}"
+            index += 1
+            sample = sample_from_arrays(arrays, name=name)
+            written.append(str(write_npz(folder / f"{name}.npz", sample)))
+    return written
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -13,6 +13,17 @@ validation workloads' Kendall τ, keeps an atomic checkpoint in OUT after every 
 
 Same seed and thread count → the same metrics.json. `--model xgb` and `--model
 curve-mlp` train the baselines through the same command.
+
+XLA / TpuGraphs: the same model and loop on a TpuGraphs collection, read lazily
+(`simulator.tpugraphs`: memory strategy, metrics)::
+
+    python -m simulator.train --data tpugraphs:tile:xla --split official --data-root ROOT
+    python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT [--join late]
+
+Flags not given then default per collection: `--loss listmle`, `--split official`,
+`--feature-transform log1p`, `--select-metric kaggle_score` (tile) / `kendall_tau`
+(layout), `--batch-size` 8 graphs (tile) / 2 (layout), `--configs-per-graph` 16 / 8,
+`--keep-hops` whole graph (tile) / `--depth` (layout).
 """
 from __future__ import annotations
 
@@ -29,7 +40,8 @@ import torch
 
 from .batching import make_batch, batch_indices
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
-from .data import SHIPPED, load_data
+from . import tpugraphs as xla
+from .data import SHIPPED, is_tpugraphs, load_data
 from .engine import evaluate_items, model_info, prepare_samples, setup_determinism, write_json
 from .layers import POOLINGS
 from .losses import LOSSES, build_loss
@@ -47,9 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     d = ap.add_argument_group("data")
     d.add_argument("--data", nargs="+", default=[SHIPPED],
-                   help="'shipped' (default), AutoTVM log files/folders, or folders of .npz samples")
+                   help="'shipped' (default), AutoTVM log files/folders, folders of .npz samples, or "
+                        "tpugraphs:COLLECTION (tile:xla, layout:{xla,nlp}:{random,default}) with --data-root")
+    d.add_argument("--data-root", default=None,
+                   help="tpugraphs: folder holding npz/{tile,layout}/…/{train,valid,test}/*.npz")
     d.add_argument("--cache-dir", default=None, help="where extracted samples are cached")
-    d.add_argument("--split", default="cross-workload", help=f"one of: {', '.join(SPLITS.names())}")
+    d.add_argument("--split", default="cross-workload",
+                   help=f"one of: {', '.join(SPLITS.names())} (tpugraphs: official)")
     d.add_argument("--train-workloads", nargs="+", default=None, metavar="W")
     d.add_argument("--test-workloads", nargs="+", default=None, metavar="W")
     d.add_argument("--val-fraction", type=float, default=0.2,
@@ -59,6 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "standardising (the TIR extractor's features are already log-scaled)")
     d.add_argument("--train-fraction", type=float, default=1.0,
                    help="seeded share of the training set to train on (data-efficiency sweep)")
+    d.add_argument("--configs-per-graph", type=int, default=None,
+                   help="tpugraphs: measured configs of each graph drawn per step (default 16 tile, 8 layout)")
+    d.add_argument("--keep-hops", type=int, default=None,
+                   help="tpugraphs layout: keep configurable nodes and their K-hop neighbourhood "
+                        "(default: --depth; -1: the whole graph)")
+    d.add_argument("--max-batch-nodes", type=int, default=2_000_000,
+                   help="tpugraphs evaluation: at most this many nodes (graph copies × nodes) per forward pass")
+    d.add_argument("--graph-cache-mb", type=float, default=1024,
+                   help="tpugraphs: memory for prepared (pruned) graphs kept between steps")
 
     m = ap.add_argument_group("model")
     m.add_argument("--model", default="gcn", help="one of: gcn, sage, gat, cheb, mlp, curve-mlp, xgb")
@@ -71,13 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--pooling", default="mean", help=f"one of: {', '.join(POOLINGS.names())}")
     m.add_argument("--heads", type=int, default=4, help="gat: attention heads")
     m.add_argument("--cheb-k", type=int, default=3, help="cheb: polynomial order")
+    m.add_argument("--join", choices=["early", "late"], default="early",
+                   help="XLA config features: early (onto the nodes: every node for tile, the "
+                        "configurable nodes for layout) or late (at the pooled graph embedding)")
 
     t = ap.add_argument_group("training")
-    t.add_argument("--loss", default="huber", help=f"one of: {', '.join(LOSSES.names())}")
+    t.add_argument("--loss", default="huber",
+                   help=f"one of: {', '.join(LOSSES.names())} (default huber; listmle for tpugraphs)")
     t.add_argument("--huber-delta", type=float, default=1.0, help="huber: δ in log-runtime units")
     t.add_argument("--temperature", type=float, default=1.0, help="ranking losses: score = −ŷ/T")
     t.add_argument("--epochs", type=int, default=60)
-    t.add_argument("--batch-size", type=int, default=64, help="graphs per batch")
+    t.add_argument("--batch-size", type=int, default=64,
+                   help="graphs per batch (tpugraphs default: 8 tile, 2 layout)")
     t.add_argument("--group-size", type=int, default=16,
                    help="ranking losses: configs of one workload per group in a batch")
     t.add_argument("--lr", type=float, default=2e-3)
@@ -86,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--patience", type=int, default=15, help="early stopping: epochs without a better val score")
     t.add_argument("--select-metric", default="kendall_tau",
                    help="validation metric (mean over workloads) for early stopping")
-    t.add_argument("--eval-batch-size", type=int, default=256)
+    t.add_argument("--eval-batch-size", type=int, default=256, help="configs per evaluation forward pass")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
                    help="torch/DGL threads (results are reproducible for a fixed count)")
@@ -133,7 +163,10 @@ def describe(config: Dict[str, Any]) -> str:
 
 
 def default_out(config: Dict[str, Any]) -> str:
-    name = f"{config['split']}-{config['model']}-{config['loss']}-seed{config['seed']}"
+    where = config["split"]
+    if is_tpugraphs(config["data"]):
+        where = xla.parse_collection(config["data"]).replace(":", "-")
+    name = f"{where}-{config['model']}-{config['loss']}-seed{config['seed']}"
     if config["train_fraction"] < 1.0:
         name += f"-f{config['train_fraction']:g}"
     return os.path.join("runs", name)
@@ -172,8 +205,11 @@ def train_sgd(config, model, train_items, val_items, val_samples, ckpt_path, sta
                          "python": random.getstate()})
 
     from tqdm import tqdm
-    groups = np.array([it.group for it in train_items]) if loss_fn.ranking else None
+    groups = item_groups(train_items) if loss_fn.ranking else None
     with_graph, with_vector = model.uses_graph, model.vector_name is not None and not model.uses_graph
+    expand = bool(getattr(model, "expands", False))
+    # lazy sources (TpuGraphs) draw each graph's configs for this step with the loop's RNG
+    fetch = (lambda i: train_items.sample(i, rng)) if hasattr(train_items, "sample") else train_items.__getitem__
     select, sign = config["select_metric"], (1 if higher_is_better(config["select_metric"]) else -1)
     finished = state is not None and state.get("finished", False)
     while not finished and epoch < config["epochs"] and bad_epochs < config["patience"]:
@@ -183,7 +219,7 @@ def train_sgd(config, model, train_items, val_items, val_samples, ckpt_path, sta
         bar = tqdm(batches, desc=f"epoch {epoch + 1}/{config['epochs']}", unit="batch", leave=False,
                    mininterval=1.0, file=sys.stderr, disable=None)
         for idx in bar:
-            batch = make_batch([train_items[i] for i in idx], with_graph, with_vector)
+            batch = make_batch([fetch(int(i)) for i in idx], with_graph, with_vector, expand=expand)
             loss = loss_fn(model(batch), batch.y, batch.group)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -202,7 +238,8 @@ def train_sgd(config, model, train_items, val_items, val_samples, ckpt_path, sta
 
         score = None
         if val_items:
-            score = evaluate_items(model, val_items, val_samples, config["eval_batch_size"])[select]["mean"]
+            score = evaluate_items(model, val_items, val_samples, config["eval_batch_size"]).get(
+                select, {}).get("mean")
         if score is not None and (best_score is None or sign * score > sign * best_score):
             best_score, best_epoch, bad_epochs = score, epoch, 0
             best_model = {k: v.clone() for k, v in model.state_dict().items()}
@@ -226,6 +263,14 @@ def train_sgd(config, model, train_items, val_items, val_samples, ckpt_path, sta
     model.load_state_dict(state["best_model"])
     return model, {"best_epoch": state["best_epoch"], "epochs_run": state["epoch"],
                    f"best_val_{select}": state["best_score"]}
+
+
+def item_groups(items) -> Optional[np.ndarray]:
+    """Group of each item for ranking batches; None when every item is a group of its own
+    (a TpuGraphs graph with its configs), so plain shuffled batches suffice."""
+    if hasattr(items, "item_groups"):
+        return items.item_groups
+    return np.array([it.group for it in items])
 
 
 def train_xgb(config, model, train_items, val_items, ckpt_path, state, base_state):
@@ -254,6 +299,8 @@ def train_xgb(config, model, train_items, val_items, ckpt_path, state, base_stat
 def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     args = build_parser().parse_args(argv)
     config = {k: v for k, v in vars(args).items() if k not in RUN_FLAGS}
+    if is_tpugraphs(config["data"]):  # per-collection defaults for the flags not given
+        config = xla.resolve_config(config, explicit_flags(argv))
     validate(config)
     out = args.out or default_out(config)
     ckpt_path = os.path.join(out, CHECKPOINT_NAME)
@@ -276,26 +323,34 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     run_config = dict(config, crash_after_steps=args.crash_after_steps)
 
     setup_determinism(config["seed"], config["threads"])
-    samples = load_data(config["data"], config["cache_dir"])
-    parts = make_split([s.group for s in samples], config["split"], config["seed"],
-                       config["train_workloads"], config["test_workloads"], config["val_fraction"],
-                       config["train_fraction"])
-    group_index = {g: i for i, g in enumerate(sorted({s.group for s in samples}))}
-    info = state["info"] if state is not None else model_info(samples, config)
-    info["groups"] = sorted(group_index)
-    items = prepare_samples(samples, config, info, group_index)
-    part_items = {k: [items[i] for i in v] for k, v in parts.items()}
-    part_samples = {k: [samples[i] for i in v] for k, v in parts.items()}
-    print(f"data: {len(samples)} samples, {len(group_index)} workloads; train {len(parts['train'])}, "
-          f"val {len(parts['val'])}, test {len(parts['test'])} ({config['split']})", file=sys.stderr)
+    if is_tpugraphs(config["data"]):
+        # lazy: one item per graph file, configs drawn per step (simulator.tpugraphs)
+        split_names, part_items, info, normalization = xla.load_run_data(config, state)
+        part_samples: Dict[str, Any] = {k: None for k in part_items}
+        print(f"data: {config['data'][0]} under {config['data_root']}; train {len(part_items['train'])}, "
+              f"val {len(part_items['val'])}, test {len(part_items['test'])} graphs (official split)",
+              file=sys.stderr)
+    else:
+        samples = load_data(config["data"], config["cache_dir"])
+        parts = make_split([s.group for s in samples], config["split"], config["seed"],
+                           config["train_workloads"], config["test_workloads"], config["val_fraction"],
+                           config["train_fraction"])
+        group_index = {g: i for i, g in enumerate(sorted({s.group for s in samples}))}
+        info = state["info"] if state is not None else model_info(samples, config)
+        info["groups"] = sorted(group_index)
+        items = prepare_samples(samples, config, info, group_index)
+        part_items = {k: [items[i] for i in v] for k, v in parts.items()}
+        part_samples = {k: [samples[i] for i in v] for k, v in parts.items()}
+        split_names = {k: [samples[i].name for i in v] for k, v in parts.items()}
+        print(f"data: {len(samples)} samples, {len(group_index)} workloads; train {len(parts['train'])}, "
+              f"val {len(parts['val'])}, test {len(parts['test'])} ({config['split']})", file=sys.stderr)
+        normalization = state["normalization"] if state is not None else normalization_stats(part_items["train"])
 
-    normalization = state["normalization"] if state is not None else normalization_stats(part_items["train"])
     model = build_model(config, info)
     if isinstance(model, torch.nn.Module):
         with torch.no_grad():
             model.set_normalization(normalization)
-    base_state = {"config": config, "info": info, "normalization": normalization,
-                  "split": {k: [samples[i].name for i in v] for k, v in parts.items()}}
+    base_state = {"config": config, "info": info, "normalization": normalization, "split": split_names}
     if isinstance(model, torch.nn.Module):
         n_params = sum(p.numel() for p in model.parameters())
         print(f"model: {config['model']}, {n_params} parameters; loss {config['loss']}", file=sys.stderr)
@@ -305,12 +360,17 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         model, run_info = train_xgb(run_config, model, part_items["train"], part_items["val"],
                                     ckpt_path, state, base_state)
 
-    metrics: Dict[str, Any] = {"config": config, "run": dict(run_info, train_samples=len(parts["train"]),
-                                                             val_samples=len(parts["val"]),
-                                                             test_samples=len(parts["test"]))}
+    metrics: Dict[str, Any] = {"config": config, "run": dict(run_info, train_samples=len(split_names["train"]),
+                                                             val_samples=len(split_names["val"]),
+                                                             test_samples=len(split_names["test"]))}
     for part in ("val", "test"):
-        if part_items[part]:
-            metrics[part] = evaluate_items(model, part_items[part], part_samples[part], config["eval_batch_size"])
+        if len(part_items[part]):
+            result = evaluate_items(model, part_items[part], part_samples[part], config["eval_batch_size"])
+            if not result:  # TpuGraphs test split with its runtimes withheld
+                print(f"\n{part}: no measured configs (runtimes withheld); not scored — rank them with "
+                      f"python -m simulator.predict {out} --kaggle-csv FILE", file=sys.stderr)
+                continue
+            metrics[part] = result
             print(format_table(metrics[part], f"\n{part} ({describe(config)})"))
     write_json(os.path.join(out, "metrics.json"), metrics)
     print(f"\nwrote {os.path.join(out, 'metrics.json')}", file=sys.stderr)
