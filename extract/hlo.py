@@ -313,14 +313,7 @@ def read_hlo_module(source: Union[str, Path, bytes], name: str = "") -> Any:
     Both messages start with a length-delimited field 1 (the module's name, or the
     wrapped module), so each reading is tried and checked; the error names the file.
     """
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, label = bytes(source), name or "<bytes>"
-    else:
-        label = name or str(source)
-        try:
-            data = Path(source).read_bytes()
-        except OSError as e:
-            raise ValueError(f"{label}: cannot read ({e.strerror or e})") from None
+    data, label = proto.read_source(source, name)
     reasons = []
     for message_class, unwrap in ((proto.HloModuleProto, lambda m: m),
                                   (proto.HloProto, lambda m: m.hlo_module)):

@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional, Sequence
 from .data import load_data
 from .engine import check_extractor, evaluate_items, load_trained, prepare_samples, setup_determinism, write_json
 from .metrics import format_table
-from .registry import SimulatorError
+from .registry import SimulatorError, run_cli
 from .splits import make_split
 from .train import describe
 
@@ -98,12 +98,7 @@ def _write(run: str, result: Dict[str, Any]) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        run(argv)
-    except SimulatorError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_cli(run, argv)
 
 
 if __name__ == "__main__":

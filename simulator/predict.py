@@ -37,7 +37,7 @@ from extract.sample import GraphSample
 from .data import DEFAULT_TEMPLATE, enumerate_workload, load_data
 from .engine import check_extractor, load_trained, predict_log, prepare_samples, setup_determinism
 from .model import vector_name_of
-from .registry import SimulatorError
+from .registry import SimulatorError, run_cli
 
 
 def rank_samples(model, config: Dict[str, Any], info: Dict[str, Any], samples: Sequence[GraphSample],
@@ -210,12 +210,7 @@ def rank_tpugraphs(args, model, config: Dict[str, Any], info: Dict[str, Any]) ->
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        run(argv)
-    except SimulatorError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_cli(run, argv)
 
 
 if __name__ == "__main__":

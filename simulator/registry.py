@@ -11,7 +11,8 @@ them by the name given on the command line::
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Generic, List, TypeVar
+import sys
+from typing import Callable, Dict, Generic, List, Optional, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -56,3 +57,17 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: str) -> bool:
         return name in self._items
+
+
+def run_cli(run: Callable[[Optional[Sequence[str]]], object], argv: Optional[Sequence[str]] = None,
+            interrupted_hint: str = "") -> int:
+    """A CLI's main: user errors are one line on stderr and exit code 2, not a traceback."""
+    try:
+        run(argv)
+    except SimulatorError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted" + (f"; {interrupted_hint}" if interrupted_hint else ""), file=sys.stderr)
+        return 130
+    return 0

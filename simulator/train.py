@@ -47,7 +47,7 @@ from .layers import POOLINGS
 from .losses import LOSSES, build_loss
 from .metrics import METRICS, format_table, higher_is_better
 from .model import build_model, model_names, normalization_stats
-from .registry import SimulatorError, UnknownNameError
+from .registry import SimulatorError, UnknownNameError, run_cli
 from .splits import SPLITS, make_split
 
 # flags that say where/how to run, not what the run is: kept out of the recorded config
@@ -378,15 +378,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        run(argv)
-    except SimulatorError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; continue with --resume", file=sys.stderr)
-        return 130
-    return 0
+    return run_cli(run, argv, interrupted_hint='continue with --resume')
 
 
 if __name__ == "__main__":

@@ -211,6 +211,17 @@ ConfigProfile = _message_class("tpu_graphs.ConfigProfile")
 TileSizeConfig = _message_class("tpu_graphs.TileSizeConfig")
 
 
+def read_source(source: Union[str, Path, bytes], name: str = "") -> Tuple[bytes, str]:
+    """The bytes of a file path or of bytes given directly, and a label for messages."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), name or "<bytes>"
+    label = name or str(source)
+    try:
+        return Path(source).read_bytes(), label
+    except OSError as e:
+        raise ValueError(f"{label}: cannot read ({e.strerror or e})") from None
+
+
 def parse(message_class: Type[message.Message], source: Union[str, Path, bytes],
           name: str = "") -> message.Message:
     """Parse a serialized message from a file path or bytes; errors name the source.
@@ -218,14 +229,7 @@ def parse(message_class: Type[message.Message], source: Union[str, Path, bytes],
     The wire format has no end marker, so a file cut exactly between two top-level
     fields parses as a shorter message; callers validate what they read (counts, ids).
     """
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, label = bytes(source), name or "<bytes>"
-    else:
-        label = name or str(source)
-        try:
-            data = Path(source).read_bytes()
-        except OSError as e:
-            raise ValueError(f"{label}: cannot read ({e.strerror or e})") from None
+    data, label = read_source(source, name)
     if not data:
         raise ValueError(f"{label}: empty file, expected a serialized "
                          f"{message_class.DESCRIPTOR.full_name}")
