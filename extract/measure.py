@@ -109,10 +109,14 @@ class Worker:
         self.pool: Optional[cf.ProcessPoolExecutor] = None
 
     def run(self, job: Job, repeat: int, min_repeat_ms: int, timeout: float) -> dict:
+        return self.call(measure_one, (*job, repeat, min_repeat_ms), timeout)
+
+    def call(self, fn, args: tuple, timeout: float) -> dict:
+        """fn(*args) in the worker; fn returns a result dict like `measure_one`'s."""
         if self.pool is None:
             self.pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                                initializer=_exit_with_parent, initargs=(os.getpid(),))
-        future = self.pool.submit(measure_one, *job, repeat, min_repeat_ms)
+        future = self.pool.submit(fn, *args)
         try:
             return future.result(timeout=timeout)
         except cf.TimeoutError:
@@ -134,6 +138,7 @@ class Worker:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown()
+            self.pool = None
 
 
 def sample_jobs(template_name: str, workloads: Dict[str, Conv2dWorkload], per_workload: int,

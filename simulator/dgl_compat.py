@@ -14,6 +14,11 @@ import types
 os.environ.setdefault("DGLBACKEND", "pytorch")
 if os.environ["DGLBACKEND"] != "pytorch":
     raise ImportError(f"DGLBACKEND={os.environ['DGLBACKEND']!r}: this project needs the pytorch backend")
+# a plain `import dgl` that failed earlier leaves its submodules behind (dgl.utils, …);
+# importing over them would give a package without those attributes
+if not hasattr(sys.modules.get("dgl"), "batch"):
+    for name in [m for m in sys.modules if m == "dgl" or m.startswith("dgl.")]:
+        del sys.modules[name]
 sys.modules.setdefault("dgl.graphbolt", types.ModuleType("dgl.graphbolt"))
 
 import dgl  # noqa: E402

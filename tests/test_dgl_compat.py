@@ -44,3 +44,12 @@ def test_plain_import_is_what_the_shim_works_around():
     if result.returncode == 0:
         pytest.skip("plain `import dgl` works here (a torch/dgl pair with GraphBolt)")
     assert "graphbolt" in result.stderr.lower()
+
+
+def test_shim_recovers_after_a_failed_plain_import():
+    code = ("try:\n    import dgl\nexcept Exception:\n    pass\n"
+            "from simulator.dgl_compat import dgl\n"
+            "g = dgl.batch([dgl.graph(([0], [1]))])\nprint(g.num_nodes(), dgl.utils is not None)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["2", "True"]

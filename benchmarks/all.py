@@ -1,0 +1,247 @@
+"""Regenerate every benchmark result: docs/RESULTS.md, docs/results/*.png|csv|json.
+
+    python -m benchmarks.all                      # the full protocol (see below for its runtime)
+    python -m benchmarks.all --stages report      # only rewrite RESULTS.md from saved results
+
+Stages (`--stages`, in this order):
+  train     every training run, `--parallel` at a time (1 thread each): the accuracy suite
+            (models × seeds), the training-fraction sweep (its F = 1 points are the accuracy
+            runs) and the tuning's ranking runs; finished runs with the same command line
+            are reused (runs/bench/…)
+  accuracy  tables of the accuracy suite and the noise ceiling
+  sweep     tables of the sweep
+  plots     runtime distribution, error/predicted vs measured and learning curves of
+            each model (lowest seed), τ per workload, the sweep
+  ceiling   the dataset's second-pass configs measured once more, now, on the quiet machine
+            (`extract.measure --remeasure`, same seed as pass 2): τ of pass 1 and of pass 2
+            against this third pass, to tell measurement noise from load during a pass
+  tuning    model-guided tuning, measured on this machine (benchmarks.tuning)
+  speed     speed and memory vs xgb (benchmarks.speed)
+  report    docs/RESULTS.md (benchmarks.report)
+The timing stages (tuning, speed) wait while `extract.measure` is measuring
+(`--no-wait` fails instead). Every count, seed and fraction is an option whose default
+is the full protocol; the options that differ from it are listed in RESULTS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import accuracy, speed, sweep, tuning
+from .common import DEFAULT_RESULTS, DEFAULT_RUNS, busy_measuring, log, machine, run_many, write_json
+
+STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "report"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.all", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stages", nargs="+", default=STAGES, choices=STAGES)
+    ap.add_argument("--data", nargs="+", default=["shipped"])
+    ap.add_argument("--runs", default=DEFAULT_RUNS, help="training runs go under this folder")
+    ap.add_argument("--results", default=DEFAULT_RESULTS)
+    ap.add_argument("--report", default=os.path.join("docs", "RESULTS.md"))
+    ap.add_argument("--parallel", type=int, default=2, help="training runs at a time (1 thread each)")
+    ap.add_argument("--no-wait", action="store_true", help="fail instead of waiting for extract.measure")
+    ap.add_argument("--ceiling-logs", nargs=2, default=None, metavar=("FIRST", "SECOND"),
+                    help="the two measurement passes for the noise ceiling (default: the shipped dataset's)")
+    a = ap.add_argument_group("accuracy")
+    a.add_argument("--models", nargs="+", default=accuracy.MODELS)
+    a.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    a.add_argument("--epochs", type=int, default=None, help="every training run (default: simulator.train's 60)")
+    s = ap.add_argument_group("training-fraction sweep")
+    sweep.add_arguments(s, prefix="sweep-")
+    t = ap.add_argument_group("tuning")
+    tuning.add_arguments(t)
+    c = ap.add_argument_group("quiet re-measurement (ceiling stage)")
+    c.add_argument("--ceiling-count", type=int, default=300, help="configs (as pass 2's --count)")
+    c.add_argument("--ceiling-seed", type=int, default=1, help="as pass 2's --seed: the same configs")
+    p = ap.add_argument_group("speed")
+    speed.add_arguments(p)
+    return ap
+
+
+def protocol_notes(args) -> List[str]:
+    """Each option that differs from the full protocol, in words."""
+    defaults = build_parser().parse_args([])
+    skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "extraction_log", "tuning_runs", "spaces",
+            "space_workers", "force", "split_run"}
+    notes = []
+    for key, value in vars(args).items():
+        if key in skip or getattr(defaults, key, value) == value:
+            continue
+        full = getattr(defaults, key)
+        if key in ("epochs", "tuning_epochs") and full is None:
+            full = "60 (simulator.train's default; early stopping after 15 epochs without a better val τ)"
+        notes.append(f"`--{key.replace('_', '-')} {_show(value)}` instead of the full protocol's "
+                     f"`{_show(full) if full is not None else '(default)'}`")
+    if args.epochs is None:
+        notes.append("training runs use simulator.train's defaults (60 epochs, early stopping after 15 "
+                     "epochs without a better validation τ)")
+    return notes
+
+
+def _show(v: Any) -> str:
+    return " ".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
+
+
+def wait_quiet(no_wait: bool) -> None:
+    if not busy_measuring():
+        return
+    if no_wait:
+        raise SystemExit("extract.measure is running; the timing stages must not overlap it")
+    log("waiting for extract.measure to finish before timing …")
+    while busy_measuring():
+        time.sleep(20)
+
+
+def training_jobs(args) -> Dict[str, List[Dict[str, Any]]]:
+    acc_runs = os.path.join(args.runs, "accuracy")
+    acc = accuracy.accuracy_jobs(args.models, args.seeds, acc_runs, args.data, args.epochs)
+    sw = sweep.sweep_jobs(args.sweep_models, args.sweep_fractions, args.sweep_seeds, acc_runs, args.data,
+                          args.epochs)
+    tj = tuning.train_jobs(args.workloads, args.train, args.model, args.tuning_runs, args.data,
+                           args.tuning_epochs if args.tuning_epochs is not None else args.epochs,
+                           args.train_seed, args.split_run, acc_runs)
+    tun = [j for j in {j["out"]: j for j in tj.values()}.values() if j["argv"] is not None]
+    return {"accuracy": acc, "sweep": sw, "tuning": tun}
+
+
+def ordered_unique(groups: Dict[str, List[Dict[str, Any]]], seeds: Sequence[int]) -> List[Dict[str, Any]]:
+    """Most useful first (lowest accuracy seed, the tuning runs, the other seeds, the sweep),
+    each run folder once."""
+    first = [j for j in groups["accuracy"] if j["seed"] == min(seeds)]
+    rest = [j for j in groups["accuracy"] if j["seed"] != min(seeds)]
+    seen, out = set(), []
+    for j in first + groups["tuning"] + rest + groups["sweep"]:
+        if j["out"] not in seen:
+            seen.add(j["out"])
+            out.append(j)
+    return out
+
+
+def suite_plots(args, acc_results, sweep_rows, ceiling) -> None:
+    import numpy as np
+
+    from simulator.data import load_data
+
+    from . import plots
+    samples = load_data(list(args.data))
+    plots.plot_runtime_distribution([s.group for s in samples for _ in range(s.num_configs)],
+                                    np.concatenate([s.runtimes for s in samples]),
+                                    os.path.join(args.results, "runtime_distribution.png"),
+                                    "Measured runtime per workload (shipped dataset)")
+    seed = min(args.seeds)
+    chosen = [r for r in acc_results if r["seed"] == seed]
+    preds = {r["model"]: plots.test_predictions(r["out"], None, samples) for r in chosen}
+    plots.plot_scatter(preds, os.path.join(args.results, "error_vs_runtime.png"), "error")
+    plots.plot_scatter(preds, os.path.join(args.results, "predicted_vs_measured.png"), "pred")
+    hists = {r["model"]: plots.history_of(r["out"]) for r in chosen if r["model"] != "xgb"}
+    plots.plot_learning_curves(hists, os.path.join(args.results, "learning_curves.png"))
+    acc_summary = accuracy.summarize(acc_results)
+    plots.plot_accuracy(acc_summary, ceiling, os.path.join(args.results, "accuracy.png"))
+    if sweep_rows:
+        plots.plot_sweep(sweep_rows, os.path.join(args.results, "sweep.png"))
+    import json
+    for name, fn in (("tuning", plots.plot_tuning), ("speed", plots.plot_speed)):
+        path = os.path.join(args.results, f"{name}.json")
+        if os.path.exists(path):  # redrawn from the saved numbers
+            with open(path, encoding="utf-8") as f:
+                fn(json.load(f), os.path.join(args.results, f"{name}.png"))
+
+
+def quiet_ceiling(args) -> Dict[str, Any]:
+    """Pass 3: pass 2's configs again, now; noise ceilings of 1 vs 3 and 2 vs 3."""
+    import subprocess
+
+    from datasets import SHIPPED_LOG, SHIPPED_REMEASURE
+    from datasets.noise_ceiling import noise_ceiling
+    first, second = args.ceiling_logs or (str(SHIPPED_LOG), str(SHIPPED_REMEASURE))
+    third = os.path.join(args.results, "pass3_quiet.jsonl")
+    subprocess.run([sys.executable, "-m", "extract.measure", "--remeasure", first, "--count",
+                    str(args.ceiling_count), "--seed", str(args.ceiling_seed), "--log", third],
+                   check=True, env=dict(os.environ, TQDM_DISABLE="1"))
+    out = {"pass1_vs_pass3": noise_ceiling(first, third), "pass2_vs_pass3": noise_ceiling(second, third),
+           "pass1_vs_pass2": noise_ceiling(first, second), "log": third}
+    write_json(os.path.join(args.results, "noise_ceiling_quiet.json"), out)
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.makedirs(args.results, exist_ok=True)
+    info_path = os.path.join(args.results, "run_info.json")
+    info: Dict[str, Any] = {}
+    if os.path.exists(info_path):
+        import json
+        with open(info_path, encoding="utf-8") as f:
+            info = json.load(f)
+    command = "python -m benchmarks.all " + " ".join(argv if argv is not None else sys.argv[1:])
+    info.setdefault("stages", {})
+    info.setdefault("commands", []).append(command)
+    info["command"] = command.strip() if "train" in args.stages else info.get("command", command.strip())
+    info["machine"] = machine()
+    info["protocol_notes"] = protocol_notes(args)
+    args.accuracy_runs = os.path.join(args.runs, "accuracy")
+    if args.tuning_epochs is None and args.epochs is not None:
+        args.tuning_epochs = args.epochs
+
+    def stage(name, fn):
+        if name not in args.stages:
+            return None
+        log(f"== {name}")
+        start = time.perf_counter()
+        out = fn()
+        info["stages"][name] = time.perf_counter() - start
+        write_json(info_path, info)
+        return out
+
+    groups = training_jobs(args)
+    stage("train", lambda: run_many(ordered_unique(groups, args.seeds), args.parallel))
+    state: Dict[str, Any] = {}
+
+    def do_accuracy():
+        state["acc"] = run_many(groups["accuracy"], args.parallel)  # all reused after "train"
+        state["ceiling"] = accuracy.noise_ceiling(logs=args.ceiling_logs)
+        return accuracy.write_outputs(state["acc"], args.results, state["ceiling"])
+
+    def do_sweep():
+        state["sweep"] = sweep.write_outputs(run_many(groups["sweep"], args.parallel), args.results)
+
+    def do_plots():
+        if "acc" not in state:
+            do_accuracy()
+        suite_plots(args, state["acc"], state.get("sweep"), state.get("ceiling"))
+
+    def do_ceiling():
+        wait_quiet(args.no_wait)
+        return quiet_ceiling(args)
+
+    def do_tuning():
+        wait_quiet(args.no_wait)
+        return tuning.run(args)
+
+    def do_speed():
+        wait_quiet(args.no_wait)
+        return speed.run(args)
+
+    stage("accuracy", do_accuracy)
+    stage("sweep", do_sweep)
+    stage("plots", do_plots)
+    stage("ceiling", do_ceiling)
+    stage("tuning", do_tuning)
+    stage("speed", do_speed)
+    info["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    write_json(info_path, info)
+    if "report" in args.stages:
+        from .report import build
+        build(args.results, args.report)
+        log(f"wrote {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

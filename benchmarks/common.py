@@ -1,0 +1,202 @@
+"""What the benchmark scripts share: training runs as subprocesses (cached, in parallel),
+reading their metrics, mean ± std tables, the machine description."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+import numpy as np
+
+MODELS = ["gcn", "sage", "gat", "cheb", "mlp", "curve-mlp", "xgb"]
+METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "l1_log", "mape"]
+METRIC_LABELS = {"kendall_tau": "Kendall τ", "top1_slowdown": "top-1 slowdown",
+                 "top5_slowdown": "top-5 slowdown", "l1_log": "L1 (log)", "mape": "MAPE",
+                 "opa": "OPA", "top10_slowdown": "top-10 slowdown"}
+PERCENT = {"top1_slowdown", "top5_slowdown", "top10_slowdown", "mape", "top1_ape"}
+DEFAULT_RESULTS = os.path.join("docs", "results")
+DEFAULT_RUNS = os.path.join("runs", "bench")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- training runs
+def train_argv(model: str, seed: int, out: str, data: Sequence[str], epochs: Optional[int] = None,
+               threads: int = 1, extra: Sequence[str] = ()) -> List[str]:
+    argv = ["--model", model, "--seed", str(seed), "--out", out, "--threads", str(threads),
+            "--data", *data]
+    if epochs is not None:
+        argv += ["--epochs", str(epochs)]
+    return argv + list(extra)
+
+
+def _run_done(out: str, argv: Sequence[str]) -> bool:
+    """A finished run with the same command line (recorded beside it) is reused."""
+    path = os.path.join(out, "metrics.json")
+    cmd = os.path.join(out, "bench_argv.json")
+    if not (os.path.exists(path) and os.path.exists(cmd)):
+        return False
+    with open(cmd, encoding="utf-8") as f:
+        return json.load(f) == list(argv)
+
+
+def run_training(argv: Sequence[str], out: str) -> Dict[str, Any]:
+    """`python -m simulator.train ARGV` in a subprocess (output to OUT/train.log); returns
+    its metrics.json plus wall seconds. Reused if OUT already holds the same finished run."""
+    if _run_done(out, argv):
+        with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+            metrics = json.load(f)
+        metrics.setdefault("bench", {})["reused"] = True
+        metrics["bench"]["seconds"] = seconds_of(out)
+        return metrics
+    os.makedirs(out, exist_ok=True)
+    start = time.perf_counter()
+    env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
+    with open(os.path.join(out, "train.log"), "w", encoding="utf-8") as logf:
+        proc = subprocess.run([sys.executable, "-m", "simulator.train", *argv, "--overwrite"],
+                              stdout=logf, stderr=subprocess.STDOUT, env=env)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
+            tail = f.read()[-1500:]
+        raise RuntimeError(f"training in {out} failed (exit {proc.returncode}):\n{tail}")
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        metrics = json.load(f)
+    with open(os.path.join(out, "bench_argv.json"), "w", encoding="utf-8") as f:
+        json.dump(list(argv), f)
+    with open(os.path.join(out, "bench_seconds.json"), "w", encoding="utf-8") as f:
+        json.dump({"seconds": seconds}, f)
+    metrics.setdefault("bench", {})["seconds"] = seconds
+    return metrics
+
+
+def run_many(jobs: Sequence[Dict[str, Any]], parallel: int = 2) -> List[Dict[str, Any]]:
+    """Run training jobs ({"argv", "out", ...}) `parallel` at a time; results in job order,
+    each job dict with "metrics" added."""
+    results: List[Optional[Dict[str, Any]]] = [None] * len(jobs)
+    start = time.perf_counter()
+    with cf.ThreadPoolExecutor(max(1, parallel)) as pool:
+        futures = {pool.submit(run_training, j["argv"], j["out"]): i for i, j in enumerate(jobs)}
+        for n, fut in enumerate(cf.as_completed(futures), 1):
+            i = futures[fut]
+            results[i] = dict(jobs[i], metrics=fut.result())
+            tau = results[i]["metrics"].get("test", {}).get("kendall_tau", {}).get("mean")
+            log(f"{n}/{len(jobs)} {jobs[i]['out']}  test τ {tau if tau is None else round(tau, 4)}  "
+                f"({time.perf_counter() - start:.0f} s so far)")
+    return results  # type: ignore[return-value]
+
+
+def seconds_of(out: str) -> Optional[float]:
+    path = os.path.join(out, "bench_seconds.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["seconds"]
+
+
+# ---------------------------------------------------------------- tables
+def mean_std(values: Iterable[Optional[float]]) -> tuple:
+    v = np.array([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return float("nan"), float("nan"), 0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)
+
+
+def fmt(value: float, metric: str, std: Optional[float] = None) -> str:
+    if value is None or not np.isfinite(value):
+        return "–"
+    if metric in PERCENT:
+        s = f"{100 * value:.1f}%"
+        return s if std is None else f"{100 * value:.1f} ± {100 * std:.1f}%"
+    s = f"{value:.3f}"
+    return s if std is None else f"{value:.3f} ± {std:.3f}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> str:
+    align = align or ("l" + "r" * (len(header) - 1))
+    sep = ["---:" if a == "r" else ":---" for a in align]
+    lines = ["| " + " | ".join(str(h) for h in header) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_csv(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for r in rows:
+            w.writerow(["" if v is None else (f"{v:.6g}" if isinstance(v, float) else v) for v in r])
+
+
+def read_csv(path: str) -> List[Dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def write_json(path: str, obj: Any) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, default=_json_default)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+def natural_key(name: str):
+    import re
+    return [int(s) if s.isdigit() else s for s in re.split(r"(\d+)", str(name))]
+
+
+# ---------------------------------------------------------------- machine
+def machine() -> Dict[str, Any]:
+    info: Dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
+                            "cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import psutil
+        info["memory_gib"] = round(psutil.virtual_memory().total / 2 ** 30, 1)
+    except ImportError:
+        pass
+    for mod in ("torch", "dgl", "tvm", "xgboost", "numpy"):
+        try:
+            if mod == "dgl":  # dgl only through the project's shim (GraphBolt on this torch)
+                from simulator.dgl_compat import dgl
+                info[mod] = dgl.__version__
+                continue
+            info[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - a missing optional package is just not listed
+            pass
+    return info
+
+
+def busy_measuring() -> bool:
+    """True while a dataset measurement (`extract.measure`) runs on this machine."""
+    try:
+        out = subprocess.run(["pgrep", "-f", "extract.measure"], capture_output=True, text=True)
+    except FileNotFoundError:
+        return False
+    return any(int(p) != os.getpid() for p in out.stdout.split())

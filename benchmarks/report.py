@@ -1,0 +1,346 @@
+"""docs/RESULTS.md from the benchmark outputs in docs/results/.
+
+    python -m benchmarks.report [--results docs/results] [--out docs/RESULTS.md]
+
+Reads accuracy.json, sweep.json, speed.json, tuning.json and run_info.json (whichever
+exist), checks the issue's goals against them, and writes the Markdown; the hand-written
+discussion, if any, is docs/results/notes.md, included verbatim.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .common import DEFAULT_RESULTS, METRIC_LABELS, METRICS, fmt, markdown_table, natural_key
+
+
+def _load(results: str, name: str) -> Optional[Any]:
+    path = os.path.join(results, name)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+_PREFIX = "results"  # the results folder relative to the report; set by build()
+
+
+def _fig(results: str, out: str, name: str, alt: str) -> str:
+    if not os.path.exists(os.path.join(results, name)):
+        return ""
+    return f"![{alt}]({_PREFIX}/{name})\n"
+
+
+def _tau_se(n: int) -> float:
+    """Standard error of Kendall τ near 0 for n pairs (an upper bound for τ > 0)."""
+    return float(np.sqrt(2 * (2 * n + 5) / (9 * n * (n - 1))))
+
+
+def _ms(v) -> str:
+    return "–" if v is None or not np.isfinite(v) else f"{v:.3g}"
+
+
+def _num(v, digits=1) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "–"
+    return f"{v:,.{digits}f}"
+
+
+def exact_ceiling(tau12: float) -> float:
+    """τ an exact predictor of the mean runtime would reach against one noisy pass, when two
+    equally noisy passes agree with τ12 (bivariate normal: r = sin(πτ/2), r_exact = √r12)."""
+    r12 = np.sin(np.pi * tau12 / 2)
+    return float(2 / np.pi * np.arcsin(np.sqrt(max(r12, 0.0))))
+
+
+# ---------------------------------------------------------------- sections
+def accuracy_section(acc: Dict[str, Any], results: str, out: str) -> List[str]:
+    summary, ceiling = acc["summary"], acc.get("noise_ceiling")
+    seeds = sorted({r["seed"] for r in acc["runs"]})
+    lines = ["## Accuracy: cross-workload split", "",
+             f"Trained on C1 C2 C4 C8 C9 C12 (20% of their configs for validation / early stopping), tested "
+             f"on the six held-out workloads C3 C5 C6 C7 C10 C11. Mean ± std over seeds {seeds} "
+             f"({len(acc['runs'])} runs). τ is Kendall's τ-b between predicted and measured runtimes "
+             f"within a workload, averaged over workloads; top-k slowdown is how much slower the best of the "
+             f"model's k favourite configs is than the workload's best measured config.", ""]
+    header = ["model"] + [METRIC_LABELS[m] for m in METRICS] + ["train s / run"]
+    rows = []
+    secs = {}
+    for r in acc["runs"]:
+        if r.get("seconds"):
+            secs.setdefault(r["model"], []).append(r["seconds"])
+    for model, per in summary.items():
+        rows.append([f"`{model}`"] + [fmt(per["mean"].get(m, [np.nan])[0], m, per["mean"].get(m, [0, 0])[1])
+                                      for m in METRICS] + [_num(np.mean(secs[model]), 0) if model in secs else "–"])
+    lines += [markdown_table(header, rows), ""]
+    workloads = [w for w in next(iter(summary.values())) if w != "mean"]
+    best_model = max(summary, key=lambda m: summary[m]["mean"].get("kendall_tau", [-1])[0])
+    for metric in ("kendall_tau", "top5_slowdown"):
+        header = ["model"] + workloads + ["mean"]
+        rows = [[f"`{m}`"] + [fmt(per.get(w, {}).get(metric, [np.nan])[0], metric, per.get(w, {}).get(metric, [0, 0])[1])
+                              for w in workloads + ["mean"]] for m, per in summary.items()]
+        if metric == "kendall_tau" and ceiling:
+            rows.append(["**noise ceiling**"] + [fmt(ceiling.get(w, {}).get("kendall_tau", np.nan), metric)
+                                                 for w in workloads] +
+                        [fmt(np.mean([ceiling[w]["kendall_tau"] for w in workloads if w in ceiling]), metric)])
+            rows.append(["exact-predictor ceiling (est.)"] + [fmt(exact_ceiling(ceiling[w]["kendall_tau"]), metric)
+                                                              if w in ceiling else "–" for w in workloads] +
+                        [fmt(np.mean([exact_ceiling(ceiling[w]["kendall_tau"]) for w in workloads if w in ceiling]),
+                             metric)])
+            ratio = [summary[best_model].get(w, {}).get("kendall_tau", [np.nan])[0] /
+                     ceiling[w]["kendall_tau"] if w in ceiling else np.nan for w in workloads]
+            rows.append([f"`{best_model}` / ceiling"] + [f"{100 * r:.0f}%" if np.isfinite(r) else "–" for r in ratio]
+                        + [f"{100 * np.nanmean(ratio):.0f}%"])
+        lines += [f"**{METRIC_LABELS[metric]} per held-out workload** (mean ± std over seeds)", "",
+                  markdown_table(header, rows), ""]
+    if ceiling:
+        cw = [w for w in workloads if w in ceiling]
+        c_mean = float(np.mean([ceiling[w]["kendall_tau"] for w in cw]))
+        b_mean = summary[best_model]["mean"]["kendall_tau"][0]
+        lines += [f"**Noise ceiling.** The shipped dataset's second pass re-measured "
+                  f"{ceiling.get('mean', {}).get('configs', '?')} configs of pass 1; per workload, Kendall τ "
+                  f"between the two passes is the usual noise ceiling (`noise_ceiling.json`). "
+                  f"On the held-out workloads it averages {c_mean:.3f} (all workloads: "
+                  f"{ceiling.get('mean', {}).get('kendall_tau', float('nan')):.3f}; median |Δt|/t between passes "
+                  f"{100 * ceiling.get('mean', {}).get('median_rel_diff', float('nan')):.1f}%). The best model, "
+                  f"`{best_model}` (τ {b_mean:.3f}), reaches {100 * b_mean / c_mean:.0f}% of it. Both passes are "
+                  f"noisy, so pass-vs-pass τ understates what an exact predictor of the mean runtime would reach "
+                  f"against pass 1; under a bivariate-normal noise model that is ≈ (2/π)·arcsin(√sin(πτ₁₂/2)) = "
+                  f"{np.mean([exact_ceiling(ceiling[w]['kendall_tau']) for w in cw]):.3f} here (the "
+                  f"\"exact-predictor ceiling\" row), and the best model reaches "
+                  f"{100 * b_mean / np.mean([exact_ceiling(ceiling[w]['kendall_tau']) for w in cw]):.0f}% of that. "
+                  f"With {ceiling[cw[0]]['configs']} re-measured configs per workload, each per-workload ceiling "
+                  f"has a standard error of ≈ ±{_tau_se(ceiling[cw[0]]['configs']):.2f}.", ""]
+        header = ["workload", "configs in both passes", "τ pass 1 vs 2", "median |Δt|/t", "p90 |Δt|/t",
+                  "median repeat spread"]
+        rows = [[w, c["configs"], f"{c['kendall_tau']:.3f}", f"{100 * c['median_rel_diff']:.1f}%",
+                 f"{100 * c['p90_rel_diff']:.1f}%", f"{100 * c['median_repeat_spread']:.1f}%"]
+                for w, c in sorted(ceiling.items(), key=lambda kv: natural_key(kv[0]))]
+        lines += ["<details><summary>Noise ceiling, every workload</summary>", "",
+                  markdown_table(header, rows), "", "</details>", ""]
+    quiet = _load(results, "noise_ceiling_quiet.json")
+    if quiet:
+        pairs = [("pass1_vs_pass2", "1 vs 2 (shipped)"), ("pass1_vs_pass3", "1 vs 3"), ("pass2_vs_pass3", "2 vs 3")]
+        names = sorted((w for w in quiet["pass1_vs_pass3"] if w != "mean"), key=natural_key) + ["mean"]
+        header = ["workload"] + [f"τ {label}" for _, label in pairs] + [f"median |Δt|/t {label}" for _, label in pairs]
+        rows = [[w] + [f"{quiet[k][w]['kendall_tau']:.3f}" if w in quiet[k] else "–" for k, _ in pairs]
+                + [f"{100 * quiet[k][w]['median_rel_diff']:.1f}%" if w in quiet[k] else "–" for k, _ in pairs]
+                for w in names]
+        lines += ["**A third pass, measured quietly.** The same configs as pass 2, measured again by this "
+                  "benchmark (`ceiling` stage) while nothing else of ours ran on the machine:", "",
+                  markdown_table(header, rows), ""]
+    lines += [_fig(results, out, "accuracy.png", "τ per held-out workload"), ""]
+    # everything
+    header = ["model", "workload"] + [METRIC_LABELS.get(m, m) for m in METRICS]
+    rows = [[m, w] + [fmt(per[w].get(k, [np.nan])[0], k, per[w].get(k, [0, 0])[1]) for k in METRICS]
+            for m, per in summary.items() for w in ["mean"] + workloads]
+    lines += ["<details><summary>Every metric, every model, every held-out workload (one table)</summary>", "",
+              markdown_table(header, rows), "", "Every run's numbers: `docs/results/accuracy_runs.csv`; "
+              "the summary: `accuracy.csv`.", "", "</details>", ""]
+    return lines
+
+
+def sweep_section(sweep: Dict[str, Any], results: str, out: str) -> List[str]:
+    rows = sweep["rows"]
+    seeds = sorted({r["seed"] for r in sweep["runs"]})
+    fractions = sorted({float(r[1]) for r in rows})
+    lines = ["## Training-fraction sweep", "",
+             f"Same split, a seeded share of each training workload's configs (validation and test whole); "
+             f"seeds {seeds}. Test L1 of log runtime and τ" + (" (mean ± std over seeds):" if len(seeds) > 1
+                                                              else " (one seed, so no spread):"), ""]
+    header = ["model", "metric"] + [f"{100 * f:g}%" for f in fractions]
+    table = []
+    for model in dict.fromkeys(r[0] for r in rows):
+        for metric in ("l1_log", "kendall_tau"):
+            cells = []
+            for f in fractions:
+                hit = [r for r in rows if r[0] == model and r[3] == metric and float(r[1]) == f]
+                cells.append(fmt(hit[0][4], metric, hit[0][5] if int(hit[0][6]) > 1 else None) if hit else "–")
+            table.append([f"`{model}`", METRIC_LABELS[metric]] + cells)
+    n_row = []
+    for f in fractions:
+        hit = [r for r in rows if float(r[1]) == f and r[2]]
+        n_row.append(str(hit[0][2]) if hit else "–")
+    table.append(["training configs", ""] + n_row)
+    lines += [markdown_table(header, table), "", _fig(results, out, "sweep.png", "training-fraction sweep"), ""]
+    return lines
+
+
+def speed_section(speed: Dict[str, Any]) -> List[str]:
+    models = speed["models"]
+    base = models.get("xgb", {})
+    lines = ["## Speed and memory", "",
+             f"Each model in its own process on the shipped data, {speed.get('threads')} threads, measured in "
+             f"one run; ratios are model ÷ `xgb` from the same run. Training: median graphs/s over timed SGD "
+             f"epochs (batch 64); for `xgb` training configs ÷ seconds of one full fit. Inference: every config "
+             f"of the dataset scored in batches of {speed.get('batch_size')} from prepared tensors (the "
+             f"model's own cost; goal ≥ 10,000 configs/s), and including `prepare` (sample → tensors). "
+             f"Peak RSS: `ru_maxrss` of the process, data included.", ""]
+    header = ["model", "train graphs/s", "× xgb", "infer configs/s", "× xgb", "infer incl. prepare /s", "× xgb",
+              "peak RSS MiB", "× xgb"]
+    rows = []
+    for m, r in models.items():
+        def ratio(key):
+            return f"{r[key] / base[key]:.2f}" if base.get(key) else "–"
+        rows.append([f"`{m}`", _num(r["train_graphs_per_s"], 0), ratio("train_graphs_per_s"),
+                     _num(r["infer_configs_per_s"], 0), ratio("infer_configs_per_s"),
+                     _num(r["infer_with_prepare_configs_per_s"], 0), ratio("infer_with_prepare_configs_per_s"),
+                     _num(r["peak_rss_mib"], 0), ratio("peak_rss_mib")])
+    lines += [markdown_table(header, rows), ""]
+    ex = speed.get("extraction")
+    if ex:
+        st = ex.get("stages_s", {})
+        per = ", ".join(f"{k} {1e3 * v:.0f} ms" for k, v in st.items())
+        w = {k: v for k, v in ex.items() if k.startswith("configs_per_s_")}
+        lines += [f"**Extraction** (AutoTVM log → samples, {ex.get('configs')} configs of the shipped log): "
+                  + ", ".join(f"{v:.1f} configs/s with {k.split('_')[3]} process(es)" for k, v in w.items())
+                  + f" (everything: graph + curve + per-store features). Median per config: {per}. "
+                  f"The graph models' path (schedule + lower + TIR graph) runs at "
+                  f"{_num(ex.get('graph_path_configs_per_s'))} configs/s per process, the xgb path (schedule + "
+                  f"MetaSchedule per-store features) at {_num(ex.get('xgb_path_configs_per_s'))} configs/s: ratio "
+                  f"{ex['graph_path_configs_per_s'] / ex['xgb_path_configs_per_s']:.2f}." if
+                  ex.get("graph_path_configs_per_s") and ex.get("xgb_path_configs_per_s") else "", ""]
+    lines += [f"![speed]({_PREFIX}/speed.png)", ""]
+    return lines
+
+
+def tuning_section(t: Dict[str, Any]) -> List[str]:
+    cfg = t.get("config", {})
+    ks = t["ks"]
+    lines = ["## Model-guided tuning, measured on this machine", "",
+             f"Ranking model: `{cfg.get('model')}`, trained "
+             + ("on the eleven other ResNet-18 workloads (one run per held-out workload)" if cfg.get("train") == "loo"
+                else "on the cross-workload split's training workloads (C1 C2 C4 C8 C9 C12)")
+             + f". It ranks the workload's whole config space; its top {max(ks)}, the dataset's best config, config 0 "
+             f"and the unscheduled default are built and timed as the dataset was (one runtime thread, "
+             f"`time_evaluator(number=1, repeat={cfg.get('repeat')}, min_repeat_ms={cfg.get('min_repeat_ms')})`), "
+             f"in {t['passes']} passes, each in a new random order. Ratios are best found ÷ the dataset's best config "
+             f"measured in the same pass (median over passes, [min–max]). Random search: best of k configs drawn "
+             f"without replacement from the dataset's measured configs of the workload (a uniform sample of the "
+             f"space), {cfg.get('random_seeds')} seeds, relative to the dataset's best as measured there.", ""]
+    header = (["workload", "space", "dataset best ms (shipped / now)"] +
+              [f"guided k={k}" for k in ks] + ["guided k=10 ms", "random k=10 (mean)", "random needs (to match guided k=10)",
+                                               "k to ≤5%: guided / random", "unscheduled ms (× best)", "config 0 ms"])
+    rows = []
+    for w, r in t["workloads"].items():
+        cells = [w, f"{r['space']:,}", f"{_ms(r['dataset_best_ms_shipped'])} / {_ms(r['dataset_best_ms_now'])}"]
+        for k in ks:
+            v = r["per_k"][str(k)]
+            cells.append(f"{v['ratio_median']:.3f} [{v['ratio_min']:.3f}–{v['ratio_max']:.3f}]")
+        k10 = r["per_k"].get("10", r["per_k"][str(ks[-1])])
+        cells.append(_ms(k10["best_ms_median"]))
+        cells.append(f"{k10['random_ratio_mean']:.3f}" if k10.get("random_ratio_mean") else "–")
+        need = k10["random_needed_mean"]
+        cells.append(f"{need:.1f}" if np.isfinite(need) else
+                     f"never in {100 * (1 - k10['random_reached_share']):.0f}% of seeds (all {r['dataset_configs']} "
+                     f"measured configs drawn)")
+        g5 = r["guided_measurements_to_5pct"]
+        r5 = r["random_measurements_to_5pct_mean"]
+        cells.append(f"{g5 if g5 else '> ' + str(max(ks))} / {r5:.1f}" if np.isfinite(r5) else f"{g5} / –")
+        cells.append(f"{_ms(r['unscheduled_ms'])} ({r['unscheduled_ms'] / r['dataset_best_ms_now']:.0f}×)")
+        cells.append(_ms(r["config0_ms"]))
+        rows.append(cells)
+    lines += [markdown_table(header, rows), "", f"![tuning]({_PREFIX}/tuning.png)", ""]
+    return lines
+
+
+def goals_section(acc, speed, tuning) -> List[str]:
+    lines = ["## Goals", ""]
+    rows = []
+    if speed:
+        best = max((r["infer_configs_per_s"], m) for m, r in speed["models"].items() if m != "xgb")
+        gcn = speed["models"].get("gcn", {}).get("infer_configs_per_s")
+        rows.append(["inference ≥ 10,000 configs/s (batched, 2 cores)",
+                     f"gcn {_num(gcn, 0)}/s; fastest graph/vector model {best[1]} {_num(best[0], 0)}/s",
+                     "met" if gcn and gcn >= 1e4 else "missed"])
+    if tuning:
+        ws = tuning["workloads"]
+        k10 = {w: r["per_k"].get("10") for w, r in ws.items() if r["per_k"].get("10")}
+        ok = [w for w, v in k10.items() if v["ratio_median"] <= 1.05]
+        rows.append(["within 5% of the dataset's best with ≤ 10 measurements",
+                     f"{len(ok)}/{len(k10)} workloads ({', '.join(ok) or 'none'})",
+                     "met" if len(ok) == len(k10) else "missed"])
+        fewer = []
+        for w, r in ws.items():
+            g5, r5 = r["guided_measurements_to_5pct"], r["random_measurements_to_5pct_mean"]
+            if g5 and np.isfinite(r5) and r5 / g5 >= 3:
+                fewer.append(w)
+        rows.append(["≥ 3× fewer measurements than random to reach 5%",
+                     f"{len(fewer)}/{len(ws)} workloads ({', '.join(fewer) or 'none'})",
+                     "met" if len(fewer) == len(ws) else "missed"])
+    if acc and acc.get("noise_ceiling"):
+        s = acc["summary"]
+        best = max(s, key=lambda m: s[m]["mean"]["kendall_tau"][0])
+        rows.append(["(context) best τ vs noise ceiling", f"{best} {s[best]['mean']['kendall_tau'][0]:.3f}", ""])
+    if rows:
+        lines += [markdown_table(["goal", "result", ""], rows, "lll"), ""]
+    return lines
+
+
+def build(results: str, out: str) -> str:
+    global _PREFIX
+    _PREFIX = os.path.relpath(os.path.abspath(results), os.path.dirname(os.path.abspath(out))).replace(os.sep, "/")
+    info = _load(results, "run_info.json") or {}
+    acc, sweep = _load(results, "accuracy.json"), _load(results, "sweep.json")
+    speed, tuning = _load(results, "speed.json"), _load(results, "tuning.json")
+    lines = ["# Results", "",
+             "Regenerated by `python -m benchmarks.all` (figures and tables in `docs/results/`); "
+             "`python -m benchmarks.plots RUN_DIR` draws the per-run plots of any saved run.", ""]
+    m = info.get("machine", {})
+    if m:
+        lines += [f"**Machine.** {m.get('cpu', '?')}, {m.get('cpus', '?')} CPUs, {m.get('memory_gib', '?')} GiB, "
+                  f"{m.get('platform', '')}; Python {m.get('python')}, torch {m.get('torch')}, dgl {m.get('dgl')}, "
+                  f"TVM {m.get('tvm')}, xgboost {m.get('xgboost')}. Shared with other work while measured.", ""]
+    if info.get("commands"):
+        lines += ["**This run** (" + info.get("finished", "") + "):", ""] + [f"    {c}" for c in info["commands"]] + [""]
+        if info.get("stages"):
+            lines += [markdown_table(["stage", "wall time"], [[k, f"{v / 60:.1f} min"] for k, v in info["stages"].items()]), ""]
+    if info.get("protocol_notes"):
+        lines += ["**What was run, against the full protocol.**", ""] + [f"* {n}" for n in info["protocol_notes"]] + [""]
+    notes = os.path.join(results, "notes.md")
+    lines += goals_section(acc, speed, tuning)
+    if os.path.exists(notes):
+        with open(notes, encoding="utf-8") as f:
+            lines += [f.read().strip(), ""]
+    if acc:
+        lines += accuracy_section(acc, results, out)
+    if sweep:
+        lines += sweep_section(sweep, results, out)
+    figs = [("runtime_distribution.png", "Measured runtime per workload (shipped dataset, pass 1)"),
+            ("error_vs_runtime.png", "Test-set error against measured runtime, each model (seed 0)"),
+            ("predicted_vs_measured.png", "Test-set predicted against measured runtime, each model (seed 0)"),
+            ("learning_curves.png", "Learning curves (seed 0)")]
+    present = [(f, t) for f, t in figs if os.path.exists(os.path.join(results, f))]
+    if present:
+        lines += ["## Plots", ""]
+        for f, t in present:
+            lines += [f"**{t}**", "", f"![{t}]({_PREFIX}/{f})", ""]
+    if speed:
+        lines += speed_section(speed)
+    if tuning:
+        lines += tuning_section(tuning)
+    text = "\n".join(lines).rstrip() + "\n"
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text)
+    return text
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=DEFAULT_RESULTS)
+    ap.add_argument("--out", default=os.path.join("docs", "RESULTS.md"))
+    args = ap.parse_args(argv)
+    build(args.results, args.out)
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Whole config spaces of workloads as graph samples (runtimes NaN), cached on disk.
+
+    python -m benchmarks.spaces C3 C5 C6 C7 C10 C11 --out runs/bench/spaces [--workers 2]
+
+The model-guided tuning ranks a workload's *whole* space, measured or not; extracting
+it (schedule → lower → TIR graph) is the slow part (~15 configs/s per process), so it is
+done once per workload and extractor version and kept as `OUT/<workload>-<version>.npz`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import List, Optional, Sequence
+
+from extract.sample import GraphSample, load_samples, save_samples
+
+DEFAULT_TEMPLATE = "conv2d_NCHWc.x86"
+
+
+def _chunk(job):
+    from extract.tvm_graph import samples_for_configs
+    from extract.workloads import parse_workload
+    template, spec, indices = job
+    return samples_for_configs(template, parse_workload(spec), indices)
+
+
+def space_path(out: str, workload: str) -> str:
+    from extract.tir_graph import EXTRACTOR_VERSION
+    return os.path.join(out, f"{workload}-{EXTRACTOR_VERSION}.npz")
+
+
+def space_samples(workload: str, out: str, template: str = DEFAULT_TEMPLATE, workers: int = 1,
+                  chunk: int = 32, progress: bool = True) -> List[GraphSample]:
+    """All configs of `workload` (C1…C12 or a key) as samples, in index order; cached."""
+    from extract.templates import get_template
+    from extract.workloads import parse_workload
+
+    path = space_path(out, workload)
+    if os.path.exists(path):
+        return load_samples(path)
+    size = len(get_template(template).space(parse_workload(workload)))
+    jobs = [(template, workload, list(range(s, min(s + chunk, size)))) for s in range(0, size, chunk)]
+    from tqdm import tqdm
+    samples: List[GraphSample] = []
+    start = time.perf_counter()
+    bar = tqdm(total=size, desc=f"space {workload}", unit="cfg", disable=not progress, file=sys.stderr,
+               mininterval=5.0)
+    if workers <= 1:
+        results = map(_chunk, jobs)
+        pool = None
+    else:
+        import multiprocessing
+        pool = multiprocessing.get_context("spawn").Pool(workers)
+        results = pool.imap(_chunk, jobs)
+    try:
+        for part in results:
+            samples.extend(part)
+            bar.update(len(part))
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.close()
+            pool.join()
+    os.makedirs(out, exist_ok=True)
+    tmp = path + ".tmp.npz"
+    save_samples(tmp, samples, info={"workload": workload, "template": template,
+                                     "seconds": time.perf_counter() - start})
+    os.replace(tmp, path)
+    return samples
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.spaces", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workloads", nargs="+")
+    ap.add_argument("--out", default=os.path.join("runs", "bench", "spaces"))
+    ap.add_argument("--template", default=DEFAULT_TEMPLATE)
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args(argv)
+    for w in args.workloads:
+        start = time.perf_counter()
+        samples = space_samples(w, args.out, args.template, args.workers)
+        print(f"{w}: {len(samples)} configs in {time.perf_counter() - start:.0f} s -> "
+              f"{space_path(args.out, w)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Speed and memory of every model beside the XGBoost baseline, measured in one run.
+
+    python -m benchmarks.speed [--models gcn sage gat cheb mlp curve-mlp xgb] [--epochs 2]
+        [--batch-size 1024] [--threads 2] [--extraction-count 400] [--data shipped]
+
+Each model is measured in its own process (so its peak RSS is its own): load the data,
+cross-workload split (seed 0), then
+  * training throughput: `--epochs` epochs of the SGD loop (huber, batch 64, as
+    simulator.train) over the training set, graphs/s; xgb: training configs / seconds of
+    one full fit (early stopping on validation, as simulator.train);
+  * inference throughput: every config of the data scored in batches of `--batch-size`
+    (already prepared tensors: the model's own cost), median of 3 passes, configs/s; and
+    the same including `prepare` (GraphSample → tensors);
+  * peak RSS of the process (ru_maxrss), data included.
+Extraction (log → samples) is `benchmarks.extraction`: configs/s with 1 and 2 processes
+and the per-stage split, from which the graph models' path (schedule + lower + TIR graph)
+and the xgb path (schedule + MetaSchedule per-store features) are compared.
+Ratios are model / xgb (> 1: the model is faster or uses more memory).
+Writes RESULTS/speed.json, speed.csv, speed.png. Do not run while `extract.measure` runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+
+from .common import DEFAULT_RESULTS, MODELS, busy_measuring, log, write_csv, write_json
+
+
+def child(args) -> Dict[str, Any]:
+    import torch
+
+    from simulator.batching import batch_indices, make_batch
+    from simulator.data import load_data
+    from simulator.engine import model_info, predict_log, prepare_samples, setup_determinism
+    from simulator.losses import build_loss
+    from simulator.model import build_model, normalization_stats
+    from simulator.splits import make_split
+    from simulator.train import build_parser as train_parser
+
+    config = vars(train_parser().parse_args(["--model", args.child, "--threads", str(args.threads)]))
+    setup_determinism(0, args.threads)
+    t0 = time.perf_counter()
+    samples = load_data(args.data)
+    load_s = time.perf_counter() - t0
+    parts = make_split([s.group for s in samples], "cross-workload", 0, None, None, 0.2, 1.0)
+    group_index = {g: i for i, g in enumerate(sorted({s.group for s in samples}))}
+    info = model_info(samples, config)
+    t0 = time.perf_counter()
+    items = prepare_samples(samples, config, info, group_index)
+    prepare_s = time.perf_counter() - t0
+    train = [items[i] for i in parts["train"]]
+    val = [items[i] for i in parts["val"]]
+    model = build_model(config, info)
+    out: Dict[str, Any] = {"model": args.child, "configs": len(items), "train_configs": len(train),
+                           "load_s": load_s, "prepare_configs_per_s": len(items) / prepare_s}
+    if isinstance(model, torch.nn.Module):
+        with torch.no_grad():
+            model.set_normalization(normalization_stats(train))
+        loss_fn = build_loss("huber", 1.0, 1.0)
+        opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
+        rng = np.random.default_rng(0)
+        with_graph = model.uses_graph
+        with_vector = model.vector_name is not None and not with_graph
+        rates = []
+        for _ in range(args.epochs):
+            model.train()
+            start, seen = time.perf_counter(), 0
+            for idx in batch_indices(len(train), 64, rng):
+                batch = make_batch([train[i] for i in idx], with_graph, with_vector)
+                loss = loss_fn(model(batch), batch.y, batch.group)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                seen += len(idx)
+            rates.append(seen / (time.perf_counter() - start))
+        out["train_graphs_per_s"] = float(np.median(rates))
+        out["train_note"] = f"median of {args.epochs} epochs of SGD, batch 64"
+    else:
+        x = torch.cat([it.vector for it in train]).numpy()
+        y = torch.cat([it.y for it in train]).numpy()
+        g = np.concatenate([[it.group] * len(it.y) for it in train])
+        vx = torch.cat([it.vector for it in val]).numpy()
+        vy = torch.cat([it.y for it in val]).numpy()
+        vg = np.concatenate([[it.group] * len(it.y) for it in val])
+        start = time.perf_counter()
+        model.fit(x, y, g, vx, vy, vg)
+        seconds = time.perf_counter() - start
+        out["train_graphs_per_s"] = len(x) / seconds
+        out["train_note"] = f"one full fit ({model.booster.num_boosted_rounds()} rounds), configs/s"
+    # inference: model cost on prepared tensors, then including prepare
+    predict_log(model, items[: args.batch_size], args.batch_size)  # warm-up
+    rates = []
+    for _ in range(3):
+        start = time.perf_counter()
+        predict_log(model, items, args.batch_size)
+        rates.append(len(items) / (time.perf_counter() - start))
+    out["infer_configs_per_s"] = float(np.median(rates))
+    start = time.perf_counter()
+    predict_log(model, prepare_samples(samples, config, info, group_index), args.batch_size)
+    out["infer_with_prepare_configs_per_s"] = len(items) / (time.perf_counter() - start)
+    return out
+
+
+def run_child(model: str, args) -> Dict[str, Any]:
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as tmp:
+        path = tmp.name
+    cmd = [sys.executable, "-m", "benchmarks.speed", "--child", model, "--child-out", path,
+           "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+           "--data", *args.data]
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), TQDM_DISABLE="1")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"speed child {model} failed ({proc.returncode}):\n{stderr[-1500:]}")
+    with open(path, encoding="utf-8") as f:
+        out = json.load(f)
+    os.unlink(path)
+    out["peak_rss_mib"] = usage.ru_maxrss / 1024  # KiB on Linux
+    return out
+
+
+def extraction(args) -> Optional[Dict[str, Any]]:
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as tmp:
+        path = tmp.name
+    cmd = [sys.executable, "-m", "benchmarks.extraction", "--count", str(args.extraction_count), "--out", path]
+    if args.extraction_log:
+        cmd += ["--log", args.extraction_log]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        log(f"extraction benchmark failed: {proc.stderr[-800:]}")
+        return None
+    with open(path, encoding="utf-8") as f:
+        out = json.load(f)
+    os.unlink(path)
+    st = out.get("stages_s", {})
+    if st:
+        graph_path = st.get("schedule", 0) + st.get("lower", 0) + st.get("graph", 0)
+        xgb_path = st.get("schedule", 0) + st.get("per_store", 0)
+        out["graph_path_configs_per_s"] = 1 / graph_path if graph_path else None
+        out["xgb_path_configs_per_s"] = 1 / xgb_path if xgb_path else None
+    return out
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--speed-models", nargs="+", default=MODELS)
+    ap.add_argument("--speed-epochs", type=int, default=2, help="epochs timed per SGD model")
+    ap.add_argument("--infer-batch", type=int, default=1024)
+    ap.add_argument("--speed-threads", type=int, default=2)
+    ap.add_argument("--extraction-count", type=int, default=400)
+    ap.add_argument("--extraction-log", default=None, help="default: the shipped log")
+
+
+def run(args) -> Dict[str, Any]:
+    if busy_measuring() and not getattr(args, "force", False):
+        raise SystemExit("extract.measure is running: timing now would disturb both (--force to override)")
+    ns = argparse.Namespace(epochs=args.speed_epochs, batch_size=args.infer_batch, threads=args.speed_threads,
+                            data=args.data, extraction_count=args.extraction_count,
+                            extraction_log=args.extraction_log)
+    result: Dict[str, Any] = {"models": {}, "threads": args.speed_threads, "batch_size": args.infer_batch}
+    for m in args.speed_models:
+        log(f"speed: {m}")
+        result["models"][m] = run_child(m, ns)
+    if args.extraction_count > 0:
+        log("speed: extraction")
+        result["extraction"] = extraction(ns)
+    base = result["models"].get("xgb")
+    rows = []
+    for m, r in result["models"].items():
+        for key in ("train_graphs_per_s", "infer_configs_per_s", "infer_with_prepare_configs_per_s", "peak_rss_mib"):
+            ratio = r[key] / base[key] if base and base.get(key) else None
+            r[key.replace("_per_s", "").replace("_mib", "") + "_vs_xgb"] = ratio
+            rows.append([m, key, r[key], ratio])
+    ex = result.get("extraction")
+    if ex and ex.get("graph_path_configs_per_s") and ex.get("xgb_path_configs_per_s"):
+        rows.append(["graph models", "extract_configs_per_s_1_process", ex["graph_path_configs_per_s"],
+                     ex["graph_path_configs_per_s"] / ex["xgb_path_configs_per_s"]])
+        rows.append(["xgb", "extract_configs_per_s_1_process", ex["xgb_path_configs_per_s"], 1.0])
+    write_json(os.path.join(args.results, "speed.json"), result)
+    write_csv(os.path.join(args.results, "speed.csv"), ["model", "figure", "value", "ratio_vs_xgb"], rows)
+    from .plots import plot_speed
+    plot_speed(result, os.path.join(args.results, "speed.png"))
+    return result
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    ap.add_argument("--data", nargs="+", default=["shipped"])
+    ap.add_argument("--results", default=DEFAULT_RESULTS)
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", help=argparse.SUPPRESS)
+    ap.add_argument("--epochs", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--batch-size", type=int, default=1024, help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        out = child(args)
+        with open(args.child_out, "w", encoding="utf-8") as f:
+            json.dump(out, f)
+        return 0
+    result = run(args)
+    for m, r in result["models"].items():
+        print(f"{m:10s} train {r['train_graphs_per_s']:9.0f}/s  infer {r['infer_configs_per_s']:9.0f}/s  "
+              f"RSS {r['peak_rss_mib']:6.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""Model-guided tuning, measured for real on this machine.
+
+    python -m benchmarks.tuning [--workloads C3 C5 C6 C7 C10 C11] [--model gcn] [--train loo]
+        [--ks 1 5 10 20] [--passes 3] [--repeat 3] [--min-repeat-ms 20] [--random-seeds 1000]
+
+For each held-out workload W:
+
+1. a simulator trained on the other workloads (`--train loo`: all eleven other ResNet-18
+   workloads, one run per W; `--train split`: the cross-workload split's run, trained on
+   C1 C2 C4 C8 C9 C12) ranks W's *whole* config space (`benchmarks.spaces`, every index of
+   the template's space, measured or not);
+2. its top max(ks) configs, the shipped dataset's best config of W, the template's config 0
+   (all tiles 1) and the unscheduled default (the template's compute, no packing blocks
+   (ic_bn = oc_bn = 1) and no schedule at all: TVM's default lowering) are built and timed
+   exactly as the dataset was (`extract.measure.measure_one`: one runtime thread,
+   `time_evaluator(number=1, repeat, min_repeat_ms)`, checked against NumPy), in a spawned
+   worker; this is repeated `--passes` times, each pass in a new shuffled order over all
+   workloads, so the spread between passes is the measurement noise;
+3. best found with k measurements (k = 1 … max(ks)) is compared, within each pass, with the
+   dataset's best config measured in that same pass, and with random search: best of k
+   configs drawn without replacement from the dataset's measured configs of W (a uniform
+   sample of the space), over `--random-seeds` seeds, relative to the dataset's best.
+
+Writes RESULTS/tuning.json, tuning.csv, tuning_measurements.jsonl (every measurement;
+resumed if present) and tuning.png. Do not run while `extract.measure` is measuring.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from extract.measure import Worker
+
+from .common import (DEFAULT_RESULTS, DEFAULT_RUNS, busy_measuring, log, run_many,
+                     train_argv, write_csv, write_json)
+
+TEMPLATE = "conv2d_NCHWc.x86"
+TEST_WORKLOADS = ["C3", "C5", "C6", "C7", "C10", "C11"]
+ALL_WORKLOADS = [f"C{i}" for i in range(1, 13)]
+
+
+# ---------------------------------------------------------------- measuring (worker side)
+def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> dict:
+    """The conv2d of the template's compute with ic_bn = oc_bn = 1 and no schedule applied,
+    built by TVM's default lowering; timed and checked as `measure_one` does."""
+    import tvm
+    from extract import records as rec
+    from extract.measure import _reference_io
+    from extract.templates import get_template
+    from extract.workloads import parse_workload
+
+    start = time.time()
+    template, wl = get_template(TEMPLATE), parse_workload(spec)
+    try:
+        mod = tvm.IRModule({"main": template.compute(wl, 1, 1)})
+        module = tvm.compile(mod, target=template.make_target()).jit()
+        dev = tvm.cpu()
+        data, kernel, expected = _reference_io(wl)
+        args = [tvm.runtime.tensor(data, dev), tvm.runtime.tensor(kernel, dev),
+                tvm.runtime.tensor(np.zeros_like(expected), dev)]
+        module["main"](*args)
+        if not np.allclose(args[2].numpy(), expected, rtol=1e-3, atol=1e-3):
+            return {"costs": [1e9], "error_no": rec.WRONG_ANSWER, "error_msg": "wrong answer",
+                    "all_cost": time.time() - start}
+        timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+        costs = [float(c) for c in timer(*args).results]
+    except Exception as e:  # noqa: BLE001 - reported as that measurement's error
+        return {"costs": [1e9], "error_no": rec.UNKNOWN_ERROR, "error_msg": f"{type(e).__name__}: {e}"[:500],
+                "all_cost": time.time() - start}
+    return {"costs": costs, "error_no": 0, "error_msg": "", "all_cost": time.time() - start}
+
+
+def measure_config(spec: str, index: int, repeat: int, min_repeat_ms: int) -> dict:
+    from extract.measure import measure_one
+    from extract.workloads import parse_workload
+    return measure_one(TEMPLATE, parse_workload(spec), index, repeat, min_repeat_ms)
+
+
+# ---------------------------------------------------------------- ranking
+def train_jobs(workloads: Sequence[str], mode: str, model: str, runs: str, data: Sequence[str],
+               epochs: Optional[int], seed: int, split_run: Optional[str],
+               accuracy_runs: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
+    """{workload: training job} (several workloads may share one job in split mode)."""
+    if mode == "split":
+        if split_run:  # an existing run: used as it is, never retrained
+            return {w: {"out": split_run, "argv": None} for w in workloads}
+        from .accuracy import run_dir
+        out = run_dir(accuracy_runs or os.path.join(DEFAULT_RUNS, "accuracy"), model, seed)
+        job = {"out": out, "argv": train_argv(model, seed, out, data, epochs)}
+        return {w: job for w in workloads}
+    jobs = {}
+    for w in workloads:
+        out = os.path.join(runs, f"loo-{model}-seed{seed}-{w}")
+        others = [x for x in ALL_WORKLOADS if x != w]
+        jobs[w] = {"out": out, "argv": train_argv(model, seed, out, data, epochs,
+                                                  extra=["--train-workloads", *others, "--test-workloads", w])}
+    return jobs
+
+
+def rank_space(run: str, samples) -> np.ndarray:
+    """Predicted log runtimes of the space samples (index order) by the run's best weights."""
+    from simulator.engine import load_trained, predict_log, prepare_samples, setup_determinism
+    model, state = load_trained(run)
+    config, info = state["config"], state["info"]
+    if config["model"] == "xgb":
+        raise SystemExit("--model xgb: the space samples carry no per_store features; tune with a "
+                         "graph model or curve-mlp")
+    setup_determinism(config["seed"], 1)
+    items = prepare_samples(samples, config, info, {s.group: 0 for s in samples})
+    return predict_log(model, items, 1024)
+
+
+def dataset_runtimes(data: Sequence[str]) -> Dict[str, Dict[int, float]]:
+    """{workload: {config index: runtime s}} of the training data (pass 1)."""
+    from simulator.data import load_data
+    out: Dict[str, Dict[int, float]] = {}
+    for s in load_data(list(data)):
+        idx = s.meta.get("index")
+        if idx is not None and np.isfinite(s.runtimes[0]):
+            out.setdefault(s.group, {})[int(idx)] = float(s.runtimes[0])
+    return out
+
+
+# ---------------------------------------------------------------- analysis
+def random_search(values: np.ndarray, budget: int, seeds: int, seed0: int = 0) -> np.ndarray:
+    """(seeds, budget) best-so-far of random draws without replacement from `values`."""
+    budget = min(budget, len(values))
+    out = np.empty((seeds, budget))
+    for s in range(seeds):
+        perm = np.random.default_rng([seed0, s]).permutation(len(values))[:budget]
+        out[s] = np.minimum.accumulate(values[perm])
+    return out
+
+
+def first_hit(curves: np.ndarray, target: float) -> np.ndarray:
+    """Per row, the number of measurements until best-so-far ≤ target (inf if never)."""
+    hit = curves <= target
+    return np.where(hit.any(1), hit.argmax(1) + 1, np.inf)
+
+
+def analyse(workloads: Sequence[str], measurements: Sequence[dict], ranking: Dict[str, List[int]],
+            dataset: Dict[str, Dict[int, float]], ks: Sequence[int], random_seeds: int,
+            passes: int) -> Dict[str, Any]:
+    kmax = max(ks)
+    result: Dict[str, Any] = {"workloads": {}, "ks": list(ks), "passes": passes}
+    for w in workloads:
+        rows = [m for m in measurements if m["workload"] == w]
+        t: Dict[Tuple[str, int], Dict[int, float]] = {}
+        for m in rows:
+            ok = m["error_no"] == 0
+            t.setdefault((m["kind"], m["index"]), {})[m["pass"]] = float(np.mean(m["costs"])) if ok else math.inf
+        ds = dataset.get(w, {})
+        ds_best_index = min(ds, key=ds.get)
+        ds_best_shipped = ds[ds_best_index]
+        top = ranking[w][:kmax]
+        pass_ids = sorted({m["pass"] for m in rows})
+
+        def at(kind, index, p):
+            return t.get((kind, index), {}).get(p, math.nan)
+
+        # best found after k guided measurements, per pass, relative to the dataset's best
+        # config measured in the same pass
+        guided = np.full((len(pass_ids), kmax), np.nan)
+        guided_abs = np.full((len(pass_ids), kmax), np.nan)
+        ds_now = np.array([at("config", ds_best_index, p) for p in pass_ids])
+        for pi, p in enumerate(pass_ids):
+            vals = np.array([at("config", i, p) for i in top])
+            guided_abs[pi, :len(vals)] = np.fmin.accumulate(vals)
+            guided[pi] = guided_abs[pi] / ds_now[pi]
+        unsched = np.array([at("unscheduled", -1, p) for p in pass_ids])
+        config0 = np.array([at("config", 0, p) for p in pass_ids])
+        values = np.array(sorted(ds.values()))
+        rand = random_search(np.array(list(ds.values())), len(ds), random_seeds) / ds_best_shipped
+        med = np.nanmedian(guided, 0)
+        per_k = {}
+        for k in ks:
+            g = guided[:, k - 1]
+            target = float(np.nanmedian(g))
+            hits = first_hit(rand, target * (1 + 1e-12))
+            per_k[str(k)] = {
+                "ratio_median": target, "ratio_min": float(np.nanmin(g)), "ratio_max": float(np.nanmax(g)),
+                "ratio_per_pass": g.tolist(),
+                "best_ms_median": float(np.nanmedian(guided_abs[:, k - 1]) * 1e3),
+                "random_ratio_mean": float(rand[:, k - 1].mean()) if k <= rand.shape[1] else None,
+                "random_ratio_p10": float(np.percentile(rand[:, k - 1], 10)) if k <= rand.shape[1] else None,
+                "random_ratio_p90": float(np.percentile(rand[:, k - 1], 90)) if k <= rand.shape[1] else None,
+                # measurements random search needs (mean over seeds; ∞ if beyond its budget in
+                # some seeds) to do as well as model-guided with k
+                "random_needed_mean": float(np.mean(hits)),
+                "random_needed_median": float(np.median(hits)),
+                "random_reached_share": float(np.isfinite(hits).mean()),
+            }
+        within5 = np.flatnonzero(med <= 1.05)
+        k5 = int(within5[0] + 1) if within5.size else None
+        r5 = first_hit(rand, 1.05)
+        result["workloads"][w] = {
+            "space": len(ranking[w]), "dataset_configs": len(ds),
+            "dataset_best_index": ds_best_index, "dataset_best_ms_shipped": ds_best_shipped * 1e3,
+            "dataset_best_ms_now": float(np.nanmedian(ds_now) * 1e3),
+            "dataset_best_now_spread": [float(np.nanmin(ds_now) * 1e3), float(np.nanmax(ds_now) * 1e3)],
+            "dataset_best_rank": int(ranking[w].index(ds_best_index) + 1),
+            "top_indices": top,
+            "top_in_dataset": int(sum(i in ds for i in top)),
+            "guided_curve_median": med.tolist(),
+            "guided_curve_min": np.nanmin(guided, 0).tolist(), "guided_curve_max": np.nanmax(guided, 0).tolist(),
+            "random_curve_mean": rand.mean(0).tolist(),
+            "random_curve_p10": np.percentile(rand, 10, 0).tolist(),
+            "random_curve_p90": np.percentile(rand, 90, 0).tolist(),
+            "per_k": per_k,
+            "guided_measurements_to_5pct": k5,
+            "random_measurements_to_5pct_mean": float(np.mean(r5)),
+            "random_measurements_to_5pct_median": float(np.median(r5)),
+            "random_reached_5pct_share": float(np.isfinite(r5).mean()),
+            "unscheduled_ms": float(np.nanmedian(unsched) * 1e3),
+            "unscheduled_spread": [float(np.nanmin(unsched) * 1e3), float(np.nanmax(unsched) * 1e3)],
+            "config0_ms": float(np.nanmedian(config0) * 1e3),
+            "dataset_median_ms": float(np.median(values) * 1e3),
+            "errors": sum(m["error_no"] != 0 for m in rows),
+        }
+    return result
+
+
+def table_rows(result: Dict[str, Any]) -> List[List[Any]]:
+    rows = []
+    for w, r in result["workloads"].items():
+        for k, v in r["per_k"].items():
+            rows.append([w, int(k), v["best_ms_median"], v["ratio_median"], v["ratio_min"], v["ratio_max"],
+                         v["random_ratio_mean"], v["random_ratio_p10"], v["random_ratio_p90"],
+                         v["random_needed_mean"], v["random_needed_median"], r["dataset_best_ms_shipped"],
+                         r["dataset_best_ms_now"], r["unscheduled_ms"], r["config0_ms"]])
+    return rows
+
+
+TABLE_HEADER = ["workload", "k", "guided_best_ms", "guided_vs_dataset_best", "guided_min", "guided_max",
+                "random_mean", "random_p10", "random_p90", "random_needed_mean", "random_needed_median",
+                "dataset_best_ms_shipped", "dataset_best_ms_now", "unscheduled_ms", "config0_ms"]
+
+
+# ---------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.tuning", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    ap.add_argument("--data", nargs="+", default=["shipped"])
+    ap.add_argument("--results", default=DEFAULT_RESULTS)
+    ap.add_argument("--parallel", type=int, default=2, help="training runs at a time")
+    return ap
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--workloads", nargs="+", default=TEST_WORKLOADS)
+    ap.add_argument("--model", default="gcn", help="the simulator that ranks the space")
+    ap.add_argument("--train", choices=["loo", "split"], default="loo",
+                    help="loo: one run per workload on the eleven others; split: the cross-workload run")
+    ap.add_argument("--split-run", default=None, help="with --train split: that run's folder")
+    ap.add_argument("--train-seed", type=int, default=0)
+    ap.add_argument("--tuning-epochs", type=int, default=None, help="epochs of the ranking runs")
+    ap.add_argument("--ks", nargs="+", type=int, default=[1, 5, 10, 20])
+    ap.add_argument("--passes", type=int, default=3, help="measurement passes (repeats of every measurement)")
+    ap.add_argument("--repeat", type=int, default=3, help="time_evaluator repeats, as the dataset")
+    ap.add_argument("--min-repeat-ms", type=int, default=20)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--random-seeds", type=int, default=1000)
+    ap.add_argument("--tuning-runs", default=os.path.join(DEFAULT_RUNS, "tuning"))
+    ap.add_argument("--spaces", default=os.path.join(DEFAULT_RUNS, "spaces"))
+    ap.add_argument("--space-workers", type=int, default=2)
+    ap.add_argument("--force", action="store_true", help="measure even while extract.measure runs")
+
+
+def run(args) -> Dict[str, Any]:
+    from .spaces import space_samples
+    os.makedirs(args.results, exist_ok=True)
+    # 1. simulators
+    jobs = train_jobs(args.workloads, args.train, args.model, args.tuning_runs, args.data,
+                      args.tuning_epochs, args.train_seed, args.split_run,
+                      getattr(args, "accuracy_runs", None))
+    unique = [j for j in {j["out"]: j for j in jobs.values()}.values() if j["argv"] is not None]
+    log(f"tuning: {len(unique)} ranking run(s) of {args.model} ({args.train}) to train or reuse")
+    run_many(unique, args.parallel)
+    # 2. rank every config of each workload's space
+    ranking: Dict[str, List[int]] = {}
+    rank_rows = []
+    dataset = dataset_runtimes(args.data)
+    for w in args.workloads:
+        samples = space_samples(w, args.spaces, TEMPLATE, args.space_workers)
+        pred = rank_space(jobs[w]["out"], samples)
+        indices = [int(s.meta["index"]) for s in samples]
+        order = np.argsort(pred, kind="stable")
+        ranking[w] = [indices[i] for i in order]
+        for r, i in enumerate(order, 1):
+            rank_rows.append([w, r, indices[i], math.exp(pred[i]) * 1e3,
+                              dataset.get(w, {}).get(indices[i], math.nan) * 1e3])
+        log(f"{w}: ranked {len(samples)} configs; top 5 {ranking[w][:5]}")
+    write_csv(os.path.join(args.tuning_runs, "rankings.csv"),
+              ["workload", "rank", "index", "predicted_ms", "dataset_ms"], rank_rows)
+    # 3. measure
+    if busy_measuring() and not args.force:
+        raise SystemExit("extract.measure is running: timing now would disturb both (--force to override)")
+    kmax = max(args.ks)
+    plan: List[Tuple[str, str, int]] = []
+    for w in args.workloads:
+        best = min(dataset[w], key=dataset[w].get)
+        configs = list(dict.fromkeys(ranking[w][:kmax] + [best, 0]))
+        plan += [(w, "config", i) for i in configs] + [(w, "unscheduled", -1)]
+    path = os.path.join(args.results, "tuning_measurements.jsonl")
+    done: List[dict] = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            done = [json.loads(line) for line in f if line.strip()]
+    have = {(m["workload"], m["kind"], m["index"], m["pass"]) for m in done}
+    measurer = Worker(num_threads=1)
+    start = time.perf_counter()
+    todo = [(p, job) for p in range(args.passes)
+            for job in [plan[i] for i in np.random.default_rng([7, p]).permutation(len(plan))]
+            if (job[0], job[1], job[2], p) not in have]
+    log(f"tuning: {len(plan)} configs × {args.passes} passes, {len(todo)} measurements to make")
+    with open(path, "a", encoding="utf-8") as f:
+        for n, (p, (w, kind, index)) in enumerate(todo, 1):
+            if kind == "config":
+                res = measurer.call(measure_config, (w, index, args.repeat, args.min_repeat_ms), args.timeout)
+            else:
+                res = measurer.call(measure_unscheduled, (w, args.repeat, args.min_repeat_ms), args.timeout * 4)
+            m = {"workload": w, "kind": kind, "index": index, "pass": p, "time": time.time(), **res}
+            done.append(m)
+            f.write(json.dumps(m) + "\n")
+            f.flush()
+            if n % 25 == 0 or n == len(todo):
+                log(f"measured {n}/{len(todo)} ({time.perf_counter() - start:.0f} s)")
+    measurer.close()
+    result = analyse(args.workloads, done, ranking, dataset, args.ks, args.random_seeds, args.passes)
+    result["config"] = {k: v for k, v in vars(args).items()}
+    result["measure_seconds"] = time.perf_counter() - start
+    write_json(os.path.join(args.results, "tuning.json"), result)
+    write_csv(os.path.join(args.results, "tuning.csv"), TABLE_HEADER, table_rows(result))
+    from .plots import plot_tuning
+    plot_tuning(result, os.path.join(args.results, "tuning.png"))
+    return result
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    result = run(build_parser().parse_args(argv))
+    for w, r in result["workloads"].items():
+        k10 = r["per_k"].get("10", next(iter(r["per_k"].values())))
+        print(f"{w}: guided best-of-10 {k10['ratio_median']:.3f}× dataset best; random needs "
+              f"{k10['random_needed_mean']:.1f}; unscheduled {r['unscheduled_ms']:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

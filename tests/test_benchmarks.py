@@ -1,0 +1,156 @@
+"""The benchmark tables, plots and report work (tiny fake data; no timing assertions)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from benchmarks import accuracy, plots, report, sweep, tuning
+from benchmarks.common import fmt, markdown_table, mean_std
+
+WORKLOADS = ["C3", "C5", "C6", "C7", "C10", "C11"]
+
+
+def _metrics(rng, scale=1.0):
+    block = {}
+    for m in ("kendall_tau", "top1_slowdown", "top5_slowdown", "l1_log", "mape", "opa"):
+        per = {w: float(rng.uniform(0, scale)) for w in WORKLOADS}
+        block[m] = {"mean": float(np.mean(list(per.values()))), "per_workload": per}
+    return {"test": block, "val": block, "run": {"train_samples": 100}, "config": {}}
+
+
+def _fake_results(models=("gcn", "xgb"), seeds=(0, 1), fractions=(1.0,)):
+    rng = np.random.default_rng(0)
+    return [{"model": m, "seed": s, "fraction": f, "out": f"runs/{m}-{s}-{f}", "argv": ["--model", m],
+             "metrics": _metrics(rng)} for m in models for s in seeds for f in fractions]
+
+
+def _ceiling():
+    c = {w: {"configs": 25, "kendall_tau": 0.9, "median_rel_diff": 0.02, "p90_rel_diff": 0.08,
+             "median_repeat_spread": 0.01} for w in WORKLOADS}
+    c["mean"] = dict(c["C3"], configs=150)
+    return c
+
+
+def test_mean_std_and_formatting():
+    assert mean_std([1.0, 3.0, None, float("nan")]) == (2.0, pytest.approx(np.sqrt(2)), 2)
+    assert fmt(0.05, "top5_slowdown", 0.01) == "5.0 ± 1.0%"
+    assert fmt(0.5, "kendall_tau") == "0.500"
+    table = markdown_table(["a", "b"], [[1, 2]])
+    assert table.splitlines()[1] == "| :--- | ---: |"
+
+
+def test_accuracy_and_sweep_tables(tmp_path):
+    res = _fake_results()
+    out = accuracy.write_outputs(res, str(tmp_path), _ceiling())
+    assert set(out["summary"]) == {"gcn", "xgb"}
+    mean, std, n = out["summary"]["gcn"]["C3"]["kendall_tau"]
+    assert n == 2 and std >= 0
+    rows = (tmp_path / "accuracy_runs.csv").read_text().splitlines()
+    assert rows[0] == "model,seed,fraction,workload,metric,value"
+    assert len(rows) == 1 + 4 * 6 * 7  # runs × metrics × (workloads + mean)
+    assert (tmp_path / "noise_ceiling.csv").exists()
+
+    sw = _fake_results(("gcn", "curve-mlp"), (0,), (0.05, 0.5, 1.0))
+    srows = sweep.write_outputs(sw, str(tmp_path))
+    assert {r[1] for r in srows} == {0.05, 0.5, 1.0}
+    plots.plot_sweep(srows, str(tmp_path / "sweep.png"))
+    plots.plot_accuracy(out["summary"], _ceiling(), str(tmp_path / "accuracy.png"))
+    assert (tmp_path / "sweep.png").stat().st_size > 0 and (tmp_path / "accuracy.png").stat().st_size > 0
+
+
+def test_sweep_jobs_share_the_accuracy_runs():
+    jobs = sweep.sweep_jobs(["gcn"], [0.1, 1.0], [0], "R", ["shipped"], None)
+    assert [j["out"] for j in jobs] == [os.path.join("R", "gcn-seed0-f0.1"), os.path.join("R", "gcn-seed0")]
+    assert "--train-fraction" in jobs[0]["argv"] and "--train-fraction" not in jobs[1]["argv"]
+    acc = accuracy.accuracy_jobs(["gcn"], [0], "R", ["shipped"], None)
+    assert acc[0]["out"] == jobs[1]["out"] and acc[0]["argv"] == jobs[1]["argv"]
+
+
+def test_random_search_and_first_hit():
+    values = np.array([5.0, 1.0, 3.0, 2.0])
+    curves = random_curves = tuning.random_search(values, 4, 50)
+    assert curves.shape == (50, 4)
+    assert np.all(np.diff(curves, axis=1) <= 0) and np.all(curves[:, -1] == 1.0)
+    hits = tuning.first_hit(random_curves, 1.0)
+    assert np.all((hits >= 1) & (hits <= 4))
+    assert np.isinf(tuning.first_hit(curves, 0.5)).all()
+
+
+def _fake_tuning(passes=3, kmax=20):
+    rng = np.random.default_rng(1)
+    measurements, ranking, dataset = [], {}, {}
+    for w in ("C3", "C5"):
+        space = list(range(100))
+        dataset[w] = {i: 1e-3 * (1 + i / 10) for i in range(0, 100, 2)}  # best: index 0, 1 ms
+        ranking[w] = [4, 0] + [i for i in space if i not in (0, 4)]
+        plan = [(w, "config", i) for i in ranking[w][:kmax]] + [(w, "unscheduled", -1)]
+        for p in range(passes):
+            for (_, kind, i) in plan:
+                t = 1e-3 * (1 + max(i, 0) / 10) * (50 if kind == "unscheduled" else 1) * rng.uniform(0.98, 1.02)
+                measurements.append({"workload": w, "kind": kind, "index": i, "pass": p, "costs": [t, t],
+                                     "error_no": 0})
+    return measurements, ranking, dataset
+
+
+def test_tuning_analysis_plot_and_report(tmp_path):
+    measurements, ranking, dataset = _fake_tuning()
+    result = tuning.analyse(["C3", "C5"], measurements, ranking, dataset, [1, 5, 10, 20], 200, 3)
+    r = result["workloads"]["C3"]
+    assert r["dataset_best_index"] == 0 and r["dataset_best_rank"] == 2
+    assert r["per_k"]["1"]["ratio_median"] == pytest.approx(1.4, rel=0.05)  # index 4 first
+    assert r["per_k"]["5"]["ratio_median"] == pytest.approx(1.0, rel=0.05)
+    assert r["guided_measurements_to_5pct"] == 2
+    assert r["random_measurements_to_5pct_mean"] > 2
+    assert r["unscheduled_ms"] == pytest.approx(50, rel=0.05)
+    assert len(tuning.table_rows(result)) == 8
+    result["config"] = {"model": "gcn", "train": "loo", "repeat": 3, "min_repeat_ms": 20, "random_seeds": 200}
+    plots.plot_tuning(result, str(tmp_path / "tuning.png"))
+    with open(tmp_path / "tuning.json", "w") as f:
+        json.dump(result, f)
+    accuracy.write_outputs(_fake_results(), str(tmp_path), _ceiling())
+    speed = {"threads": 2, "batch_size": 1024, "models": {
+        m: {"train_graphs_per_s": 1000.0 * (i + 1), "infer_configs_per_s": 2e4 * (i + 1),
+            "infer_with_prepare_configs_per_s": 5e3, "peak_rss_mib": 500.0} for i, m in enumerate(["gcn", "xgb"])},
+        "extraction": {"configs": 10, "stages_s": {"schedule": 0.01, "lower": 0.02, "graph": 0.01, "per_store": 0.05},
+                       "configs_per_s_1_workers": 12.0, "graph_path_configs_per_s": 25.0,
+                       "xgb_path_configs_per_s": 16.7}}
+    with open(tmp_path / "speed.json", "w") as f:
+        json.dump(speed, f)
+    plots.plot_speed(speed, str(tmp_path / "speed.png"))
+    text = report.build(str(tmp_path), str(tmp_path / "RESULTS.md"))
+    for heading in ("## Goals", "## Accuracy", "## Speed and memory", "## Model-guided tuning", "noise ceiling"):
+        assert heading in text
+    assert "](./tuning.png)" in text or "](tuning.png)" in text or "tuning.png)" in text
+
+
+def test_plots_of_arrays(tmp_path):
+    rng = np.random.default_rng(0)
+    groups = np.repeat(WORKLOADS, 20)
+    t = np.exp(rng.normal(-6, 1, groups.size))
+    plots.plot_runtime_distribution(groups, t, str(tmp_path / "dist.png"))
+    pred = {"gcn": {"workload": groups, "measured": t, "predicted": t * np.exp(rng.normal(0, 0.3, t.size))}}
+    plots.plot_scatter(pred, str(tmp_path / "err.png"), "error")
+    plots.plot_scatter(pred, str(tmp_path / "pvm.png"), "pred")
+    hist = [{"epoch": e, "train_loss": 1 / e, "val_kendall_tau": 0.1 * e} for e in range(1, 4)]
+    plots.plot_learning_curves({"gcn": hist}, str(tmp_path / "lc.png"))
+    assert all((tmp_path / f).stat().st_size > 0 for f in ("dist.png", "err.png", "pvm.png", "lc.png"))
+
+
+def test_plots_cli_on_a_saved_run(tmp_path, dataset_path):
+    from simulator.train import run
+    out = str(tmp_path / "run")
+    run(["--data", dataset_path, "--epochs", "1", "--width", "8", "--depth", "1", "--threads", "1", "--out", out])
+    assert plots.main([out]) == 0
+    for f in ("runtime_distribution.png", "error_vs_runtime.png", "predicted_vs_measured.png", "learning_curve.png"):
+        assert (tmp_path / "run" / "plots" / f).stat().st_size > 0
+    assert (tmp_path / "run" / "test_predictions.csv").exists()
+    assert plots.main([str(tmp_path)]) == 2  # not a run folder
+
+
+def test_protocol_notes_name_every_reduction():
+    from benchmarks import all as bench_all
+    args = bench_all.build_parser().parse_args(["--seeds", "0", "--epochs", "20", "--train", "split"])
+    notes = " ".join(bench_all.protocol_notes(args))
+    assert "--seeds 0" in notes and "--epochs 20" in notes and "--train split" in notes
+    assert bench_all.protocol_notes(bench_all.build_parser().parse_args([]))[-1].startswith("training runs use")
