@@ -52,7 +52,7 @@ def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> dict:
     built by TVM's default lowering; timed and checked as `measure_one` does."""
     import tvm
     from extract import records as rec
-    from extract.measure import _reference_io
+    from extract.measure import check_and_time
     from extract.templates import get_template
     from extract.workloads import parse_workload
 
@@ -61,20 +61,10 @@ def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> dict:
     try:
         mod = tvm.IRModule({"main": template.compute(wl, 1, 1)})
         module = tvm.compile(mod, target=template.make_target()).jit()
-        dev = tvm.cpu()
-        data, kernel, expected = _reference_io(wl)
-        args = [tvm.runtime.tensor(data, dev), tvm.runtime.tensor(kernel, dev),
-                tvm.runtime.tensor(np.zeros_like(expected), dev)]
-        module["main"](*args)
-        if not np.allclose(args[2].numpy(), expected, rtol=1e-3, atol=1e-3):
-            return {"costs": [1e9], "error_no": rec.WRONG_ANSWER, "error_msg": "wrong answer",
-                    "all_cost": time.time() - start}
-        timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
-        costs = [float(c) for c in timer(*args).results]
+        return check_and_time(module, wl, repeat, min_repeat_ms, start)
     except Exception as e:  # noqa: BLE001 - reported as that measurement's error
         return {"costs": [1e9], "error_no": rec.UNKNOWN_ERROR, "error_msg": f"{type(e).__name__}: {e}"[:500],
                 "all_cost": time.time() - start}
-    return {"costs": costs, "error_no": 0, "error_msg": "", "all_cost": time.time() - start}
 
 
 def measure_config(spec: str, index: int, repeat: int, min_repeat_ms: int) -> dict:

@@ -72,19 +72,26 @@ def measure_one(template_name: str, wl: Conv2dWorkload, index: int, repeat: int,
     except Exception as e:  # noqa: BLE001
         return failed(rec.COMPILE_HOST, e)
     try:
-        dev = tvm.cpu()
-        data, kernel, expected = _reference_io(wl)
-        args = [tvm.runtime.tensor(data, dev), tvm.runtime.tensor(kernel, dev),
-                tvm.runtime.tensor(np.zeros_like(expected), dev)]
-        module["main"](*args)
-        if not np.allclose(args[2].numpy(), expected, rtol=1e-3, atol=1e-3):
-            err = float(np.abs(args[2].numpy() - expected).max())
-            return failed(rec.WRONG_ANSWER, ValueError(f"max abs error {err:.3g}"))
-        timer = module.time_evaluator("main", dev, number=1, repeat=repeat,
-                                      min_repeat_ms=min_repeat_ms)
-        costs = [float(c) for c in timer(*args).results]
+        return check_and_time(module, wl, repeat, min_repeat_ms, start)
     except Exception as e:  # noqa: BLE001
         return failed(rec.RUNTIME_DEVICE, e)
+
+
+def check_and_time(module, wl: Conv2dWorkload, repeat: int, min_repeat_ms: int, start: float) -> dict:
+    """Run a built conv2d once against NumPy's answer, then time it; a result dict."""
+    import tvm
+
+    dev = tvm.cpu()
+    data, kernel, expected = _reference_io(wl)
+    args = [tvm.runtime.tensor(data, dev), tvm.runtime.tensor(kernel, dev),
+            tvm.runtime.tensor(np.zeros_like(expected), dev)]
+    module["main"](*args)
+    if not np.allclose(args[2].numpy(), expected, rtol=1e-3, atol=1e-3):
+        err = float(np.abs(args[2].numpy() - expected).max())
+        return {"costs": [1e9], "error_no": rec.WRONG_ANSWER, "error_msg": f"ValueError: max abs error {err:.3g}",
+                "all_cost": time.time() - start}
+    timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    costs = [float(c) for c in timer(*args).results]
     return {"costs": costs, "error_no": rec.NO_ERROR, "error_msg": "", "all_cost": time.time() - start}
 
 
