@@ -7,6 +7,7 @@ workload, and applies one config as a `tvm.s_tir.Schedule`. Register a new one w
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -73,6 +74,19 @@ class Template:
 
     def make_target(self):
         raise NotImplementedError
+
+
+class Unchecked:
+    """A view of a `tvm.s_tir.Schedule` whose primitives skip TVM's per-call Python type
+    checks (`_type_checker.type_checked`), ~40% of the time to apply a config. Templates
+    pass arguments they built themselves, and the C++ primitives still validate them."""
+
+    def __init__(self, sch) -> None:
+        self._sch = sch
+
+    def __getattr__(self, name: str):
+        raw = getattr(getattr(type(self._sch), name, None), "__wrapped__", None)
+        return functools.partial(raw, self._sch) if raw is not None else getattr(self._sch, name)
 
 
 TEMPLATES: Dict[str, Template] = {}
