@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Iterable, List, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Union
 
 from extract.records import log_files
 from extract.sample import GraphSample, load_info, load_samples, save_samples
@@ -33,8 +33,9 @@ class DatasetError(ValueError):
     """A dataset that cannot be loaded; the message names the path."""
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("TPSIM_CACHE", Path.home() / ".cache" / "tpsim"))
+def cache_dir(override: Optional[str] = None) -> Path:
+    """Where extracted logs are cached: `override`, else $TPSIM_CACHE, else ~/.cache/tpsim."""
+    return Path(override or os.environ.get("TPSIM_CACHE", Path.home() / ".cache" / "tpsim"))
 
 
 def _logs_key(files: Iterable[str]) -> str:
@@ -48,12 +49,12 @@ def _logs_key(files: Iterable[str]) -> str:
 
 
 def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = True,
-              progress: bool = True) -> List[GraphSample]:
-    """Samples of AutoTVM logs, extracted once and cached."""
+              progress: bool = True, cache: Optional[str] = None) -> List[GraphSample]:
+    """Samples of AutoTVM logs, extracted once and cached (in `cache_dir(cache)`)."""
     from extract.tvm_log import extract_logs
 
     files = log_files(list(paths))
-    cached = cache_dir() / f"logs-{_logs_key(files)}.npz"
+    cached = cache_dir(cache) / f"logs-{_logs_key(files)}.npz"
     if use_cache and cached.exists():
         return load_samples(str(cached))
     by_group, report = extract_logs(files, skip_bad=skip_bad, progress=progress)
@@ -82,8 +83,9 @@ def _is_sample_file(path: Path) -> bool:
     return path.suffix == ".npz"
 
 
-def load_dataset(data: Union[str, Sequence[str]] = "shipped", progress: bool = True) -> List[GraphSample]:
-    """See the module docstring for what `data` may be."""
+def load_dataset(data: Union[str, Sequence[str]] = "shipped", progress: bool = True,
+                 cache: Optional[str] = None) -> List[GraphSample]:
+    """See the module docstring for what `data` may be; `cache`: see `cache_dir`."""
     specs = [data] if isinstance(data, str) else list(data)
     if specs == ["shipped"]:
         return load_shipped(progress)
@@ -109,7 +111,7 @@ def load_dataset(data: Union[str, Sequence[str]] = "shipped", progress: bool = T
         samples.extend(load_samples(f))
     if logs:
         try:
-            samples.extend(load_logs(logs, progress=progress))
+            samples.extend(load_logs(logs, progress=progress, cache=cache))
         except FileNotFoundError as e:
             raise DatasetError(str(e)) from None
     if not samples:

@@ -11,10 +11,6 @@ so a change of those interfaces is fixed here only:
                                space (extract.tvm_graph.samples_for_configs)
 * `is_tpugraphs(data)`      -> whether `--data` is `tpugraphs:<collection>`, read lazily
                                through datasets.tpugraphs by simulator.tpugraphs
-
-Where `datasets.load_dataset` is missing (early checkouts), `load_data` reads `.npz`
-sample collections written by `extract.sample.save_samples` (files, or folders of
-them) itself.
 """
 from __future__ import annotations
 
@@ -24,44 +20,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from extract.sample import GraphSample, load_samples
+from datasets import load_dataset
+from extract.sample import GraphSample
 
 from .registry import SimulatorError
 
 SHIPPED = "shipped"
 DEFAULT_TEMPLATE = "conv2d_NCHWc.x86"
-
-
-def _lead_load_dataset():
-    try:
-        from datasets import load_dataset  # the lead's module; absent in early checkouts
-    except ImportError:
-        return None
-    return load_dataset
-
-
-def _load_npz_paths(paths: Sequence[str]) -> List[GraphSample]:
-    files: List[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            found = sorted(glob.glob(os.path.join(path, "**", "*.npz"), recursive=True))
-            if not found:
-                raise SimulatorError(f"{path}: folder holds no .npz sample collections")
-            files.extend(found)
-        elif os.path.isfile(path):
-            files.append(path)
-        else:
-            raise SimulatorError(f"{path}: no such dataset file or folder")
-    samples: List[GraphSample] = []
-    for f in files:
-        if not f.endswith(".npz"):
-            raise SimulatorError(f"{f}: not a .npz sample collection (reading AutoTVM logs needs "
-                                 f"datasets.load_dataset, which is not installed)")
-        try:
-            samples.extend(load_samples(f))
-        except ValueError as e:
-            raise SimulatorError(str(e)) from None
-    return samples
 
 
 def is_tpugraphs(data: Union[str, Sequence[str], None]) -> bool:
@@ -101,38 +66,10 @@ def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[st
         if p != SHIPPED and not os.path.exists(p):
             raise SimulatorError(f"{p}: no such dataset file or folder")
     _refuse_tpugraphs_files([p for p in paths if p != SHIPPED])
-    load_dataset = _lead_load_dataset()
-    # ASSUMPTION(lead): load_dataset(data) takes one path/"shipped" or a list of them; the
-    # cache folder is the TPSIM_CACHE environment variable (or a cache_dir argument)
-    if load_dataset is None:
-        if SHIPPED in paths:
-            raise SimulatorError("the shipped dataset needs datasets.load_dataset, which is not "
-                                 "installed; pass --data with a folder of .npz sample collections")
-        samples = _load_npz_paths(paths)
-    else:
-        import inspect
-        kwargs = {}
-        saved_env = os.environ.get("TPSIM_CACHE")
-        if cache_dir and "cache_dir" in inspect.signature(load_dataset).parameters:
-            kwargs["cache_dir"] = cache_dir
-        elif cache_dir:
-            os.environ["TPSIM_CACHE"] = cache_dir
-        try:
-            samples = load_dataset(paths[0] if len(paths) == 1 else paths, **kwargs)
-        except SimulatorError:
-            raise
-        except (OSError, ValueError, KeyError) as e:
-            raise SimulatorError(str(e) if not isinstance(e, KeyError) else e.__str__()) from None
-        finally:
-            if cache_dir and "cache_dir" not in kwargs:
-                if saved_env is None:
-                    os.environ.pop("TPSIM_CACHE", None)
-                else:
-                    os.environ["TPSIM_CACHE"] = saved_env
-    samples = list(samples)
-    if not samples:
-        raise SimulatorError(f"{', '.join(paths)}: holds no samples")
-    return samples
+    try:  # load_dataset refuses an empty result itself
+        return load_dataset(paths[0] if len(paths) == 1 else paths, cache=cache_dir)
+    except (OSError, ValueError, KeyError) as e:  # DatasetError, RecordFormatError, unknown template
+        raise SimulatorError(str(e)) from None
 
 
 def extractor_info() -> Dict[str, Any]:

@@ -1,8 +1,8 @@
 """Shared fixtures: small synthetic GraphSamples (simulator.synthetic) and torch at one thread.
 
-The synthetic samples stand in for the shipped dataset until `datasets.load_dataset`
-lands; they have the GraphSample shape the extractors produce (edges parent → child,
-node features, node types, one runtime per sample, vectors["curve"/"per_store"]).
+The synthetic samples keep simulator tests fast and independent of the shipped data;
+they have the GraphSample shape the extractors produce (edges parent → child, node
+features, node types, one runtime per sample, vectors["curve"/"per_store"]).
 """
 import os
 import sys

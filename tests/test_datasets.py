@@ -53,3 +53,10 @@ def test_folder_of_sample_collections(tmp_path, cache):
 def test_missing_dataset_is_a_clear_error(tmp_path):
     with pytest.raises(datasets.DatasetError, match="nowhere.jsonl: no such file or folder"):
         datasets.load_dataset(str(tmp_path / "nowhere.jsonl"))
+
+
+def test_cache_folder_can_be_given_per_call(tmp_path, cache):
+    chosen = tmp_path / "chosen"
+    datasets.load_dataset(str(DATA / "autotvm_v02.jsonl"), progress=False, cache=str(chosen))
+    assert len(list(chosen.glob("logs-*.npz"))) == 1
+    assert not cache.exists()  # $TPSIM_CACHE untouched when a folder is given
