@@ -2,6 +2,7 @@
 
     python -m extract.measure --workloads resnet18 --per-workload 600 --log run.jsonl
     python -m extract.measure --remeasure run.jsonl --count 300 --log second.jsonl
+    python -m extract.measure --remeasure run.jsonl --count 1200 --seed 2 --also second.jsonl --log third.jsonl
 
 Each config is scheduled, built with LLVM for this CPU and timed with
 `time_evaluator` (`--repeat` repeats of at least `--min-repeat-ms` each; costs holds the
@@ -169,8 +170,10 @@ def sample_jobs(template_name: str, workloads: Dict[str, Conv2dWorkload], per_wo
     return [jobs[i] for i in order]
 
 
-def remeasure_jobs(first_log: str, count: int, seed: int) -> List[Job]:
-    """A seeded subset of the successful records of a log, spread evenly over its workloads."""
+def remeasure_jobs(first_log: str, count: int, seed: int, also: Sequence[str] = ()) -> List[Job]:
+    """A seeded subset of the successful records of a log, spread evenly over its workloads,
+    plus every successful config of the logs in `also` (e.g. an earlier re-measurement, so
+    that one new pass covers it too); in one shuffled order."""
     by_workload: Dict[Tuple[str, Conv2dWorkload], List[int]] = {}
     for r in read_records(first_log):
         if r.ok:
@@ -183,6 +186,13 @@ def remeasure_jobs(first_log: str, count: int, seed: int) -> List[Job]:
     rng = np.random.default_rng(seed)
     jobs = [(name, wl, int(i)) for (name, wl), indices in sorted(by_workload.items(), key=lambda kv: kv[0][1].key)
             for i in rng.choice(sorted(set(indices)), size=min(per, len(set(indices))), replace=False)]
+    for log in also:
+        for r in read_records(log):
+            template = get_template(r.task_name)
+            key = (template.name, template.parse_task_args(r.task_args))
+            if r.ok and key in by_workload:
+                jobs.append((key[0], key[1], r.config_index))
+    jobs = list(dict.fromkeys(jobs))
     return [jobs[i] for i in rng.permutation(len(jobs))]
 
 
@@ -208,6 +218,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="sample only configs whose tile_oc inner factor is at most this (0: all)")
     ap.add_argument("--remeasure", metavar="LOG", help="re-measure a subset of this log's successful configs")
     ap.add_argument("--count", type=int, default=300, help="with --remeasure: how many configs")
+    ap.add_argument("--also", nargs="+", default=[], metavar="LOG",
+                    help="with --remeasure: also re-measure every successful config of these logs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--min-repeat-ms", type=int, default=20)
@@ -220,7 +232,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import tvm
 
     if args.remeasure:
-        jobs = remeasure_jobs(args.remeasure, args.count, args.seed)
+        jobs = remeasure_jobs(args.remeasure, args.count, args.seed, args.also)
     else:
         jobs = sample_jobs(args.template, parse_workloads(args.workloads), args.per_workload,
                            args.seed, args.max_vector_lanes)

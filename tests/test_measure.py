@@ -59,3 +59,19 @@ def test_measure_one_checks_the_answer():
     wl = parse_workload(TINY)
     result = measure.measure_one("conv2d_NCHWc.x86", wl, 0, repeat=1, min_repeat_ms=1)
     assert result["error_no"] == 0 and np.isfinite(result["costs"]).all()
+
+
+def test_remeasure_subset_is_stable_and_can_include_an_earlier_pass():
+    from datasets import SHIPPED_LOG, SHIPPED_REMEASURE
+    template = get_template("conv2d_NCHWc.x86")
+    pass2 = {(template.parse_task_args(r.task_args), r.config_index)
+             for r in read_records(str(SHIPPED_REMEASURE))}
+    # the documented pass-2 command still selects exactly pass 2's configs
+    jobs = measure.remeasure_jobs(str(SHIPPED_LOG), 300, seed=1)
+    assert {(wl, i) for _, wl, i in jobs} == pass2
+    # a larger pass 3 that also covers pass 2: the union, each config once, shuffled
+    third = measure.remeasure_jobs(str(SHIPPED_LOG), 1200, seed=2, also=[str(SHIPPED_REMEASURE)])
+    keys = [(wl, i) for _, wl, i in third]
+    assert len(keys) == len(set(keys)) and pass2 <= set(keys)
+    assert 1200 < len(keys) < 1500
+    assert keys[:300] != sorted(keys[:300], key=str)
