@@ -94,6 +94,47 @@ def noise_ceiling(data_dir: Optional[str] = None, logs: Optional[Sequence[str]] 
     return compute(first, second)
 
 
+def quiet_agreement(results: Sequence[Dict[str, Any]], samples, first_log: str, quiet_log: str
+                    ) -> Dict[str, Any]:
+    """Kendall τ against a quiet re-measurement, per held-out workload, on the test configs it
+    re-measured: each model's predictions (mean ± std over seeds) beside pass 1's own
+    measurements, which the models were trained and scored on. A model that agrees with the
+    quiet pass as well as pass 1 does predicts as well as one more measurement would."""
+    from scipy.stats import kendalltau
+
+    from datasets.noise_ceiling import costs_by_workload
+
+    from .plots import test_predictions
+    first = costs_by_workload(first_log)
+    quiet = {w: {i: float(c.mean()) for i, c in by.items()} for w, by in costs_by_workload(quiet_log).items()}
+    pass1_tau: Dict[str, float] = {}
+    configs: Dict[str, int] = {}
+    per_model: Dict[str, Dict[str, List[float]]] = {}
+    for r in results:
+        p = test_predictions(r["out"], None, samples)
+        for w in sorted(set(p["workload"].tolist()), key=natural_key):
+            rows = [k for k in np.flatnonzero(p["workload"] == w)
+                    if p["index"][k] in quiet.get(w, {}) and p["index"][k] in first.get(w, {})]
+            if len(rows) < 3:
+                continue
+            t_quiet = [quiet[w][p["index"][k]] for k in rows]
+            per_model.setdefault(r["model"], {}).setdefault(w, []).append(
+                float(kendalltau(p["predicted"][rows], t_quiet).statistic))
+            if w not in pass1_tau:
+                t_first = [first[w][p["index"][k]].mean() for k in rows]
+                pass1_tau[w], configs[w] = float(kendalltau(t_first, t_quiet).statistic), len(rows)
+    if not pass1_tau:
+        raise ValueError(f"{quiet_log}: no re-measured config is in the runs' test sets")
+    workloads = sorted(pass1_tau, key=natural_key)
+    models = {}
+    for m, per in per_model.items():
+        models[m] = {w: list(mean_std(per.get(w, []))) for w in workloads}
+        seeds = min(len(v) for v in per.values())
+        models[m]["mean"] = list(mean_std([np.mean([per[w][i] for w in workloads]) for i in range(seeds)]))
+    pass1 = dict(pass1_tau, mean=float(np.mean(list(pass1_tau.values()))))
+    return {"quiet_log": quiet_log, "configs": configs, "pass1": pass1, "models": models}
+
+
 def write_outputs(results: Sequence[Dict[str, Any]], results_dir: str,
                   ceiling: Optional[Dict[str, Dict[str, float]]]) -> Dict[str, Any]:
     os.makedirs(results_dir, exist_ok=True)

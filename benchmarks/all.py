@@ -15,7 +15,8 @@ Stages (`--stages`, in this order):
   ceiling   a third pass, now, on the quiet machine: pass 2's configs and `--ceiling-count`
             more of pass 1's (`extract.measure --remeasure … --also pass2`); τ of pass 1 and of
             pass 2 against it, to tell measurement noise from load during a pass, with enough
-            configs per workload for a per-workload ceiling
+            configs per workload for a per-workload ceiling; and τ of each accuracy run's
+            predictions against it, beside pass 1's (quiet_agreement.json)
   tuning    model-guided tuning, measured on this machine (benchmarks.tuning)
   speed     speed and memory vs xgb (benchmarks.speed)
   report    docs/RESULTS.md (benchmarks.report)
@@ -154,8 +155,9 @@ def suite_plots(args, acc_results, sweep_rows, ceiling) -> None:
                 fn(json.load(f), os.path.join(args.results, f"{name}.png"))
 
 
-def quiet_ceiling(args) -> Dict[str, Any]:
-    """Pass 3: pass 2's configs and more of pass 1's, now; noise ceilings of 1 vs 3 and 2 vs 3."""
+def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
+    """Pass 3: pass 2's configs and more of pass 1's, now; noise ceilings of 1 vs 3 and 2 vs 3,
+    and the accuracy runs' predictions against pass 3 beside pass 1's measurements."""
     import subprocess
 
     from datasets import SHIPPED_LOG, SHIPPED_REMEASURE
@@ -168,6 +170,9 @@ def quiet_ceiling(args) -> Dict[str, Any]:
     out = {"pass1_vs_pass3": noise_ceiling(first, third), "pass2_vs_pass3": noise_ceiling(second, third),
            "pass1_vs_pass2": noise_ceiling(first, second), "log": third}
     write_json(os.path.join(args.results, "noise_ceiling_quiet.json"), out)
+    from simulator.data import load_data
+    write_json(os.path.join(args.results, "quiet_agreement.json"),
+               accuracy.quiet_agreement(acc_results, load_data(list(args.data)), first, third))
     return out
 
 
@@ -219,7 +224,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     def do_ceiling():
         wait_quiet(args.no_wait)
-        return quiet_ceiling(args)
+        if "acc" not in state:
+            do_accuracy()
+        return quiet_ceiling(args, state["acc"])
 
     def do_tuning():
         wait_quiet(args.no_wait)

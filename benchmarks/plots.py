@@ -68,15 +68,18 @@ def _run_config(run_dir: str) -> Dict[str, Any]:
 
 
 def test_predictions(run_dir: str, data: Optional[Sequence[str]] = None, samples=None) -> Dict[str, np.ndarray]:
-    """{"workload", "measured", "predicted"} (seconds) on the run's test split; cached in
-    RUN_DIR/test_predictions.csv (not cached when `data` overrides the run's data)."""
+    """{"workload", "index", "measured", "predicted"} (seconds; index: the config's index in its
+    space, -1 if unknown) on the run's test split; cached in RUN_DIR/test_predictions.csv
+    (not cached when `data` overrides the run's data)."""
     path = os.path.join(run_dir, "test_predictions.csv")
     if data is None and os.path.exists(path):
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
-        return {"workload": np.array([r["workload"] for r in rows]),
-                "measured": np.array([float(r["measured_s"]) for r in rows]),
-                "predicted": np.array([float(r["predicted_s"]) for r in rows])}
+        if rows and "index" in rows[0]:  # older caches lack it: recomputed below
+            return {"workload": np.array([r["workload"] for r in rows]),
+                    "index": np.array([int(r["index"]) for r in rows]),
+                    "measured": np.array([float(r["measured_s"]) for r in rows]),
+                    "predicted": np.array([float(r["predicted_s"]) for r in rows])}
     from simulator.data import load_data
     from simulator.engine import load_trained, predict_log, prepare_samples
     from simulator.splits import make_split
@@ -91,13 +94,15 @@ def test_predictions(run_dir: str, data: Optional[Sequence[str]] = None, samples
     items = prepare_samples(test, config, info, group_index)
     pred = np.exp(predict_log(model, items, 1024))
     out = {"workload": np.array([s.group for s in test for _ in range(s.num_configs)]),
+           "index": np.array([int(s.meta.get("index", -1)) if s.num_configs == 1 else -1
+                              for s in test for _ in range(s.num_configs)]),
            "measured": np.concatenate([s.runtimes for s in test]), "predicted": pred}
     if data is None:
         with open(path, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
-            w.writerow(["workload", "measured_s", "predicted_s"])
-            for row in zip(out["workload"], out["measured"], out["predicted"]):
-                w.writerow([row[0], f"{row[1]:.6g}", f"{row[2]:.6g}"])
+            w.writerow(["workload", "index", "measured_s", "predicted_s"])
+            for row in zip(out["workload"], out["index"], out["measured"], out["predicted"]):
+                w.writerow([row[0], row[1], f"{row[2]:.6g}", f"{row[3]:.6g}"])
     return out
 
 

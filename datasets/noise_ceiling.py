@@ -25,7 +25,7 @@ from extract.templates import get_template
 from . import SHIPPED_LOG, SHIPPED_REMEASURE
 
 
-def _means_by_workload(path: str) -> Dict[str, Dict[int, np.ndarray]]:
+def costs_by_workload(path: str) -> Dict[str, Dict[int, np.ndarray]]:
     from extract.tvm_graph import group_name
 
     out: Dict[str, Dict[int, np.ndarray]] = defaultdict(dict)
@@ -37,7 +37,7 @@ def _means_by_workload(path: str) -> Dict[str, Dict[int, np.ndarray]]:
 
 
 def noise_ceiling(first: str, second: str) -> Dict[str, Dict[str, float]]:
-    a, b = _means_by_workload(first), _means_by_workload(second)
+    a, b = costs_by_workload(first), costs_by_workload(second)
     result: Dict[str, Dict[str, float]] = {}
     for group in sorted(set(a) & set(b), key=lambda g: (len(g), g)):
         common = sorted(set(a[group]) & set(b[group]))

@@ -118,9 +118,15 @@ def test_tuning_analysis_plot_and_report(tmp_path):
     with open(tmp_path / "speed.json", "w") as f:
         json.dump(speed, f)
     plots.plot_speed(speed, str(tmp_path / "speed.png"))
+    agree = {"quiet_log": "pass3.jsonl", "configs": {"C3": 100, "C5": 90}, "pass1": {"C3": 0.7, "C5": 0.8, "mean": 0.75},
+             "models": {"gcn": {"C3": [0.8, 0.01, 3], "C5": [0.9, 0.02, 3], "mean": [0.85, 0.01, 3]}}}
+    with open(tmp_path / "quiet_agreement.json", "w") as f:
+        json.dump(agree, f)
     text = report.build(str(tmp_path), str(tmp_path / "RESULTS.md"))
     for heading in ("## Goals", "## Accuracy", "## Speed and memory", "## Model-guided tuning", "noise ceiling"):
         assert heading in text
+    assert "| `gcn` predictions | 0.800 ± 0.010 | 0.900 ± 0.020 | 0.850 ± 0.010 |" in text
+    assert "`gcn`, reaches 0.850 against pass 1's 0.750" in text
     assert "](./tuning.png)" in text or "](tuning.png)" in text or "tuning.png)" in text
 
 
@@ -154,3 +160,27 @@ def test_protocol_notes_name_every_reduction():
     notes = " ".join(bench_all.protocol_notes(args))
     assert "--seeds 0" in notes and "--epochs 20" in notes and "--train split" in notes
     assert bench_all.protocol_notes(bench_all.build_parser().parse_args([]))[-1].startswith("training runs use")
+
+
+def test_quiet_agreement_scores_models_against_the_quiet_pass(tmp_path):
+    """With the shipped passes as 'pass 1' and 'quiet pass': a run whose predictions are the
+    quiet pass itself agrees perfectly; pass 1's τ is the noise ceiling's."""
+    from datasets import SHIPPED_LOG, SHIPPED_REMEASURE
+    from datasets.noise_ceiling import costs_by_workload, noise_ceiling
+    quiet = costs_by_workload(str(SHIPPED_REMEASURE))
+    run = tmp_path / "gcn-seed0"
+    run.mkdir()
+    with open(run / "test_predictions.csv", "w") as f:
+        f.write("workload,index,measured_s,predicted_s\n")
+        for w in ("C3", "C5"):
+            for i, costs in quiet[w].items():
+                f.write(f"{w},{i},1.0,{costs.mean()}\n")
+            f.write(f"{w},-1,1.0,1.0\n")  # not re-measured: left out
+    out = accuracy.quiet_agreement([{"model": "gcn", "out": str(run)}], None, str(SHIPPED_LOG),
+                                   str(SHIPPED_REMEASURE))
+    ceiling = noise_ceiling(str(SHIPPED_LOG), str(SHIPPED_REMEASURE))
+    assert list(out["pass1"]) == ["C3", "C5", "mean"]
+    assert out["configs"] == {"C3": 25, "C5": 25}
+    assert out["pass1"]["C3"] == pytest.approx(ceiling["C3"]["kendall_tau"])
+    assert out["models"]["gcn"]["C5"][0] == pytest.approx(1.0)
+    assert out["models"]["gcn"]["mean"] == [pytest.approx(1.0), 0.0, 1]
