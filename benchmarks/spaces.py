@@ -19,13 +19,6 @@ from extract.sample import GraphSample, load_samples, save_samples
 DEFAULT_TEMPLATE = "conv2d_NCHWc.x86"
 
 
-def _chunk(job):
-    from extract.tvm_graph import samples_for_configs
-    from extract.workloads import parse_workload
-    template, spec, indices = job
-    return samples_for_configs(template, parse_workload(spec), indices)
-
-
 def space_path(out: str, workload: str) -> str:
     from extract.tir_graph import EXTRACTOR_VERSION
     return os.path.join(out, f"{workload}-{EXTRACTOR_VERSION}.npz")
@@ -34,35 +27,14 @@ def space_path(out: str, workload: str) -> str:
 def space_samples(workload: str, out: str, template: str = DEFAULT_TEMPLATE, workers: int = 1,
                   chunk: int = 32, progress: bool = True) -> List[GraphSample]:
     """All configs of `workload` (C1…C12 or a key) as samples, in index order; cached."""
-    from extract.templates import get_template
+    from extract.tvm_graph import extract_configs
     from extract.workloads import parse_workload
 
     path = space_path(out, workload)
     if os.path.exists(path):
         return load_samples(path)
-    size = len(get_template(template).space(parse_workload(workload)))
-    jobs = [(template, workload, list(range(s, min(s + chunk, size)))) for s in range(0, size, chunk)]
-    from tqdm import tqdm
-    samples: List[GraphSample] = []
     start = time.perf_counter()
-    bar = tqdm(total=size, desc=f"space {workload}", unit="cfg", disable=not progress, file=sys.stderr,
-               mininterval=5.0)
-    if workers <= 1:
-        results = map(_chunk, jobs)
-        pool = None
-    else:
-        import multiprocessing
-        pool = multiprocessing.get_context("spawn").Pool(workers)
-        results = pool.imap(_chunk, jobs)
-    try:
-        for part in results:
-            samples.extend(part)
-            bar.update(len(part))
-    finally:
-        bar.close()
-        if pool is not None:
-            pool.close()
-            pool.join()
+    samples = extract_configs(template, parse_workload(workload), workers=workers, chunk=chunk, progress=progress)
     os.makedirs(out, exist_ok=True)
     tmp = path + ".tmp.npz"
     save_samples(tmp, samples, info={"workload": workload, "template": template,

@@ -71,6 +71,42 @@ def samples_for_configs(template_name: str, wl: Conv2dWorkload, indices: Iterabl
     return [config_sample(template, wl, space.get(int(i)), per_store=per_store)[0] for i in indices]
 
 
+def _configs_job(job: Tuple[str, Conv2dWorkload, List[int], bool]) -> List[GraphSample]:
+    return samples_for_configs(*job)
+
+
+def extract_configs(template_name: str, wl: Conv2dWorkload, indices: Optional[Sequence[int]] = None,
+                    per_store: bool = False, workers: int = 0, chunk: int = 32,
+                    progress: bool = True) -> List[GraphSample]:
+    """`samples_for_configs` for many configs (default: the whole space), in index order,
+    `chunk` configs per task over `workers` spawned processes (0: one per core; few configs
+    stay in this process, as a worker's start — importing TVM — costs seconds)."""
+    from tqdm import tqdm
+
+    if indices is None:
+        indices = range(len(get_template(template_name).space(wl)))
+    indices = [int(i) for i in indices]
+    workers = workers or os.cpu_count() or 1
+    jobs = [(template_name, wl, indices[s:s + chunk], per_store) for s in range(0, len(indices), chunk)]
+    samples: List[GraphSample] = []
+    bar = tqdm(total=len(indices), unit="cfg", desc=f"extract {workload_name(wl)}", disable=not progress,
+               leave=False)
+    pool = None
+    if workers > 1 and len(jobs) > 2:
+        import multiprocessing
+        pool = multiprocessing.get_context("spawn").Pool(min(workers, len(jobs)))
+    try:
+        for part in (pool.imap(_configs_job, jobs) if pool else map(_configs_job, jobs)):
+            samples.extend(part)
+            bar.update(len(part))
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.close()
+            pool.join()
+    return samples
+
+
 # ---------------------------------------------------------------- parallel extraction
 Job = Tuple[str, List[Any], List[List[Any]], List[float], str]  # task, args, entity, costs, name
 

@@ -8,7 +8,7 @@ so a change of those interfaces is fixed here only:
                                (extract.tir_graph)
 * `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
 * `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
-                               space (extract.tvm_graph.samples_for_configs)
+                               space (extract.tvm_graph.extract_configs)
 * `is_tpugraphs(data)`      -> whether `--data` is `tpugraphs:<collection>`, read lazily
                                through datasets.tpugraphs by simulator.tpugraphs
 """
@@ -98,22 +98,17 @@ def canonical_workload(name: str) -> str:
 
 def enumerate_workload(spec: str, template: str = DEFAULT_TEMPLATE, max_configs: int = 0,
                        seed: int = 0, vector_name: Optional[str] = None,
-                       chunk: int = 32) -> Tuple[str, List[GraphSample]]:
+                       workers: int = 0) -> Tuple[str, List[GraphSample]]:
     """Samples (runtimes NaN) for a workload's config space: all of it, or a seeded subset
-    of `max_configs` indices. `vector_name` "per_store" also computes MetaSchedule's
-    features (slower), which only the xgb model reads. Returns (workload name, samples)."""
+    of `max_configs` indices, extracted in `workers` processes (0: one per core).
+    `vector_name` "per_store" also computes MetaSchedule's features (slower), which only
+    the xgb model reads. Returns (workload name, samples)."""
     try:
         from extract.templates import get_template
+        from extract.tvm_graph import extract_configs
         from extract.workloads import parse_workload, workload_name
     except ImportError as e:
         raise SimulatorError(f"enumerating a config space needs the extractors ({e})") from None
-    try:
-        # ASSUMPTION(lead): extract.tvm_graph.samples_for_configs(template_name, workload, indices,
-        # per_store=False); samples carry vectors["curve"], and vectors["per_store"] if asked
-        from extract.tvm_graph import samples_for_configs
-    except ImportError as e:
-        raise SimulatorError(f"predicting an unmeasured workload needs "
-                             f"extract.tvm_graph.samples_for_configs ({e})") from None
     try:
         workload = parse_workload(spec)
         space = get_template(template).space(workload)
@@ -122,11 +117,5 @@ def enumerate_workload(spec: str, template: str = DEFAULT_TEMPLATE, max_configs:
     indices = np.arange(len(space))
     if max_configs and max_configs < len(indices):
         indices = np.sort(np.random.default_rng(seed).choice(indices, max_configs, replace=False))
-    from tqdm import tqdm
-    samples: List[GraphSample] = []
-    for start in tqdm(range(0, len(indices), chunk), desc=f"extract {len(indices)} configs",
-                      unit="chunk", leave=False):
-        part = [int(i) for i in indices[start:start + chunk]]
-        kwargs = {"per_store": True} if vector_name == "per_store" else {}
-        samples.extend(samples_for_configs(template, workload, part, **kwargs))
+    samples = extract_configs(template, workload, indices, per_store=vector_name == "per_store", workers=workers)
     return workload_name(workload), samples

@@ -102,6 +102,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, List[Dict[str, Any]]]
     ap.add_argument("--max-configs", type=int, default=0,
                     help="for a workload: rank a seeded subset of this many configs (0: the whole space)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=0,
+                    help="for a workload: extraction processes (0: one per core)")
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--threads", type=int, default=None)
     x = ap.add_argument_group("TpuGraphs runs")
@@ -129,7 +131,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, List[Dict[str, Any]]]
         samples = load_data(args.target, args.cache_dir)
     elif len(args.target) == 1:
         name, samples = enumerate_workload(args.target[0], args.template, args.max_configs, args.seed,
-                                           vector_name=vector_name_of(config["model"]))
+                                           vector_name=vector_name_of(config["model"]), workers=args.workers)
         if not samples:
             raise SimulatorError(f"workload {args.target[0]!r}: its config space is empty")
         print(f"{name}: ranking {len(samples)} configs of {args.template}", file=sys.stderr)

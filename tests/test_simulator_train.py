@@ -92,30 +92,9 @@ def test_predict_ranks_measured_data(trained, dataset_path, capsys):
     assert "C3: top 3 of 16 configs" in capsys.readouterr().out
 
 
-def test_predict_unmeasured_workload_with_standin_enumerator(trained, monkeypatch, capsys):
-    """STAND-IN: until extract.tvm_graph.samples_for_configs lands, the config space of an
-    unmeasured workload is faked with synthetic samples whose runtimes are NaN."""
-    from simulator.synthetic import make_synthetic_samples
-
-    def fake_enumerate(spec, template, max_configs, seed, vector_name=None):
-        samples = make_synthetic_samples(1, 40, (10, 20), seed=7, group_names=[spec])
-        for s in samples:
-            s.runtimes = np.array([np.nan])
-        return spec, samples
-
-    monkeypatch.setattr(predict, "enumerate_workload", fake_enumerate)
-    rows = predict.run([str(trained), "1x32x14x14_32x3x3_s1_p1", "--top-k", "5", "--threads", "1"])
-    ranked = rows["1x32x14x14_32x3x3_s1_p1"]
-    assert len(ranked) == 5 and all(r["measured_ms"] is None for r in ranked)
-    assert [r["predicted_ms"] for r in ranked] == sorted(r["predicted_ms"] for r in ranked)
-    assert "top 5 of 40 configs" in capsys.readouterr().out
-
-
 def test_predict_unmeasured_workload_real_extractor(tmp_path):
-    """With the lead's extractor: train on two measured-looking workloads, rank a third."""
-    tvm_graph = pytest.importorskip("extract.tvm_graph")
-    if not hasattr(tvm_graph, "samples_for_configs"):
-        pytest.skip("extract.tvm_graph.samples_for_configs not there yet")
+    """Train on two measured-looking workloads, rank a third's unmeasured configs."""
+    from extract import tvm_graph
     from extract.sample import save_samples
     from extract.templates import get_template
     from extract.workloads import parse_workload

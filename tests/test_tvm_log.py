@@ -94,3 +94,19 @@ def test_cli_writes_collections_and_reports(tmp_path, capsys):
 def test_cli_missing_log_exits_with_message(tmp_path, capsys):
     assert tvm_log.main([str(tmp_path / "nope.json"), "--out", str(tmp_path)]) == 2
     assert "nope.json: no such log file or folder" in capsys.readouterr().err
+
+
+def test_extract_configs_in_processes_matches_one_process():
+    """A config space extracted over 2 spawned workers: same samples, same (index) order."""
+    from extract.templates import get_template
+    from extract.tvm_graph import extract_configs
+    from extract.workloads import parse_workload
+    wl = parse_workload("1x8x8x8_8x3x3_s1_p1")
+    indices = list(range(len(get_template("conv2d_NCHWc.x86").space(wl))))[::-3][:40]
+    serial = extract_configs("conv2d_NCHWc.x86", wl, indices, workers=1, chunk=8, progress=False)
+    pooled = extract_configs("conv2d_NCHWc.x86", wl, indices, workers=2, chunk=8, progress=False)
+    assert [s.meta["index"] for s in pooled] == [s.meta["index"] for s in serial] == indices
+    for a, b in zip(serial, pooled):
+        np.testing.assert_array_equal(a.node_features, b.node_features)
+        np.testing.assert_array_equal(a.edges, b.edges)
+        assert np.isnan(b.runtimes).all() and "per_store" not in b.vectors
