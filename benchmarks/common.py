@@ -200,3 +200,18 @@ def busy_measuring() -> bool:
     except FileNotFoundError:
         return False
     return any(int(p) != os.getpid() for p in out.stdout.split())
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory, MiB: VmHWM, the high-water mark of its own address
+    space. (`ru_maxrss` is not used: after fork + exec it also holds the parent's RSS at the
+    fork, so every child of a big benchmark process would report the parent's size.)"""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:  # not Linux
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

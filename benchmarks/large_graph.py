@@ -27,7 +27,7 @@ of this process. The machine's load average is reported with them: on a shared
 machine wall-clock figures grow with the CPU taken by other processes, CPU seconds much
 less so (the featurizer is single-threaded; torch uses `--threads`).
 
-Peak memory is the process's maximum RSS (`resource.getrusage`), which includes the
+Peak memory is the process's maximum RSS (VmHWM), which includes the
 Python/torch/DGL runtime itself (reported as `baseline_rss_gb`). Prints one JSON object.
 """
 from __future__ import annotations
@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -53,7 +52,8 @@ def rss_gb() -> float:
 
 
 def peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20  # KiB on Linux
+    from .common import peak_rss_mib
+    return peak_rss_mib() / 1024
 
 
 def _shape(shape, rng: np.random.Generator, rank: Optional[int] = None) -> None:

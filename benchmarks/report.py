@@ -197,7 +197,7 @@ def speed_section(speed: Dict[str, Any]) -> List[str]:
              f"epochs (batch 64); for `xgb` training configs ÷ seconds of one full fit. Inference: every config "
              f"of the dataset scored in batches of {speed.get('batch_size')} from prepared tensors (the "
              f"model's own cost; goal ≥ 10,000 configs/s), and including `prepare` (sample → tensors). "
-             f"Peak RSS: `ru_maxrss` of the process, data included.", ""]
+             f"Peak RSS: VmHWM of the process, data included.", ""]
     header = ["model", "train graphs/s", "× xgb", "infer configs/s", "× xgb", "infer incl. prepare /s", "× xgb",
               "peak RSS MiB", "× xgb"]
     rows = []

@@ -11,7 +11,7 @@ cross-workload split (seed 0), then
   * inference throughput: every config of the data scored in batches of `--batch-size`
     (already prepared tensors: the model's own cost), median of 3 passes, configs/s; and
     the same including `prepare` (GraphSample → tensors);
-  * peak RSS of the process (ru_maxrss), data included.
+  * peak RSS of the process (VmHWM), data included.
 Extraction (log → samples) is `benchmarks.extraction`: configs/s with 1 and 2 processes
 and the per-stage split, from which the graph models' path (schedule + lower + TIR graph)
 and the xgb path (schedule + MetaSchedule per-store features) are compared.
@@ -31,7 +31,7 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
-from .common import DEFAULT_RESULTS, MODELS, busy_measuring, log, write_csv, write_json
+from .common import DEFAULT_RESULTS, MODELS, busy_measuring, log, peak_rss_mib, write_csv, write_json
 
 
 def child(args) -> Dict[str, Any]:
@@ -107,6 +107,7 @@ def child(args) -> Dict[str, Any]:
     start = time.perf_counter()
     predict_log(model, prepare_samples(samples, config, info, group_index), args.batch_size)
     out["infer_with_prepare_configs_per_s"] = len(items) / (time.perf_counter() - start)
+    out["peak_rss_mib"] = peak_rss_mib()
     return out
 
 
@@ -117,16 +118,12 @@ def run_child(model: str, args) -> Dict[str, Any]:
            "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
            "--data", *args.data]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), TQDM_DISABLE="1")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    stderr = proc.stderr.read() if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"speed child {model} failed ({proc.returncode}):\n{stderr[-1500:]}")
+        raise RuntimeError(f"speed child {model} failed ({proc.returncode}):\n{proc.stderr[-1500:]}")
     with open(path, encoding="utf-8") as f:
         out = json.load(f)
     os.unlink(path)
-    out["peak_rss_mib"] = usage.ru_maxrss / 1024  # KiB on Linux
     return out
 
 

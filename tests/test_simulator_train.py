@@ -175,9 +175,6 @@ def test_existing_run_is_not_overwritten_silently(trained, dataset_path, capsys)
 def test_train_on_a_users_autotvm_log(tmp_path):
     """--data with an AutoTVM log (extracted through datasets.load_dataset, cached under
     --cache-dir), workloads named from the records."""
-    datasets = pytest.importorskip("datasets")
-    if not hasattr(datasets, "load_dataset"):
-        pytest.skip("datasets.load_dataset not there yet")
     from extract.records import MeasureRecord
     from extract.templates import get_template
     from extract.workloads import parse_workload
