@@ -158,19 +158,28 @@ def suite_plots(args, acc_results, sweep_rows, ceiling) -> None:
 def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
     """Pass 3: pass 2's configs and more of pass 1's, now; noise ceilings of 1 vs 3 and 2 vs 3,
     and the accuracy runs' predictions against pass 3 beside pass 1's measurements."""
+    import gzip
+    import shutil
     import subprocess
 
     from datasets import SHIPPED_LOG, SHIPPED_REMEASURE
     from datasets.noise_ceiling import noise_ceiling
+    from simulator.data import load_data
     first, second = args.ceiling_logs or (str(SHIPPED_LOG), str(SHIPPED_REMEASURE))
-    third = os.path.join(args.results, "pass3_quiet.jsonl")
+    third = os.path.join(args.results, "pass3_quiet.jsonl.gz")  # committed compressed
+    log_file = third[:-3]  # extract.measure appends to (and resumes) a plain log
+    if os.path.exists(third) and not os.path.exists(log_file):
+        with gzip.open(third, "rb") as src, open(log_file, "wb") as dst:
+            shutil.copyfileobj(src, dst)
     subprocess.run([sys.executable, "-m", "extract.measure", "--remeasure", first, "--count",
-                    str(args.ceiling_count), "--seed", str(args.ceiling_seed), "--also", second, "--log", third],
+                    str(args.ceiling_count), "--seed", str(args.ceiling_seed), "--also", second, "--log", log_file],
                    check=True, env=dict(os.environ, TQDM_DISABLE="1"))
+    with open(log_file, "rb") as src, gzip.open(third, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    os.remove(log_file)
     out = {"pass1_vs_pass3": noise_ceiling(first, third), "pass2_vs_pass3": noise_ceiling(second, third),
            "pass1_vs_pass2": noise_ceiling(first, second), "log": third}
     write_json(os.path.join(args.results, "noise_ceiling_quiet.json"), out)
-    from simulator.data import load_data
     write_json(os.path.join(args.results, "quiet_agreement.json"),
                accuracy.quiet_agreement(acc_results, load_data(list(args.data)), first, third))
     return out
@@ -185,7 +194,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import json
         with open(info_path, encoding="utf-8") as f:
             info = json.load(f)
-    command = "python -m benchmarks.all " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = " ".join(["python -m benchmarks.all", *(argv if argv is not None else sys.argv[1:])])
     info.setdefault("stages", {})
     info.setdefault("commands", []).append(command)
     info["command"] = command.strip() if "train" in args.stages else info.get("command", command.strip())

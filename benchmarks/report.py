@@ -266,7 +266,7 @@ def tuning_section(t: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def goals_section(acc, speed, tuning) -> List[str]:
+def goals_section(acc, speed, tuning, agree=None) -> List[str]:
     lines = ["## Goals", ""]
     rows = []
     if speed:
@@ -291,9 +291,19 @@ def goals_section(acc, speed, tuning) -> List[str]:
                      f"{len(fewer)}/{len(ws)} workloads ({', '.join(fewer) or 'none'})",
                      "met" if len(fewer) == len(ws) else "missed"])
     if acc and acc.get("noise_ceiling"):
-        s = acc["summary"]
+        s, ceiling = acc["summary"], acc["noise_ceiling"]
         best = max(s, key=lambda m: s[m]["mean"]["kendall_tau"][0])
-        rows.append(["(context) best τ vs noise ceiling", f"{best} {s[best]['mean']['kendall_tau'][0]:.3f}", ""])
+        held_out = [w for w in s[best] if w != "mean" and w in ceiling]
+        pass_tau = np.mean([ceiling[w]["kendall_tau"] for w in held_out]) if held_out else np.nan
+        exact = np.mean([exact_ceiling(ceiling[w]["kendall_tau"]) for w in held_out]) if held_out else np.nan
+        rows.append(["(context) best τ vs noise ceiling (held-out workloads)",
+                     f"{best} {s[best]['mean']['kendall_tau'][0]:.3f}; pass 1 vs pass 2 {pass_tau:.3f}; "
+                     f"exact predictor (est.) {exact:.3f}", ""])
+    if agree:
+        best = max(agree["models"], key=lambda m: agree["models"][m]["mean"][0])
+        rows.append(["(context) τ against the quiet third pass",
+                     f"{best} {agree['models'][best]['mean'][0]:.3f}; pass 1's measurements "
+                     f"{agree['pass1']['mean']:.3f}", ""])
     if rows:
         lines += [markdown_table(["goal", "result", ""], rows, "lll"), ""]
     return lines
@@ -320,7 +330,7 @@ def build(results: str, out: str) -> str:
     if info.get("protocol_notes"):
         lines += ["**What was run, against the full protocol.**", ""] + [f"* {n}" for n in info["protocol_notes"]] + [""]
     notes = os.path.join(results, "notes.md")
-    lines += goals_section(acc, speed, tuning)
+    lines += goals_section(acc, speed, tuning, _load(results, "quiet_agreement.json"))
     if os.path.exists(notes):
         with open(notes, encoding="utf-8") as f:
             lines += [f.read().strip(), ""]
