@@ -209,6 +209,12 @@ def speed_section(speed: Dict[str, Any]) -> List[str]:
                      _num(r["infer_with_prepare_configs_per_s"], 0), ratio("infer_with_prepare_configs_per_s"),
                      _num(r["peak_rss_mib"], 0), ratio("peak_rss_mib")])
     lines += [markdown_table(header, rows), ""]
+    sizes = sorted({int(b) for r in models.values() for b in r.get("infer_configs_per_s_by_batch", {})})
+    if sizes:
+        lines += ["Inference configs/s by batch size (same run, median of 3 passes each):", "",
+                  markdown_table(["model"] + [f"batch {b}" for b in sizes],
+                                 [[f"`{m}`"] + [_num(r.get("infer_configs_per_s_by_batch", {}).get(str(b)), 0)
+                                                for b in sizes] for m, r in models.items()]), ""]
     ex = speed.get("extraction")
     if ex:
         st = ex.get("stages_s", {})
@@ -271,10 +277,16 @@ def goals_section(acc, speed, tuning, agree=None) -> List[str]:
     rows = []
     if speed:
         best = max((r["infer_configs_per_s"], m) for m, r in speed["models"].items() if m != "xgb")
-        gcn = speed["models"].get("gcn", {}).get("infer_configs_per_s")
+        gcn_speed = speed["models"].get("gcn", {})
+        gcn = gcn_speed.get("infer_configs_per_s")
+        # the same batch size timed a second time in the by-batch table: both must clear the goal
+        again = gcn_speed.get("infer_configs_per_s_by_batch", {}).get(str(speed.get("batch_size")))
+        timings = [t for t in (gcn, again) if t]
+        status = ("met" if timings and min(timings) >= 1e4 else
+                  "borderline (one of two timings)" if timings and max(timings) >= 1e4 else "missed")
         rows.append(["inference ≥ 10,000 configs/s (batched, 2 cores)",
-                     f"gcn {_num(gcn, 0)}/s; fastest graph/vector model {best[1]} {_num(best[0], 0)}/s",
-                     "met" if gcn and gcn >= 1e4 else "missed"])
+                     f"gcn {_num(gcn, 0)}/s" + (f" (timed again: {_num(again, 0)}/s)" if again else "")
+                     + f"; fastest graph/vector model {best[1]} {_num(best[0], 0)}/s", status])
     if tuning:
         ws = tuning["workloads"]
         k10 = {w: r["per_k"].get("10") for w, r in ws.items() if r["per_k"].get("10")}

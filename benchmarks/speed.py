@@ -1,16 +1,19 @@
 """Speed and memory of every model beside the XGBoost baseline, measured in one run.
 
     python -m benchmarks.speed [--models gcn sage gat cheb mlp curve-mlp xgb] [--epochs 2]
-        [--batch-size 1024] [--threads 2] [--extraction-count 400] [--data shipped]
+        [--infer-batch 256] [--infer-batches 128 256 1024] [--threads 2] [--extraction-count 400]
+        [--data shipped]
 
 Each model is measured in its own process (so its peak RSS is its own): load the data,
 cross-workload split (seed 0), then
   * training throughput: `--epochs` epochs of the SGD loop (huber, batch 64, as
     simulator.train) over the training set, graphs/s; xgb: training configs / seconds of
     one full fit (early stopping on validation, as simulator.train);
-  * inference throughput: every config of the data scored in batches of `--batch-size`
-    (already prepared tensors: the model's own cost), median of 3 passes, configs/s; and
-    the same including `prepare` (GraphSample → tensors);
+  * inference throughput: every config of the data scored in batches of `--infer-batch`
+    (default 256, simulator.evaluate/predict's own) from already prepared tensors (the
+    model's own cost), median of 3 passes, configs/s; the same at each of `--infer-batches`
+    (smaller batches keep the ~40 node states per graph in cache); and including `prepare`
+    (GraphSample → tensors);
   * peak RSS of the process (VmHWM), data included.
 Extraction (log → samples) is `benchmarks.extraction`: configs/s with 1 and 2 processes
 and the per-stage split, from which the graph models' path (schedule + lower + TIR graph)
@@ -97,13 +100,17 @@ def child(args) -> Dict[str, Any]:
         out["train_graphs_per_s"] = len(x) / seconds
         out["train_note"] = f"one full fit ({model.booster.num_boosted_rounds()} rounds), configs/s"
     # inference: model cost on prepared tensors, then including prepare
-    predict_log(model, items[: args.batch_size], args.batch_size)  # warm-up
-    rates = []
-    for _ in range(3):
-        start = time.perf_counter()
-        predict_log(model, items, args.batch_size)
-        rates.append(len(items) / (time.perf_counter() - start))
-    out["infer_configs_per_s"] = float(np.median(rates))
+    def rate(batch_size: int) -> float:
+        predict_log(model, items[:batch_size], batch_size)  # warm-up
+        rates = []
+        for _ in range(3):
+            start = time.perf_counter()
+            predict_log(model, items, batch_size)
+            rates.append(len(items) / (time.perf_counter() - start))
+        return float(np.median(rates))
+
+    out["infer_configs_per_s"] = rate(args.batch_size)
+    out["infer_configs_per_s_by_batch"] = {str(b): rate(b) for b in args.batches}
     start = time.perf_counter()
     predict_log(model, prepare_samples(samples, config, info, group_index), args.batch_size)
     out["infer_with_prepare_configs_per_s"] = len(items) / (time.perf_counter() - start)
@@ -116,6 +123,7 @@ def run_child(model: str, args) -> Dict[str, Any]:
         path = tmp.name
     cmd = [sys.executable, "-m", "benchmarks.speed", "--child", model, "--child-out", path,
            "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+           "--batches", *map(str, args.batches),
            "--data", *args.data]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), TQDM_DISABLE="1")
     proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -152,7 +160,9 @@ def extraction(args) -> Optional[Dict[str, Any]]:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--speed-models", nargs="+", default=MODELS)
     ap.add_argument("--speed-epochs", type=int, default=2, help="epochs timed per SGD model")
-    ap.add_argument("--infer-batch", type=int, default=1024)
+    ap.add_argument("--infer-batch", type=int, default=256, help="as simulator.evaluate/predict")
+    ap.add_argument("--infer-batches", nargs="*", type=int, default=[128, 256, 1024],
+                    help="batch sizes also timed for inference")
     ap.add_argument("--speed-threads", type=int, default=2)
     ap.add_argument("--extraction-count", type=int, default=400)
     ap.add_argument("--extraction-log", default=None, help="default: the shipped log")
@@ -161,7 +171,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(args) -> Dict[str, Any]:
     if busy_measuring() and not getattr(args, "force", False):
         raise SystemExit("extract.measure is running: timing now would disturb both (--force to override)")
-    ns = argparse.Namespace(epochs=args.speed_epochs, batch_size=args.infer_batch, threads=args.speed_threads,
+    ns = argparse.Namespace(epochs=args.speed_epochs, batch_size=args.infer_batch, batches=args.infer_batches,
+                            threads=args.speed_threads,
                             data=args.data, extraction_count=args.extraction_count,
                             extraction_log=args.extraction_log)
     result: Dict[str, Any] = {"models": {}, "threads": args.speed_threads, "batch_size": args.infer_batch}
@@ -200,7 +211,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
     ap.add_argument("--epochs", type=int, default=2, help=argparse.SUPPRESS)
-    ap.add_argument("--batch-size", type=int, default=1024, help=argparse.SUPPRESS)
+    ap.add_argument("--batch-size", type=int, default=256, help=argparse.SUPPRESS)
+    ap.add_argument("--batches", nargs="*", type=int, default=[], help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:

@@ -111,6 +111,7 @@ def test_tuning_analysis_plot_and_report(tmp_path):
     accuracy.write_outputs(_fake_results(), str(tmp_path), _ceiling())
     speed = {"threads": 2, "batch_size": 1024, "models": {
         m: {"train_graphs_per_s": 1000.0 * (i + 1), "infer_configs_per_s": 2e4 * (i + 1),
+            "infer_configs_per_s_by_batch": {"128": 3e4 * (i + 1), "1024": 1e4 * (i + 1)},
             "infer_with_prepare_configs_per_s": 5e3, "peak_rss_mib": 500.0} for i, m in enumerate(["gcn", "xgb"])},
         "extraction": {"configs": 10, "stages_s": {"schedule": 0.01, "lower": 0.02, "graph": 0.01, "per_store": 0.05},
                        "configs_per_s_1_workers": 12.0, "graph_path_configs_per_s": 25.0,
@@ -127,6 +128,7 @@ def test_tuning_analysis_plot_and_report(tmp_path):
         assert heading in text
     assert "| `gcn` predictions | 0.800 ± 0.010 | 0.900 ± 0.020 | 0.850 ± 0.010 |" in text
     assert "`gcn`, reaches 0.850 against pass 1's 0.750" in text
+    assert "| `xgb` | 60,000 | 20,000 |" in text  # inference by batch size
     assert "](./tuning.png)" in text or "](tuning.png)" in text or "tuning.png)" in text
 
 
