@@ -186,3 +186,22 @@ def test_quiet_agreement_scores_models_against_the_quiet_pass(tmp_path):
     assert out["pass1"]["C3"] == pytest.approx(ceiling["C3"]["kendall_tau"])
     assert out["models"]["gcn"]["C5"][0] == pytest.approx(1.0)
     assert out["models"]["gcn"]["mean"] == [pytest.approx(1.0), 0.0, 1]
+
+
+def test_speed_child_process_reports_its_own_figures(dataset_path):
+    """One model's speed child, run for real on the synthetic data: every figure present, and
+    peak memory is the child's own (not the parent's, which this test inflates first)."""
+    import argparse
+
+    from benchmarks import speed
+    from benchmarks.common import peak_rss_mib
+    ballast = np.ones(1500 * 2 ** 20 // 8)  # 1.5 GiB in this (parent) process
+    assert peak_rss_mib() > 1500
+    ns = argparse.Namespace(epochs=1, batch_size=32, batches=[16, 64], threads=1, data=[dataset_path])
+    out = speed.run_child("gcn", ns)
+    assert out["configs"] == 12 * 16 and out["train_configs"] > 0
+    for key in ("train_graphs_per_s", "infer_configs_per_s", "infer_with_prepare_configs_per_s"):
+        assert out[key] > 0
+    assert set(out["infer_configs_per_s_by_batch"]) == {"16", "64"}
+    assert 50 < out["peak_rss_mib"] < 1200  # the child itself: ~450 MiB (torch, DGL, TVM)
+    del ballast
