@@ -12,7 +12,7 @@ cross-workload split (seed 0), then
   * inference throughput: every config of the data scored in batches of `--infer-batch`
     (default 256, simulator.evaluate/predict's own) from already prepared tensors (the
     model's own cost), median of 3 passes, configs/s; the same at each of `--infer-batches`
-    (smaller batches keep the ~40 node states per graph in cache); and including `prepare`
+    (a smaller batch keeps its node states, ~40 per graph × 64 floats, in cache); and including `prepare`
     (GraphSample → tensors);
   * peak RSS of the process (VmHWM), data included.
 Extraction (log → samples) is `benchmarks.extraction`: configs/s with 1 and 2 processes
