@@ -219,10 +219,16 @@ def speed_section(speed: Dict[str, Any]) -> List[str]:
     if ex:
         st = ex.get("stages_s", {})
         per = ", ".join(f"{k} {1e3 * v:.0f} ms" for k, v in st.items())
-        w = {k: v for k, v in ex.items() if k.startswith("configs_per_s_")}
-        lines += [f"**Extraction** (AutoTVM log → samples, {ex.get('configs')} configs of the shipped log): "
-                  + ", ".join(f"{v:.1f} configs/s with {k.split('_')[3]} process(es)" for k, v in w.items())
-                  + f" (everything: graph + curve + per-store features). Median per config: {per}. "
+        def rates(prefix):
+            return ", ".join(f"{v:.1f} configs/s with {k.split('_')[-2]} process(es)" for k, v in ex.items()
+                             if k.startswith(prefix + "configs_per_s_"))
+        graph_only = rates("graph_")
+        lines += [f"**Extraction** (AutoTVM log → samples, {ex.get('configs')} configs of the shipped log, "
+                  f"each pool's start-up included): "
+                  + (f"graph samples only (`extract.tvm_log --no-per-store`; goal ≥ 50 configs/s on 2 cores) "
+                     f"{graph_only}; " if graph_only else "")
+                  + f"with the xgb baseline's per-store features too (the default) {rates('')}. "
+                  f"Median per config: {per}. "
                   f"The graph models' path (schedule + lower + TIR graph) runs at "
                   f"{_num(ex.get('graph_path_configs_per_s'))} configs/s per process, the xgb path (schedule + "
                   f"MetaSchedule per-store features) at {_num(ex.get('xgb_path_configs_per_s'))} configs/s: ratio "
@@ -287,6 +293,13 @@ def goals_section(acc, speed, tuning, agree=None) -> List[str]:
         rows.append(["inference ≥ 10,000 configs/s (batched, 2 cores)",
                      f"gcn {_num(gcn, 0)}/s" + (f" (timed again: {_num(again, 0)}/s)" if again else "")
                      + f"; fastest graph/vector model {best[1]} {_num(best[0], 0)}/s", status])
+    graph_rate = (speed or {}).get("extraction", {}) or {}
+    graph_rate = graph_rate.get("graph_configs_per_s_2_workers")
+    if graph_rate:
+        rows.append(["extraction ≥ 50 configs/s on 2 cores (log → graph samples)",
+                     f"{_num(graph_rate)} configs/s (with xgb's per-store features: "
+                     f"{_num(speed['extraction'].get('configs_per_s_2_workers'))}/s)",
+                     "met" if graph_rate >= 50 else "missed"])
     if tuning:
         ws = tuning["workloads"]
         k10 = {w: r["per_k"].get("10") for w, r in ws.items() if r["per_k"].get("10")}

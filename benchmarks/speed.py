@@ -1,7 +1,7 @@
 """Speed and memory of every model beside the XGBoost baseline, measured in one run.
 
     python -m benchmarks.speed [--models gcn sage gat cheb mlp curve-mlp xgb] [--epochs 2]
-        [--infer-batch 256] [--infer-batches 128 256 1024] [--threads 2] [--extraction-count 400]
+        [--infer-batch 256] [--infer-batches 128 256 1024] [--threads 2] [--extraction-count 1000]
         [--data shipped]
 
 Each model is measured in its own process (so its peak RSS is its own): load the data,
@@ -164,7 +164,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--infer-batches", nargs="*", type=int, default=[128, 256, 1024],
                     help="batch sizes also timed for inference")
     ap.add_argument("--speed-threads", type=int, default=2)
-    ap.add_argument("--extraction-count", type=int, default=400)
+    ap.add_argument("--extraction-count", type=int, default=1000)
     ap.add_argument("--extraction-log", default=None, help="default: the shipped log")
 
 

@@ -111,31 +111,36 @@ def extract_configs(template_name: str, wl: Conv2dWorkload, indices: Optional[Se
 Job = Tuple[str, List[Any], List[List[Any]], List[float], str]  # task, args, entity, costs, name
 
 
-def _extract_job(job: Job) -> Tuple[GraphSample, Dict[str, int]]:
+def _extract_job(job: Job, per_store: bool = True) -> Tuple[GraphSample, Dict[str, int]]:
     task_name, task_args, entity, costs, name = job
     template = get_template(task_name)
     wl = template.parse_task_args(task_args)
     config = template.space(wl).from_entity(entity, template.default_values(wl))
-    return config_sample(template, wl, config, costs, name)
+    return config_sample(template, wl, config, costs, name, per_store=per_store)
 
 
-def extract_many(jobs: Sequence[Job], workers: int = 0, progress: bool = True
+def extract_many(jobs: Sequence[Job], workers: int = 0, progress: bool = True, per_store: bool = True
                  ) -> Tuple[List[GraphSample], Dict[str, int]]:
-    """Extract many configs, in `workers` processes (0: one per core), in order."""
+    """Extract many configs, in `workers` processes (0: one per core), in order.
+    `per_store=False` leaves out MetaSchedule's per-store features (vectors["per_store"]),
+    which only the xgb baseline reads and which cost about a third of the time."""
+    import functools
+
     from tqdm import tqdm
 
     workers = workers or os.cpu_count() or 1
     unknown: Dict[str, int] = {}
     samples: List[GraphSample] = []
     bar = tqdm(total=len(jobs), unit="cfg", desc="extract", disable=not progress)
+    job_fn = functools.partial(_extract_job, per_store=per_store)
     if workers == 1 or len(jobs) < 16:
-        results = map(_extract_job, jobs)
+        results = map(job_fn, jobs)
         pool = None
     else:
         import multiprocessing
 
         pool = multiprocessing.get_context("spawn").Pool(workers)
-        results = pool.imap(_extract_job, jobs, chunksize=16)
+        results = pool.imap(job_fn, jobs, chunksize=16)
     try:
         for sample, unk in results:
             samples.append(sample)

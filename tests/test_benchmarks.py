@@ -114,7 +114,8 @@ def test_tuning_analysis_plot_and_report(tmp_path):
             "infer_configs_per_s_by_batch": {"128": 3e4 * (i + 1), "1024": 1e4 * (i + 1)},
             "infer_with_prepare_configs_per_s": 5e3, "peak_rss_mib": 500.0} for i, m in enumerate(["gcn", "xgb"])},
         "extraction": {"configs": 10, "stages_s": {"schedule": 0.01, "lower": 0.02, "graph": 0.01, "per_store": 0.05},
-                       "configs_per_s_1_workers": 12.0, "graph_path_configs_per_s": 25.0,
+                       "configs_per_s_1_workers": 12.0, "graph_configs_per_s_2_workers": 55.5,
+                       "configs_per_s_2_workers": 40.0, "graph_path_configs_per_s": 25.0,
                        "xgb_path_configs_per_s": 16.7}}
     with open(tmp_path / "speed.json", "w") as f:
         json.dump(speed, f)
@@ -129,6 +130,9 @@ def test_tuning_analysis_plot_and_report(tmp_path):
     assert "| `gcn` predictions | 0.800 ± 0.010 | 0.900 ± 0.020 | 0.850 ± 0.010 |" in text
     assert "`gcn`, reaches 0.850 against pass 1's 0.750" in text
     assert "| `xgb` | 60,000 | 20,000 |" in text  # inference by batch size
+    assert "| extraction ≥ 50 configs/s on 2 cores (log → graph samples) | 55.5 configs/s" in text
+    assert "graph samples only (`extract.tvm_log --no-per-store`; goal ≥ 50 configs/s on 2 cores) " \
+           "55.5 configs/s with 2 process(es)" in text
     assert "](./tuning.png)" in text or "](tuning.png)" in text or "tuning.png)" in text
 
 
@@ -205,3 +209,16 @@ def test_speed_child_process_reports_its_own_figures(dataset_path):
     assert set(out["infer_configs_per_s_by_batch"]) == {"16", "64"}
     assert 50 < out["peak_rss_mib"] < 1200  # the child itself: ~450 MiB (torch, DGL, TVM)
     del ballast
+
+
+def test_extraction_benchmark_times_both_paths(tmp_path):
+    from pathlib import Path
+
+    from benchmarks import extraction
+    log = Path(__file__).parent / "data" / "autotvm_v02.jsonl"
+    out = tmp_path / "extraction.json"
+    assert extraction.main(["--log", str(log), "--count", "5", "--workers", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["configs"] == 5
+    assert result["graph_configs_per_s_1_workers"] > 0 and result["configs_per_s_1_workers"] > 0
+    assert set(result["stages_s"]) == {"schedule", "lower", "graph", "per_store"}

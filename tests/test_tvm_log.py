@@ -89,6 +89,14 @@ def test_cli_writes_collections_and_reports(tmp_path, capsys):
     assert len(samples) == 3 and all(s.group == "C3" for s in samples)
     report = json.loads((out / "report.json").read_text())
     assert report["errors"] == {"C3": {"4": 1}, "C2": {"1": 1}}
+    assert all(set(s.vectors) == {"curve", "per_store"} for s in samples)
+    # without the xgb baseline's features: the same graphs, no per-store vectors
+    lean = tmp_path / "lean"
+    assert tvm_log.main([str(logs), "--out", str(lean), "--workers", "1", "--no-per-store"]) == 0
+    lean_samples = load_samples(str(lean / "C3.npz"))
+    assert all(set(s.vectors) == {"curve"} for s in lean_samples)
+    for a, b in zip(samples, lean_samples):
+        np.testing.assert_array_equal(a.node_features, b.node_features)
 
 
 def test_cli_missing_log_exits_with_message(tmp_path, capsys):
