@@ -197,7 +197,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command = " ".join(["python -m benchmarks.all", *(argv if argv is not None else sys.argv[1:])])
     info.setdefault("stages", {})
     info.setdefault("commands", []).append(command)
-    info["command"] = command.strip() if "train" in args.stages else info.get("command", command.strip())
+    info["command"] = command if "train" in args.stages else info.get("command", command)
     info["machine"] = machine()
     info["protocol_notes"] = protocol_notes(args)
     args.accuracy_runs = os.path.join(args.runs, "accuracy")

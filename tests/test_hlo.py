@@ -7,19 +7,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from extract import hlo, proto, tpugraphs
 
-REPO = Path(__file__).resolve().parents[1]
-RAW = Path(__file__).resolve().parents[2] / "shared/data/tpugraphs_raw"
-LAYOUT_PB = RAW / "module_tuning_data_layout.pb"
-TILE_PB = RAW / "op_tuning_data.pb"
-needs_raw = pytest.mark.skipif(not LAYOUT_PB.exists() or not TILE_PB.exists(),
-                               reason=f"TpuGraphs raw samples not found under {RAW}")
+from tpugraphs_raw import LAYOUT_PB, REPO, TILE_PB, needs_raw
 
 F = hlo.NODE_FEATURE_INDEX
 

@@ -15,12 +15,7 @@ from google.protobuf import descriptor_pb2
 from extract import proto, tpugraphs
 from extract.sample import GraphSample
 
-REPO = Path(__file__).resolve().parents[1]
-RAW = Path(__file__).resolve().parents[2] / "shared/data/tpugraphs_raw"
-LAYOUT_PB = RAW / "module_tuning_data_layout.pb"
-TILE_PB = RAW / "op_tuning_data.pb"
-needs_raw = pytest.mark.skipif(not LAYOUT_PB.exists() or not TILE_PB.exists(),
-                               reason=f"TpuGraphs raw samples not found under {RAW}")
+from tpugraphs_raw import LAYOUT_PB, REPO, TILE_PB, needs_raw
 
 SAMPLE_FIELDS = ("edges", "node_features", "node_types", "runtimes", "config_features",
                  "node_config_ids", "node_config_features")
