@@ -27,6 +27,8 @@ setup(
         "protobuf",
         "xgboost-cpu",
         "psutil",
+        # one writer per output folder (extract/fileio.py)
+        "filelock",
     ],
     extras_require={
         "jax": ["jax"],
