@@ -10,7 +10,7 @@ so a change of those interfaces is fixed here only:
 * `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
                                space (extract.tvm_graph.extract_configs)
 * `is_tpugraphs(data)`      -> whether `--data` is `tpugraphs:<collection>`, read lazily
-                               through datasets.tpugraphs by simulator.tpugraphs
+                               through datasets.tpugraphs_collections by simulator.tpugraphs
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def is_tpugraphs(data: Union[str, Sequence[str], None]) -> bool:
 
 def _refuse_tpugraphs_files(paths: Sequence[str]) -> None:
     """TpuGraphs npz files are not sample collections: say how to use them."""
-    from datasets.tpugraphs import is_tpugraphs_npz
+    from extract.tpugraphs_npz import is_tpugraphs_npz
     for path in paths:
         found = (sorted(glob.glob(os.path.join(path, "**", "*.npz"), recursive=True))[:1]
                  if os.path.isdir(path) else [path])

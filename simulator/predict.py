@@ -148,8 +148,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, List[Dict[str, Any]]]
 
 def _tpugraphs_targets(args, config: Dict[str, Any], info: Dict[str, Any]) -> List[Tuple[str, List[Any]]]:
     """[(collection, TpuGraphsFiles)] of the targets, each file's collection resolved."""
-    from datasets import tpugraphs as tg
-    from extract.tpugraphs import COLLECTIONS
+    from datasets import tpugraphs_collections as tg
+    from extract.tpugraphs_npz import COLLECTIONS, collection_of_path
     run_collection = info["tpugraphs"]["collection"]
     if args.collection is not None and args.collection not in COLLECTIONS:
         raise SimulatorError(f"--collection {args.collection}: one of {', '.join(COLLECTIONS)}")
@@ -163,7 +163,7 @@ def _tpugraphs_targets(args, config: Dict[str, Any], info: Dict[str, Any]) -> Li
                 out.setdefault(collection, []).extend(tg.open_split(root, collection, part))
                 continue
             for file in tg.open_paths([target]):
-                collection = (args.collection or tg.collection_of_path(file.path) or
+                collection = (args.collection or collection_of_path(file.path) or
                               (run_collection if file.kind == info["tpugraphs"]["kind"] else None))
                 if collection is None:
                     raise SimulatorError(f"{file.path}: a {file.kind} file; which collection? (--collection)")
@@ -180,7 +180,7 @@ def _tpugraphs_targets(args, config: Dict[str, Any], info: Dict[str, Any]) -> Li
 
 def rank_tpugraphs(args, model, config: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, List[Dict[str, Any]]]:
     """Rank every config of every target graph; print the top k; write the Kaggle CSV."""
-    from datasets import tpugraphs as tg
+    from datasets import tpugraphs_collections as tg
     from .tpugraphs import TpuGraphsSource, rank_configs
     rows: Dict[str, List[Dict[str, Any]]] = {}
     kaggle: List[Tuple[str, List[int]]] = []

@@ -16,10 +16,10 @@ Memory strategy (large graphs)
 TpuGraphs layout graphs reach tens of thousands of nodes with thousands of configs each
 (c × nc × 18 floats); industrial graphs reach 500k nodes. Nothing holds a collection:
 
-1. Lazy files: opening a split reads only npy headers (`extract.tpugraphs.TpuGraphsFile`).
+1. Lazy files: opening a split reads only npy headers (`extract.tpugraphs_npz.TpuGraphsFile`).
    A training step reads the graph arrays of its B graphs and just the k sampled config
    rows of each (`TpuGraphsFile.config_arrays(rows)`, streamed); evaluation streams each
-   file's config rows once, a chunk at a time (`datasets.tpugraphs.iter_config_chunks`).
+   file's config rows once, a chunk at a time (`TpuGraphsFile.iter_config_chunks`).
 2. Pruning to the configurable nodes' neighbourhood (layout): a graph is cut to its
    configurable nodes and every node within `--keep-hops` hops of one (undirected;
    default: the model's `--depth`, -1 keeps the whole graph). With early join, only
@@ -64,9 +64,9 @@ DEFAULTS = {  # per kind, for flags not given on the command line
 
 
 def _tpugraphs():
-    """datasets.tpugraphs, errors as SimulatorError."""
-    from datasets import tpugraphs
-    return tpugraphs
+    """datasets.tpugraphs_collections, errors as SimulatorError."""
+    from datasets import tpugraphs_collections
+    return tpugraphs_collections
 
 
 def _reraise(e: ValueError) -> SimulatorError:
@@ -186,7 +186,7 @@ class TpuGraphsSource:
     def measured(self, i: int) -> np.ndarray:
         if i not in self._measured:
             try:
-                self._measured[i] = _tpugraphs().measured_configs(self.files[i])
+                self._measured[i] = self.files[i].measured_configs()
             except ValueError as e:
                 raise _reraise(e) from None
         return self._measured[i]
@@ -216,7 +216,7 @@ class TpuGraphsSource:
         """Graph i with the given config rows (arrays of `TpuGraphsFile.config_arrays`)."""
         graph = self.graph(i)
         with np.errstate(divide="ignore", invalid="ignore"):
-            y = np.log(_tpugraphs().runtimes(self.files[i], rows)) if "config_runtime" in rows else None
+            y = np.log(self.files[i].runtimes(rows)) if "config_runtime" in rows else None
         feats = rows.get("config_feat") if self.kind == "tile" else rows.get("node_config_feat")
         n = len(feats)
         y = np.full(n, np.nan) if y is None else y
@@ -295,7 +295,7 @@ class TpuGraphsSource:
                 per_config, cap = 0, max(self.eval_batch, 4096)
             chunk = max(1, min(cap, self.max_batch_nodes // max(per_config, 1)))
             try:
-                for _, rows in _tpugraphs().iter_config_chunks(file, chunk, [feature_key]):
+                for _, rows in file.iter_config_chunks(chunk, [feature_key]):
                     item = self.with_configs(i, rows)
                     cost = n + len(item.y) * per_config
                     if pending and (load[0] + cost > self.max_batch_nodes or
@@ -317,7 +317,7 @@ class TpuGraphsSource:
         if not rows:
             return np.full(file.num_configs, np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.log(_tpugraphs().runtimes(file, rows))
+            return np.log(file.runtimes(rows))
 
     def evaluate(self, model, batch_size: Optional[int] = None) -> Dict[str, Dict]:
         """Metrics per graph over all its measured configs; graphs without measured
@@ -416,7 +416,7 @@ def parse_collection(data) -> str:
 
 def model_info(collection: str, files: Sequence[Any]) -> Dict[str, Any]:
     """What the model's shape depends on, for TpuGraphs data (HLO opcode vocabulary)."""
-    from extract import hlo
+    from extract import hlo_graph as hlo
     kind = collection.split(":")[0]
     num_types = max(hlo.OPCODE_IDS.values()) + 1
     first = files[0]
