@@ -11,15 +11,16 @@ the extractor version, so a changed extractor rebuilds the cache. The shipped da
 comes with its extracted samples (`samples.npz`), used while the extractor version
 matches.
 
-`load_collection(data)` also gives the data's info: the extractor that made the samples,
-its node vocabulary and feature names (`extract.sample.ExtractorInfo`; keys `extractor`,
-`vocabulary`, `feature_names`), which a model trained on them keeps.
+`load_collection(data)` also gives the extractor that made the samples, with its node
+vocabulary and feature names (`Collection.extractor`, an `extract.sample.ExtractorInfo`;
+as a collection's info keys `extractor`, `vocabulary`, `feature_names`: `Collection.info`),
+which a model trained on them keeps.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
@@ -40,10 +41,15 @@ class DatasetError(ValueError):
 
 @dataclass
 class Collection:
-    """Samples and the info of the collections they came from (see `collection_info`)."""
+    """Samples, and the extractor that made them (None: none named, e.g. synthetic data)."""
 
     samples: List[GraphSample]
-    info: Dict[str, Any] = field(default_factory=dict)
+    extractor: Optional[ExtractorInfo] = None
+
+    @property
+    def info(self) -> Dict[str, Any]:
+        """The extractor as a collection's info keys: `extractor`, `vocabulary`, `feature_names`."""
+        return self.extractor.as_info() if self.extractor else {}
 
 
 def tir_extractor() -> ExtractorInfo:
@@ -52,9 +58,9 @@ def tir_extractor() -> ExtractorInfo:
     return TIR_EXTRACTOR
 
 
-def collection_info(infos: Sequence[Dict[str, Any]], names: Sequence[str]) -> Dict[str, Any]:
-    """The extractor info (`extractor`, `vocabulary`, `feature_names`) shared by
-    collections; {} when they name none. A collection of the TVM extractor written
+def shared_extractor(infos: Sequence[Dict[str, Any]], names: Sequence[str]) -> Optional[ExtractorInfo]:
+    """The extractor (`extractor`, `vocabulary`, `feature_names` of their infos) shared by
+    collections; None when they name none. A collection of the TVM extractor written
     before infos carried the vocabulary gets it from that extractor. Collections of
     different extractors cannot be mixed (their node types mean different things)."""
     found = {}
@@ -70,7 +76,7 @@ def collection_info(infos: Sequence[Dict[str, Any]], names: Sequence[str]) -> Di
     if found and len(found) < len(infos):
         missing = [n for n in names if n not in found]
         raise DatasetError(f"{', '.join(missing)}: no extractor info, unlike the other collections")
-    return next(iter(found.values())).as_info() if found else {}
+    return next(iter(found.values())) if found else None
 
 
 def cache_dir(override: Optional[str] = None) -> Path:
@@ -153,7 +159,7 @@ def load_collection(data: Union[str, Sequence[str]] = "shipped", progress: bool 
     if specs == ["shipped"]:
         samples = load_shipped(progress)
         info = load_info(str(SHIPPED_SAMPLES)) if _shipped_samples_current() else tir_extractor().as_info()
-        return Collection(samples, collection_info([info], [str(SHIPPED_SAMPLES)]))
+        return Collection(samples, shared_extractor([info], [str(SHIPPED_SAMPLES)]))
     sample_files, logs = _split_specs(specs)
     samples: List[GraphSample] = []
     infos, names = [], []
@@ -170,7 +176,7 @@ def load_collection(data: Union[str, Sequence[str]] = "shipped", progress: bool 
         names.append(", ".join(logs))
     if not samples:
         raise DatasetError(f"{', '.join(specs)}: holds no samples")
-    return Collection(samples, collection_info(infos, names))
+    return Collection(samples, shared_extractor(infos, names))
 
 
 def load_dataset(data: Union[str, Sequence[str]] = "shipped", progress: bool = True,

@@ -176,7 +176,7 @@ def sample_jobs(template_name: str, workloads: Dict[str, Workload], per_workload
     template = get_template(template_name)
     jobs: List[MeasureJob] = []
     for number, wl in enumerate(workloads.values()):
-        space = template.space(wl)
+        space = template.space(template.check_workload(wl))
         allowed = [i for i in range(len(space))
                    if not max_vector_lanes or "tile_oc" not in space.by_name
                    or space.get(i)["tile_oc"][-1] <= max_vector_lanes]

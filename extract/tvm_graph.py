@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -61,11 +61,14 @@ def as_module(sch_or_mod):
 
 
 def main_func_name(mod) -> str:
-    """"main", or the module's only PrimFunc."""
+    """"main", or the module's only function."""
     names = [gv.name_hint for gv in mod.get_global_vars()]
-    if "main" in names or len(names) != 1:
+    if "main" in names:
         return "main"
-    return names[0]
+    if len(names) == 1:
+        return names[0]
+    raise ValueError(f"a module of {len(names)} functions and no 'main' ({', '.join(sorted(names))}): "
+                     f"pass the scheduled PrimFunc itself")
 
 
 def as_target(target):
@@ -152,8 +155,7 @@ def config_sample(template: Template, wl: Workload, config: Config, costs: Runti
 @dataclass(frozen=True)
 class ConfigJob:
     """One config of a template to extract, parsed once (by `tvm_log.read_jobs` or
-    `extract_configs`): the worker only runs it. Other producers (e.g. a MetaSchedule
-    trace to replay) are jobs too: anything picklable with `run(per_store) -> Extraction`."""
+    `config_jobs`): the worker only runs it (an `ExtractionJob`)."""
 
     template: str                            # template name (registry key)
     workload: Workload
@@ -166,12 +168,19 @@ class ConfigJob:
                              self.costs, self.name, per_store)
 
 
-def _run_job(job, per_store: bool) -> Extraction:
+class ExtractionJob(Protocol):
+    """What `extract_many` runs: a picklable job that makes one sample (`ConfigJob`; a
+    MetaSchedule record to replay would be another)."""
+
+    def run(self, per_store: bool) -> Extraction: ...
+
+
+def _run_job(job: ExtractionJob, per_store: bool) -> Extraction:
     return job.run(per_store)
 
 
 # ---------------------------------------------------------------- the one driver
-def extract_many(jobs: Sequence[Any], workers: int = 0, progress: bool = True, per_store: bool = True,
+def extract_many(jobs: Sequence[ExtractionJob], workers: int = 0, progress: bool = True, per_store: bool = True,
                  chunk: int = 16, desc: str = "extract") -> Tuple[List[GraphSample], Dict[str, int]]:
     """Run extraction jobs, in order: in this process, or in `workers` spawned processes
     (0: one per core) when there are more than two chunks of `chunk` jobs (a worker's

@@ -143,8 +143,11 @@ def test_sample_from_a_schedule_module_or_prim_func(toy):
     assert by_schedule.node_features.shape[1] == len(FEATURE_NAMES)
     by_module = tvm_graph.sample_from_schedule(sch.mod, "llvm", None, "mm", per_store=True)
     by_func = tvm_graph.sample_from_schedule(sch.mod["main"], toy.make_target(), 2e-3, "mm", per_store=True)
-    assert_same_graph(by_schedule, by_module)
-    assert_same_graph(by_schedule, by_func)
+    import tvm
+    renamed = tvm_graph.sample_from_schedule(tvm.IRModule({"mm": sch.mod["main"]}), "llvm", None, "mm",
+                                             per_store=True)
+    for other in (by_module, by_func, renamed):
+        assert_same_graph(by_schedule, other)
     assert np.isnan(by_module.runtimes[0]) and by_func.runtimes[0] == 2e-3 and by_func.runtime_std[0] == 0
     with pytest.raises(ValueError, match="need the target"):
         tvm_graph.sample_from_schedule(sch, None, None, "mm", per_store=True)

@@ -51,7 +51,8 @@ class Template(Generic[W]):
         """Return a `tvm.s_tir.Schedule` with the config applied."""
         raise NotImplementedError
 
-    def make_target(self):
+    def make_target(self, num_cores: int = 1):
+        """The `tvm.target.Target` configs are built for (`num_cores`: runtime threads)."""
         raise NotImplementedError
 
 
