@@ -28,7 +28,7 @@ from typing import Any, Callable, Counter, List, Optional, Sequence, Union
 
 from extract.fileio import OutputBusyError
 from extract.hlo_graph import (UNKNOWN_OPCODE_ID, featurize_module, is_fused, kernel_modules,
-                               read_hlo_module)
+                               module_problem, read_hlo_module)
 from extract.npz_output import NpzOutput, OutputNotEmptyError, progress
 from extract.sample import GraphSample
 from extract.tpugraphs_npz import NpzGraph, layout_arrays, tile_arrays
@@ -46,6 +46,9 @@ def module_graphs(module: Any, kind: str = "both", source: str = "",
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     label = source or module.name
+    problem = module_problem(module)  # before anything is decided from it (is_fused)
+    if problem is not None:
+        raise ValueError(f"{label}: {problem}")
     graphs = []
     if kind in ("both", "layout"):
         graph = featurize_module(layout_module if layout_module is not None else module,

@@ -710,8 +710,7 @@ class TpuGraphsFile:
                 else:
                     array = self._read_rows(stream, shape, dtype, offset, rows)
         except _READ_ERRORS as e:
-            raise ValueError(f"{self.path}: array {key} is truncated or corrupted "
-                             f"({type(e).__name__}: {e})") from None
+            raise self._corrupted(key, e) from None
         check_values(key, array, str(self.path), rows)
         return array
 
@@ -797,40 +796,46 @@ class TpuGraphsFile:
         total = self.num_configs
         if total == 0:
             return
-        key = keys[0]
-        try:
-            with contextlib.ExitStack() as stack:
-                streams: Dict[str, Any] = {}
+        with contextlib.ExitStack() as stack:
+            streams = {key: self._open_stream(stack, key) for key in keys}
+            for start in range(0, total, chunk):
+                count = min(chunk, total - start)
+                rows = {key: self._next_rows(streams[key], key, start, count) for key in keys}
+                indices = np.arange(start, start + count)
                 for key in keys:
-                    shape, fortran_order, dtype, offset = self._headers[key]
-                    if fortran_order:  # never written so; fall back to a whole-array read
-                        streams[key] = self.read(key)
-                        continue
-                    archive = stack.enter_context(zipfile.ZipFile(self.path))
-                    stream = stack.enter_context(archive.open(key + ".npy"))
-                    stream.seek(offset)
-                    streams[key] = stream
-                for start in range(0, total, chunk):
-                    count = min(chunk, total - start)
-                    rows = {}
-                    for key in keys:
-                        shape, _, dtype, _ = self._headers[key]
-                        source = streams[key]
-                        if isinstance(source, np.ndarray):
-                            rows[key] = source[start:start + count]
-                        else:
-                            row_shape = tuple(shape[1:])
-                            rows[key] = self._read_exact(
-                                source, count * math.prod(row_shape) * dtype.itemsize, dtype,
-                                (count,) + row_shape)
-                        check_values(key, rows[key], str(self.path),
-                                     np.arange(start, start + count))
-                    check_runtime_pairs(self.kind, rows, str(self.path),
-                                        np.arange(start, start + count))
-                    yield start, {k: rows[k] for k in wanted}
+                    check_values(key, rows[key], str(self.path), indices)
+                check_runtime_pairs(self.kind, rows, str(self.path), indices)
+                yield start, {k: rows[k] for k in wanted}
+
+    def _corrupted(self, key: str, error: Exception) -> ValueError:
+        return ValueError(f"{self.path}: array {key} is truncated or corrupted "
+                          f"({type(error).__name__}: {error})")
+
+    def _open_stream(self, stack: contextlib.ExitStack, key: str) -> Any:
+        """Member `key` opened at its first row (kept open by `stack`), or the whole
+        array for a Fortran-ordered one (never written so)."""
+        _, fortran_order, _, offset = self._headers[key]
+        if fortran_order:
+            return self.read(key)
+        try:
+            archive = stack.enter_context(zipfile.ZipFile(self.path))
+            stream = stack.enter_context(archive.open(key + ".npy"))
+            stream.seek(offset)
         except _READ_ERRORS as e:
-            raise ValueError(f"{self.path}: array {key} is truncated or corrupted "
-                             f"({type(e).__name__}: {e})") from None
+            raise self._corrupted(key, e) from None
+        return stream
+
+    def _next_rows(self, source: Any, key: str, start: int, count: int) -> np.ndarray:
+        """Rows start..start+count of `key` from `_open_stream`'s result (read in order)."""
+        if isinstance(source, np.ndarray):
+            return source[start:start + count]
+        shape, _, dtype, _ = self._headers[key]
+        row_shape = tuple(shape[1:])
+        try:
+            return self._read_exact(source, count * math.prod(row_shape) * dtype.itemsize,
+                                    dtype, (count,) + row_shape)
+        except _READ_ERRORS as e:
+            raise self._corrupted(key, e) from None
 
     def runtimes(self, config_rows: Mapping[str, np.ndarray]) -> np.ndarray:
         """Runtimes of config rows read from this file (`config_arrays`,

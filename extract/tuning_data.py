@@ -169,11 +169,16 @@ def _config_nodes(record: Any, num_nodes: int, source: str) -> np.ndarray:
 
 def layout_graph(record: Any, source: str) -> NpzGraph:
     """A `ModuleTuningData` with layout runs → one layout file, named after the source."""
-    graph = featurize_module(record.module, source=source)
     if not record.runs:
         raise ValueError(f"{source}: the record has no runs (a file cut short after its "
                          "module?)")
-    node_config_ids = _config_nodes(record, graph.num_nodes, source)
+    problem = module_problem(record.module)
+    if problem is not None:
+        raise ValueError(f"{source}: {problem}")
+    # The cheap cross-checks before the featurizer's work.
+    num_nodes = sum(len(c.instructions) for c in record.module.computations)
+    node_config_ids = _config_nodes(record, num_nodes, source)
+    graph = featurize_module(record.module, source=source)
     runs = record.runs
     kept, skipped = _runs_to_keep(runs, _layout_config_problem, min_runtime_ns=1)
     features = [layout_config_features(runs[index].module_config.layout_config,
