@@ -1,6 +1,7 @@
 """XLA HLO modules → TpuGraphs npz files: the converter for XLA programs (HLO files, JAX).
 
     python -m extract.hlo FILE.pb [FILE.pb ...] --out DIR [--kind both|layout|tile]
+                          [--overwrite] [-v]
 
 reads a serialized `HloModuleProto` or `HloProto` (XLA dump; see extract/hlo_graph.py
 `read_hlo_module`) and writes TpuGraphs npz files (format: extract/tpugraphs_npz.py):
@@ -12,6 +13,15 @@ reads a serialized `HloModuleProto` or `HloProto` (XLA dump; see extract/hlo_gra
 where `<stem>` is the input file's name without `.pb`. A module without any fusion
 instruction has not been through XLA's optimization yet, so it yields no tile graphs
 (the command says so).
+
+The output folder (extract/npz_output.py): one process writes into DIR at a time (a
+second one gets an error at once); DIR must not already hold `layout/*.npz` or
+`tile/*.npz` files of an earlier run, which a reader would mix with this run's, unless
+`--overwrite` is given, which deletes those npz files first (other files stay); two
+inputs that would write the same file are an error for the second. Each file is written
+whole or not at all. The command prints one line per input (`-v`: per file written) and
+a total; a progress bar only when stderr is a terminal. Exit status: 0, 1 if some
+input failed (each named on stderr), 2 if DIR cannot be used.
 
 No runtimes are measured here, so the files have zero configs (`config_runtime` of
 length 0); their graphs are what a trained model ranks configs on. The featurized graph

@@ -37,6 +37,22 @@ Graph (identical to TpuGraphs' `HloEncoder`, tpu_graphs/process_data/xla/hlo_enc
   window_size_product = 1). Fields an opcode lacks are 0. Element types newer than
   TpuGraphs (F8*, S4, …) have an all-zero one-hot.
 
+Checks
+------
+`module_problem(module)` says why a parsed module is not usable, or None; the
+featurizer, `kernel_modules` and the readers refuse such a module with a ValueError
+naming the file and the first problem. Besides the basics (computations, instructions,
+opcodes, unique ids) everything the module declares must resolve: operands are earlier
+instructions of the same computation, control predecessors instructions of the same
+computation, called computations exist, have instructions and come before their caller
+(XLA writes callees first), the entry computation named by `entry_computation_name` /
+`entry_computation_id` is there, parameters are numbered 0..k-1, and program shapes
+(`host_program_shape`, each computation's `program_shape`) declare as many parameters
+as there are. A module cut short between two computations still parses — the wire
+format has no end marker — but has lost its entry computation, which XLA writes last,
+and is refused. A feature float32 cannot hold (a product of huge dimensions) is refused
+too, naming the instruction and the feature: node_feat is always finite.
+
 Kernels (tile graphs)
 ---------------------
 TpuGraphs' tile samples are small modules holding one kernel: an entry computation

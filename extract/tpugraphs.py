@@ -5,6 +5,12 @@
 
 `convert` writes `DIR/<name>.npz` for each file a raw proto holds: one per kernel
 (`<stem>.<kernel>.npz`) for a `TuningData`, `<stem>.npz` for a `ModuleTuningData`.
+The output folder follows extract/npz_output.py: one writer at a time; a DIR already
+holding `*.npz` files of an earlier run is refused unless `--overwrite`, which deletes
+them first; two inputs writing the same file are an error for the second. It prints one
+line per input (files, configs, runs left out by reason; `-v`: one per file) and a
+total, with a progress bar only on a terminal. Exit status: 0, 1 if some input failed
+(named on stderr), 2 if DIR cannot be used.
 """
 from __future__ import annotations
 

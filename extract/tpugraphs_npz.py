@@ -38,9 +38,21 @@ layout (`node_config_feat` present; one config = a layout for each configurable 
 
 Every integer dtype that occurs in the wild is read. New files get the dtypes TpuGraphs'
 own extractor emits (uint8 opcodes, int64 ids and runtimes; `DEFAULT_DTYPES`).
-`check_arrays(arrays, source)` validates a file's arrays (kinds, dtypes, shapes, node
-ids, runtimes) and raises ValueError naming the source and the array; every reader
-and writer here calls it. Arrays other than these are not read into samples.
+Arrays other than these are not read into samples.
+
+Validation: nothing unchecked reaches a model
+---------------------------------------------
+`check_arrays(arrays, source)` validates a file's arrays — kinds, dtypes (integers
+where ids and runtimes are, real numbers for features), shapes, at least one node, node
+ids in range — and every value (`check_values`): features finite (no NaN, no ±inf),
+opcodes in 0..255, runtimes and normalizers in 0..`MAX_RUNTIME_NS` (a day), and a
+positive normalizer for every measured tile runtime (`check_runtime_pairs`). A bad
+file raises one ValueError naming the file, the array and the first bad entry
+(`<file>: node_feat has a non-finite value (nan) at node 3, feature 7`,
+`<file>: config_runtime 2 is negative (-5)`). Every writer here calls it, and the lazy
+reader applies the same checks to exactly what it reads (below), so the whole-file
+reader and the chunked reads of training, evaluation and prediction refuse a file the
+same way, with the same message.
 
 The one runtime rule
 --------------------
@@ -54,8 +66,10 @@ reader of this format:
 * layout: `config_runtime` in seconds (TpuGraphs uses no normalizer for layout:
   whole-program runtimes vary little between machines).
 * Unmeasured configs — runtime 0, or runtime arrays left out as in a split whose
-  runtimes are withheld — are NaN. A runtime without a positive normalizer is invalid
-  (`check_arrays` refuses it).
+  runtimes are withheld — are NaN. Nothing else is: a negative or absurd runtime, or a
+  tile runtime without a positive normalizer, is an error, never "unmeasured" (the
+  rule itself refuses such rows, and `TpuGraphsFile.runtimes` refuses tile runtime rows
+  read without the normalizers the file holds).
 
 Reading lazily
 --------------
@@ -64,14 +78,22 @@ on request: `graph_arrays()`, `config_arrays(rows)` (a compressed member is stre
 to the last requested row and the rest dropped as it passes), `iter_config_chunks(chunk)`
 (every config, a chunk at a time, each member decompressed once), `runtimes(rows)`,
 `measured_configs()`. So a 40k-node graph with thousands of configs never sits in RAM
-whole. A truncated or corrupted file raises ValueError naming the file (and the array).
+whole. Opening checks the headers: dtypes, shapes, at least one node, and that each
+header's shape accounts for its member's bytes (a damaged header never makes a reader
+allocate what the data does not hold). Every read checks the values it read
+(`check_values`, naming the config index), so a NaN feature or a negative runtime
+raises when a training step, an evaluation chunk or a prediction meets it;
+`validate()` reads the whole file once (O(chunk) memory) to find such a value up
+front. A truncated or corrupted file raises ValueError naming the file (and the array).
 
 Writing
 -------
 `write_arrays(path, arrays)` validates and writes one file atomically (compressed, as
 the dataset ships), through `extract.fileio.atomic_write`. `tile_arrays` /
 `layout_arrays` assemble a file's arrays from a graph's and its runs'; `NpzGraph` is one
-such file before it is written, as the converters return them.
+such file before it is written, as the converters return them. The converters' command
+lines write into their output folder through `extract.npz_output.NpzOutput` (one
+writer per folder, no npz files of an earlier run left beside the new ones).
 
 As a GraphSample
 ----------------
@@ -174,7 +196,8 @@ def list_files(root: Union[str, Path], collection: str, split: str) -> List[Path
         raise FileNotFoundError(f"{folder}: no such folder; expected TpuGraphs' layout "
                                 f"<root>/npz/{'/'.join(collection_folders(collection))}/"
                                 f"{{{','.join(SPLITS)}}}/*.npz")
-    return sorted(folder.glob("*.npz"))
+    # `.NPZ` too: a file is not skipped for the case of its suffix.
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".npz" and p.is_file())
 
 
 def collection_of_path(path: Union[str, Path]) -> Optional[str]:
@@ -594,7 +617,7 @@ class TpuGraphsFile:
     def __init__(self, path: Union[str, Path], collection: Optional[str] = None,
                  split: Optional[str] = None, cache_graph: bool = False) -> None:
         self.path = Path(path)
-        self.name = self.path.name.removesuffix(".npz")
+        self.name = self.path.name[:-4] if self.path.suffix.lower() == ".npz" else self.path.name
         self.collection, self.split = collection, split
         self.cache_graph = cache_graph
         self._graph_cache: Optional[Dict[str, np.ndarray]] = None
@@ -889,6 +912,8 @@ class TpuGraphsFile:
     def sample_configs(self, max_configs: int, rng: Optional[np.random.Generator] = None
                        ) -> GraphSample:
         """GraphSample with a uniform random subset of at most `max_configs` configs."""
+        if max_configs < 0:
+            raise ValueError(f"{self.path}: at most {max_configs} configs; give a count ≥ 0")
         rng = rng if rng is not None else np.random.default_rng()
         chosen = (np.arange(self.num_configs) if self.num_configs <= max_configs
                   else np.sort(rng.choice(self.num_configs, size=max_configs, replace=False)))

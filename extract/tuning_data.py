@@ -13,6 +13,21 @@ with runtime ≤ 1 ns are left out and counted in `meta["skipped_runs"]`; the ti
 normalizer is the runtime of the run marked `is_default`. `read_raw(path)` gives the
 same as GraphSamples.
 
+Bad values are counted, never kept or dropped silently: a run with a negative runtime
+(`negative_runtime`), one longer than a day (`absurd_runtime`, see
+extract/tpugraphs_npz.py MAX_RUNTIME_NS) or whose config features float32 cannot hold
+or which has more tensor layouts than TpuGraphs has room for (`bad_config`) is left
+out under that reason in `meta["skipped_runs"]`, which the command line prints. If the
+default run is among them the kernel cannot be normalized: ValueError.
+
+What a record declares is cross-checked, so a file cut short (the wire format has no
+end marker) is refused rather than read as a smaller record: the module must hold
+together (extract/hlo_graph.py `module_problem`), a layout record needs runs, and every
+run's layout must configure exactly the nodes `config_index_to_node` lists (each once,
+each a node of the graph). One limit: a `TuningData` is a bare list of kernel records
+with no count, so one cut exactly between two records reads as the records before the
+cut — each complete and exact; the command line prints how many kernels it read.
+
 Names: one tile file per kernel, `<file stem>.<kernel>` (kernel names repeat across
 programs); one layout file per record, `<file stem>` (TpuGraphs names each layout npz
 after its pb).

@@ -1,8 +1,9 @@
-"""Issue 10, classes 2 and 9, for the XLA converters' command lines
+"""Issue 10, classes 2, 3 and 9, for the XLA converters' command lines
 (`python -m extract.hlo … --out DIR`, `python -m extract.tpugraphs convert … --out DIR`,
 extract/npz_output.py): one writer per output folder, no stale npz files from an earlier
 run mixed in (refused unless --overwrite, which replaces them), no input silently
-overwriting another's file, and progress as a bar on a terminal, a few lines otherwise."""
+overwriting another's file, and progress as a bar on a terminal, a few lines otherwise;
+npz inputs read once each, whatever the case of their suffix."""
 from __future__ import annotations
 
 import fcntl
@@ -188,3 +189,25 @@ def test_progress_on_a_terminal_is_a_bar(tmp_path):
     assert b"convert" in terminal and b"file" in terminal and b"%" in terminal  # a tqdm bar
     assert len(stdout.splitlines()) == 5  # the lines themselves are the same
     assert len(npz_files(tmp_path / "out")) == 4 and np.all([p.exists() for p in inputs])
+
+
+# ---------------------------------------------------------------------------- inputs
+
+def test_npz_inputs_are_read_once_whatever_the_suffix_case(tmp_path):
+    from datasets import tpugraphs_collections as tg
+    from extract import tpugraphs_npz
+    from extract.tuning_data import read_tuning_file
+    raw = tmp_path / "g.pb"
+    raw.write_bytes(raw_layout([100, 200]))
+    [graph] = read_tuning_file(raw)
+    folder = tpugraphs_npz.collection_dir(tmp_path / "root", "layout:xla:random", "valid")
+    graph.write(folder / "a.npz")
+    graph.write(folder / "B.NPZ")
+    assert [p.name for p in tpugraphs_npz.list_files(tmp_path / "root", "layout:xla:random",
+                                                     "valid")] == ["B.NPZ", "a.npz"]
+    assert [f.name for f in tg.open_paths([folder])] == ["B", "a"]
+    for twice in ([folder / "a.npz", folder / "a.npz"], [folder, folder / "B.NPZ"]):
+        with pytest.raises(tg.TpuGraphsError, match=r"given twice .*read twice"):
+            tg.open_paths(twice)
+    with pytest.raises(ValueError, match=r"a\.npz: at most -5 configs"):
+        tpugraphs_npz.TpuGraphsFile(folder / "a.npz").sample_configs(-5)
