@@ -117,6 +117,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import struct
+import tokenize
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -598,13 +600,17 @@ def is_tpugraphs_npz(path: Union[str, Path]) -> bool:
     try:
         with zipfile.ZipFile(path) as archive:
             return "node_feat.npy" in archive.namelist()
-    except (OSError, zipfile.BadZipFile):
+    except _READ_ERRORS:
         return False
 
 
 # ---------------------------------------------------------------------------- lazy file
 
-_READ_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
+# What a damaged npz makes zipfile and numpy raise (an unsupported compression method or
+# zip version, a "password-protected" member, a header that does not tokenize, …).
+_READ_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error,
+                NotImplementedError, RuntimeError, SyntaxError, tokenize.TokenError,
+                struct.error, OverflowError, TypeError)
 _SEEK_CHUNK_BYTES = 1 << 20
 
 

@@ -13,7 +13,7 @@ from typing import Dict, List
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from extract import hlo, hlo_graph, proto, tpugraphs_npz
@@ -200,6 +200,117 @@ def test_damaged_hlo_modules_give_a_clear_error_or_a_valid_graph(name, damage, w
             tpugraphs_npz.check_arrays(graph.arrays, name)
 
 
+@st.composite
+def random_modules(draw):
+    """A consistent random module as XLA would write it (unique ids, operands earlier in
+    the same computation, callees earlier, parameters 0..k-1, the entry last), and
+    `mutations` (0 to 3) of it drawn at random: (module, mutated)."""
+    module = proto.HloModuleProto(name="g")
+    next_id = draw(st.integers(0, 3))
+    computations = draw(st.integers(1, 4))
+    for c in range(computations):
+        computation = module.computations.add(name=f"c{c}", id=100 + c)
+        ids: List[int] = []
+        parameters = 0
+        for _ in range(draw(st.integers(1, 5))):
+            next_id += 1
+            if draw(st.booleans()) and not ids or draw(st.integers(0, 4)) == 0:
+                inst = computation.instructions.add(name=f"p{next_id}", opcode="parameter",
+                                                    id=next_id, parameter_number=parameters)
+                parameters += 1
+            else:
+                opcode = draw(st.sampled_from(["add", "fusion", "reduce", "tuple", "erf"]))
+                inst = computation.instructions.add(name=f"i{next_id}", opcode=opcode, id=next_id)
+                inst.operand_ids.extend(draw(st.lists(st.sampled_from(ids), max_size=3))
+                                        if ids else [])
+                callees = [100 + k for k in range(c)]
+                if callees and opcode in ("fusion", "reduce"):
+                    inst.called_computation_ids.append(draw(st.sampled_from(callees)))
+                if ids and draw(st.integers(0, 5)) == 0:
+                    inst.control_predecessor_ids.append(draw(st.sampled_from(ids)))
+            inst.shape.dimensions.extend(draw(st.lists(st.integers(0, 64), max_size=3)))
+            ids.append(next_id)
+        computation.root_id = ids[-1]
+        if draw(st.booleans()):
+            for _ in range(parameters):
+                computation.program_shape.parameters.add()
+    entry = module.computations[-1]
+    if draw(st.booleans()):
+        module.entry_computation_name = entry.name
+    if draw(st.booleans()):
+        module.entry_computation_id = entry.id
+    mutations = draw(st.lists(st.tuples(st.sampled_from(MUTATIONS), st.integers(0, 10**6)),
+                              max_size=3))
+    for mutation, seed in mutations:
+        _mutate(module, mutation, seed)
+    return module, bool(mutations)
+
+
+MUTATIONS = ["operand", "callee", "control", "root", "entry name", "entry id", "parameter",
+             "duplicate id", "drop computation", "swap computations", "program shape",
+             "no opcode", "drop instruction"]
+
+
+def _mutate(module, mutation: str, seed: int) -> None:
+    computation = module.computations[seed % len(module.computations)]
+    instructions = computation.instructions
+    inst = instructions[seed % len(instructions)] if len(instructions) else None
+    if mutation == "operand" and inst is not None:
+        inst.operand_ids.append(seed % 40)
+    elif mutation == "callee" and inst is not None:
+        inst.called_computation_ids.append(100 + seed % 6)
+    elif mutation == "control" and inst is not None:
+        inst.control_predecessor_ids.append(seed % 40)
+    elif mutation == "root":
+        computation.root_id = seed % 40
+    elif mutation == "entry name":
+        module.entry_computation_name = f"c{seed % 6}"
+    elif mutation == "entry id":
+        module.entry_computation_id = 100 + seed % 6
+    elif mutation == "parameter" and inst is not None:
+        inst.opcode, inst.parameter_number = "parameter", seed % 4
+    elif mutation == "duplicate id" and inst is not None:
+        inst.id = 1 + seed % 20
+    elif mutation == "drop computation" and len(module.computations) > 1:
+        del module.computations[seed % len(module.computations)]
+    elif mutation == "swap computations" and len(module.computations) > 1:
+        first, second = module.computations[0], module.computations[-1]
+        a, b = proto.HloComputationProto(), proto.HloComputationProto()
+        a.CopyFrom(first)
+        b.CopyFrom(second)
+        first.CopyFrom(b)
+        second.CopyFrom(a)
+    elif mutation == "program shape":
+        computation.program_shape.parameters.add()
+    elif mutation == "no opcode" and inst is not None:
+        inst.opcode = ""
+    elif mutation == "drop instruction" and len(instructions) > 1:
+        del instructions[seed % len(instructions)]
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(drawn=random_modules(), wrap=st.booleans())
+def test_random_modules_read_when_consistent_and_are_refused_or_consistent_when_garbled(
+        drawn, wrap):
+    """A consistent module is always read (no false alarm); a garbled one is refused
+    with a one-line error naming the file, or — where the change left it consistent —
+    read into a graph that holds together."""
+    module, mutated = drawn
+    data = (proto.HloProto(hlo_module=module) if wrap else module).SerializeToString()
+    graphs: List[tpugraphs_npz.NpzGraph] = []
+    if one_line_error_naming(lambda: graphs.extend(hlo.module_graphs(
+            hlo_graph.read_hlo_module(data, name="g.pb"), source="g.pb")), "g.pb"):
+        assert mutated, "a consistent module was refused"
+        event("refused")
+        return
+    event("read, mutated" if mutated else "read")
+    assert hlo_graph.module_problem(module) is None
+    layout = graphs[0]
+    assert layout.num_nodes == sum(len(c.instructions) for c in module.computations)
+    for graph in graphs:
+        tpugraphs_npz.check_arrays(graph.arrays, graph.name)
+
+
 def bad_module(change: str) -> object:
     """small_module() with one thing wrong."""
     module = small_module()
@@ -352,3 +463,68 @@ def test_damaged_raw_samples_give_a_clear_error_or_valid_graphs(tmp_path_factory
     if not one_line_error_naming(lambda: graphs.extend(read_tuning_file(damaged)), str(damaged)):
         for graph in graphs:
             tpugraphs_npz.check_arrays(graph.arrays, graph.name)
+
+
+# ---------------------------------------------------------------------------- npz files
+
+@functools.lru_cache(maxsize=None)
+def npz_bytes(kind: str, compressed: bool) -> bytes:
+    import io
+    rng = np.random.default_rng(0)
+    arrays = {"node_feat": rng.normal(size=(6, 140)).astype(np.float32),
+              "node_opcode": rng.integers(0, 121, 6).astype(np.uint8),
+              "edge_index": np.array([[i + 1, i] for i in range(5)], np.int64),
+              "config_runtime": rng.integers(10**6, 10**9, 20).astype(np.int64)}
+    if kind == "tile":
+        arrays.update(config_feat=rng.integers(0, 9, (20, 24)).astype(np.float32),
+                      config_runtime_normalizers=np.full(20, 10**6, np.int64))
+    else:
+        arrays.update(node_config_ids=np.array([1, 4], np.int64),
+                      node_config_feat=rng.integers(-1, 5, (20, 2, 18)).astype(np.float32))
+    buffer = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buffer, **arrays)
+    return buffer.getvalue()
+
+
+@functools.lru_cache(maxsize=None)
+def npz_structure(kind: str, compressed: bool) -> List[int]:
+    """Byte offsets of the zip's bookkeeping: each member's local header and npy header,
+    the central directory and its end record (where damage is rarest but worst)."""
+    import io
+    import zipfile
+    data = npz_bytes(kind, compressed)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        infos = archive.infolist()
+    offsets = [i for info in infos for i in range(info.header_offset,
+                                                   info.header_offset + 30 + len(info.filename) + 128)]
+    directory = min(len(data) - 22 - 46 * len(infos) - sum(len(i.filename) for i in infos),
+                    len(data) - 22)
+    return sorted(set(o for o in offsets + list(range(max(0, directory - 64), len(data)))
+                      if o < len(data)))
+
+
+@settings(max_examples=250, **SETTINGS)
+@given(kind=st.sampled_from(["tile", "layout"]), compressed=st.booleans(), damage=HLO_DAMAGE,
+       structure=st.booleans())
+def test_damaged_npz_files_give_a_clear_error_or_valid_arrays(tmp_path_factory, kind,
+                                                              compressed, damage, structure):
+    """Every read path the simulator uses, on an npz with bytes overwritten (anywhere, or
+    in the zip's and npy's headers): a one-line ValueError naming the file (never a
+    zipfile/numpy traceback), or checked arrays."""
+    data = bytearray(npz_bytes(kind, compressed))
+    places = npz_structure(kind, compressed) if structure else range(len(data))
+    for where, value in damage:
+        data[places[int(where * len(places))]] = value
+    path = tmp_path_factory.getbasetemp() / "damaged.npz"
+    path.write_bytes(bytes(data))
+
+    def read_everything():
+        file = tpugraphs_npz.TpuGraphsFile(path)
+        file.validate(chunk=3)
+        tpugraphs_npz.check_arrays({**file.graph_arrays(), **file.config_arrays()}, str(path))
+        file.runtimes(file.config_arrays(file.measured_configs()))
+        list(file.iter_config_chunks(7))
+        file.sample([19, 0])
+
+    one_line_error_naming(read_everything, str(path))
+    tpugraphs_npz.is_tpugraphs_npz(path)  # never raises
