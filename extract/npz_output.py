@@ -79,9 +79,11 @@ class NpzOutput:
         this run already wrote (or that two of the graphs share) is a ValueError naming
         `source`, raised before any of the input's files is written."""
         targets = [Path(path_of(graph)) for graph in graphs]
-        for position, target in enumerate(targets):
-            if target in targets[:position]:
+        seen: set = set()
+        for target in targets:
+            if target in seen:
                 raise ValueError(f"{source}: two of its graphs would both be written as {target}")
+            seen.add(target)
             if target in self.written:
                 raise ValueError(f"{source}: would overwrite {target}, written from "
                                  f"{self.written[target]} earlier in this run (two inputs with "

@@ -34,6 +34,7 @@ after its pb).
 """
 from __future__ import annotations
 
+import collections
 import math
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -176,8 +177,9 @@ def _config_nodes(record: Any, num_nodes: int, source: str) -> np.ndarray:
                              f"{len(run.module_config.layout_config.nodes)} nodes, "
                              f"config_index_to_node lists {len(listed)}"
                              + (" (a file cut short before it?)" if not listed else ""))
-    if len(set(listed)) != len(listed):
-        twice = next(n for n in listed if listed.count(n) > 1)
+    counts = collections.Counter(listed)
+    twice = next((node for node in listed if counts[node] > 1), None)
+    if twice is not None:
         raise ValueError(f"{source}: config_index_to_node lists node {twice} twice")
     return np.array(listed, dtype=np.int64)
 
