@@ -4,8 +4,10 @@ Everything the simulator needs from outside `simulator/` goes through these func
 so a change of those interfaces is fixed here only:
 
 * `load_data(paths)`        -> list[GraphSample]  (datasets.load_dataset)
-* `extractor_info()`        -> node-type vocabulary, feature names, extractor version
-                               (extract.tir_graph)
+* `collection_info(samples)`-> the node-type vocabulary, feature names and extractor of
+                               the collection the samples came from
+* `hlo_collection_info()`   -> the same for HLO graphs (TpuGraphs; extract.hlo)
+* `extractor_info()`        -> the installed TIR extractor's (extract.tir_graph)
 * `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
 * `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
                                space (extract.tvm_graph.extract_configs)
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import glob
 import os
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -72,17 +75,47 @@ def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[st
         raise SimulatorError(str(e)) from None
 
 
-def extractor_info() -> Dict[str, Any]:
-    """The extractor's vocabulary and version, recorded in checkpoints ({} parts are None)."""
-    info: Dict[str, Any] = {"vocabulary": None, "feature_names": None, "extractor_version": None}
+@dataclass
+class CollectionInfo:
+    """What made a collection's node types and features: names by id, and the extractor."""
+
+    vocabulary: Optional[List[str]] = None     # node-type name of each id
+    feature_names: Optional[List[str]] = None  # name of each node-feature column
+    extractor: Optional[str] = None            # extractor version
+
+
+def extractor_info() -> CollectionInfo:
+    """The installed TIR extractor's vocabulary, feature names and version (None parts
+    when unknown)."""
     try:
         from extract import tir_graph
     except ImportError:
-        return info
-    info["vocabulary"] = list(getattr(tir_graph, "VOCABULARY", None) or []) or None
-    info["feature_names"] = list(getattr(tir_graph, "FEATURE_NAMES", None) or []) or None
+        return CollectionInfo()
     version = getattr(tir_graph, "EXTRACTOR_VERSION", None)
-    info["extractor_version"] = None if version is None else str(version)
+    return CollectionInfo(list(getattr(tir_graph, "VOCABULARY", None) or []) or None,
+                          list(getattr(tir_graph, "FEATURE_NAMES", None) or []) or None,
+                          None if version is None else str(version))
+
+
+def hlo_collection_info() -> CollectionInfo:
+    """HLO graphs (TpuGraphs, `extract.hlo`): the opcode table as the vocabulary."""
+    from extract import hlo
+    num_types = max(hlo.OPCODE_IDS.values()) + 1
+    vocabulary = [hlo.OPCODE_NAMES.get(i, "unknown" if i == hlo.UNKNOWN_OPCODE_ID else f"retired-{i}")
+                  for i in range(num_types)]
+    return CollectionInfo(vocabulary, list(getattr(hlo, "NODE_FEATURE_NAMES", []) or []) or None, None)
+
+
+def collection_info(samples: Sequence[GraphSample]) -> CollectionInfo:
+    """The vocabulary, feature names and extractor of the collection `samples` came from:
+    HLO samples (they carry `meta["tpugraphs"]`) use the HLO opcode table; TIR samples the
+    TIR extractor's, with the extractor version the samples record."""
+    if samples and all("tpugraphs" in s.meta for s in samples):
+        return hlo_collection_info()
+    info = extractor_info()
+    versions = {s.meta.get("extractor") for s in samples}
+    if len(versions) == 1 and None not in versions:  # what made these samples, if they say
+        info.extractor = str(versions.pop())
     return info
 
 
