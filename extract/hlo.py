@@ -1,468 +1,73 @@
-"""XLA HLO modules → TpuGraphs-format graphs: the featurizer behind every XLA sample.
+"""XLA HLO modules → TpuGraphs npz files: the converter for XLA programs (HLO files, JAX).
 
     python -m extract.hlo FILE.pb [FILE.pb ...] --out DIR [--kind both|layout|tile]
 
-reads a serialized `HloModuleProto` (from
-`jax.jit(f).lower(...).compiler_ir("hlo").as_serialized_hlo_module_proto()` or from
-`compiled.runtime_executable().hlo_modules()[i].as_serialized_hlo_module_proto()`) or
-an `HloProto` (what `XLA_FLAGS=--xla_dump_hlo_as_proto` dumps: the module plus its
-buffer assignment), and writes TpuGraphs npz files (format: extract/tpugraphs.py):
+reads a serialized `HloModuleProto` or `HloProto` (XLA dump; see extract/hlo_graph.py
+`read_hlo_module`) and writes TpuGraphs npz files (format: extract/tpugraphs_npz.py):
 
 * `DIR/layout/<stem>.npz`: the whole module, as TpuGraphs' layout collections hold it;
 * `DIR/tile/<stem>.<kernel>.npz`: one graph per kernel, as TpuGraphs' tile collection
-  holds them (see "Kernels" below),
+  holds them (extract/hlo_graph.py `kernel_modules`),
 
-where `<stem>` is the input file's name without `.pb`.
+where `<stem>` is the input file's name without `.pb`. A module without any fusion
+instruction has not been through XLA's optimization yet, so it yields no tile graphs
+(the command says so).
 
 No runtimes are measured here, so the files have zero configs (`config_runtime` of
-length 0); their graphs are what a trained model ranks configs on. From Python,
-`from_jax(f, *args)` returns the same as `GraphSample`s.
-
-Graph (identical to TpuGraphs' `HloEncoder`, tpu_graphs/process_data/xla/hlo_encoder.cc)
------------------------------------------------------------------------------------------
-* Nodes: every instruction of every computation, in the proto's order — computations
-  callees-first, instructions operands-first — so node ids are topological within a
-  computation. Node i of the npz is the i-th instruction met in that walk; every
-  instruction appears exactly once.
-* Node types: TpuGraphs' opcode ids (`OPCODE_IDS`, from hlo_opcode.h; ids are frozen
-  there and 97/101 are retired opcodes). An opcode outside that vocabulary gets
-  `UNKNOWN_OPCODE_ID` = 0, TpuGraphs' own id for unknown opcodes; such opcodes are
-  counted per name (`HloGraph.unknown_opcodes`, sample `meta["unknown_opcodes"]`) and
-  printed by the CLI.
-* Edges, as stored in the npz `edge_index`: (u, v) = "u consumes v": one per distinct
-  operand of an instruction, plus (caller, root of callee) for each computation an
-  instruction calls (fusion, while, reduce, …), sorted by (u, v). `GraphSample.edges`
-  hold the reverse, producer → consumer (extract/tpugraphs.py converts).
-* `node_splits`: node offsets where a computation whose name contains "cluster",
-  "while" or "cond" ends, starting with 0 and ending with the node count.
-* Node features: 140 float32 per node, named in `NODE_FEATURE_NAMES` (same order as the
-  tpu_graphs README's "Node Features" list). A list-valued field (shape dimensions,
-  window sizes, …) becomes its first k entries zero-padded, then its sum and product
-  where the README lists them; the product of an empty list is 1, as TpuGraphs
-  computes it (so a scalar has shape_dimensions_product = 1 and a non-window op has
-  window_size_product = 1). Fields an opcode lacks are 0. Element types newer than
-  TpuGraphs (F8*, S4, …) have an all-zero one-hot.
-
-Kernels (tile graphs)
----------------------
-TpuGraphs' tile samples are small modules holding one kernel: an entry computation
-named after the kernel with one `parameter.i` per distinct operand, the kernel's
-instruction as root, and the computations it calls (for a fusion, the fused computation
-and its reducers etc.). `kernel_modules` cuts such a module out for every instruction
-of the top-level computations (the entry and the bodies of while/conditional/call)
-except parameters, constants, tuples, bitcasts and control flow: fusions, plus
-standalone ops such as a copy or an unfused convolution — the raw TpuGraphs sample has
-both kinds (fusion.191, copy.24). A module without any fusion instruction has not been
-through XLA's optimization yet, so it yields no tile graphs (the CLI says so). A
-computation called by several kernels (a reducer, say) is copied into each.
+length 0); their graphs are what a trained model ranks configs on. The featurized graph
+goes to the npz arrays as it is (`module_graphs`); from Python, `from_jax(f, *args)`
+gives a JAX function's graphs as `GraphSample`s.
 """
 from __future__ import annotations
 
 import argparse
 import collections
-import math
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Counter, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Counter, List, Optional, Sequence, Union
 
-import numpy as np
-
-from extract import proto
+from extract.hlo_graph import (UNKNOWN_OPCODE_ID, featurize_module, is_fused, kernel_modules,
+                               read_hlo_module)
 from extract.sample import GraphSample
-
-# TpuGraphs' opcode vocabulary (tpu_graphs/process_data/xla/hlo_opcode.h).
-OPCODE_IDS: Dict[str, int] = {
-    "abs": 1, "add": 2, "add-dependency": 3, "after-all": 4, "all-reduce": 5,
-    "all-to-all": 6, "atan2": 7, "batch-norm-grad": 8, "batch-norm-inference": 9,
-    "batch-norm-training": 10, "bitcast": 11, "bitcast-convert": 12, "broadcast": 13,
-    "call": 14, "ceil": 15, "cholesky": 16, "clamp": 17, "collective-permute": 18,
-    "count-leading-zeros": 19, "compare": 20, "complex": 21, "concatenate": 22,
-    "conditional": 23, "constant": 24, "convert": 25, "convolution": 26, "copy": 27,
-    "copy-done": 28, "copy-start": 29, "cosine": 30, "custom-call": 31, "divide": 32,
-    "domain": 33, "dot": 34, "dynamic-slice": 35, "dynamic-update-slice": 36,
-    "exponential": 37, "exponential-minus-one": 38, "fft": 39, "floor": 40, "fusion": 41,
-    "gather": 42, "get-dimension-size": 43, "set-dimension-size": 44,
-    "get-tuple-element": 45, "imag": 46, "infeed": 47, "iota": 48, "is-finite": 49,
-    "log": 50, "log-plus-one": 51, "and": 52, "not": 53, "or": 54, "xor": 55, "map": 56,
-    "maximum": 57, "minimum": 58, "multiply": 59, "negate": 60, "outfeed": 61, "pad": 62,
-    "parameter": 63, "partition-id": 64, "popcnt": 65, "power": 66, "real": 67,
-    "recv": 68, "recv-done": 69, "reduce": 70, "reduce-precision": 71,
-    "reduce-window": 72, "remainder": 73, "replica-id": 74, "reshape": 75, "reverse": 76,
-    "rng": 77, "rng-get-and-update-state": 78, "rng-bit-generator": 79,
-    "round-nearest-afz": 80, "rsqrt": 81, "scatter": 82, "select": 83,
-    "select-and-scatter": 84, "send": 85, "send-done": 86, "shift-left": 87,
-    "shift-right-arithmetic": 88, "shift-right-logical": 89, "sign": 90, "sine": 91,
-    "slice": 92, "sort": 93, "sqrt": 94, "subtract": 95, "tanh": 96, "trace": 97,
-    "transpose": 98, "triangular-solve": 99, "tuple": 100, "tuple-select": 101,
-    "while": 102, "cbrt": 103, "all-gather": 104, "collective-permute-start": 105,
-    "collective-permute-done": 106, "logistic": 107, "dynamic-reshape": 108,
-    "all-reduce-start": 109, "all-reduce-done": 110, "reduce-scatter": 111,
-    "all-gather-start": 112, "all-gather-done": 113, "opt-barrier": 114,
-    "async-start": 115, "async-update": 116, "async-done": 117,
-    "round-nearest-even": 118, "stochastic-convert": 119, "tan": 120,
-}
-UNKNOWN_OPCODE_ID = 0
-OPCODE_NAMES: Dict[int, str] = {v: k for k, v in OPCODE_IDS.items()}
-
-# The one-hot element types, in feature order, as xla.PrimitiveType numbers.
-_ONE_HOT_TYPES = [("invalid_type", 0), ("pred", 1), ("s8", 2), ("s16", 3), ("s32", 4),
-                  ("s64", 5), ("u8", 6), ("u16", 7), ("u32", 8), ("u64", 9), ("f16", 10),
-                  ("f32", 11), ("f64", 12), ("bf16", 16), ("c64", 15), ("c128", 18),
-                  ("tuple", 13), ("opaque_type", 14), ("token", 17)]
-_ONE_HOT_POSITION = {number: i for i, (_, number) in enumerate(_ONE_HOT_TYPES)}
-
-
-def _sequence_names(prefix: str, width: int, tail: Sequence[str] = ("sum", "product")) -> List[str]:
-    return [f"{prefix}_{i}" for i in range(width)] + [f"{prefix}_{t}" for t in tail]
-
-
-NODE_FEATURE_NAMES: List[str] = (
-    ["is_root", "element_size_in_bits"]
-    + [f"shape_element_type_is_{name}" for name, _ in _ONE_HOT_TYPES]
-    + _sequence_names("shape_dimensions", 6)
-    + ["shape_tuple_shapes_size", "parameter_number"]
-    + _sequence_names("dimensions", 6, tail=())
-    + [n for part in ("size", "stride", "padding_low", "padding_high", "window_dilation",
-                      "base_dilation") for n in _sequence_names(f"window_{part}", 6)]
-    + _sequence_names("window_window_reversal", 6, tail=("true_count", "false_count"))
-    + ["convolution_dim_numbers_input_batch_dim", "convolution_dim_numbers_input_feature_dim"]
-    + _sequence_names("convolution_dim_numbers_input_spatial_dims", 4, tail=())
-    + ["convolution_dim_numbers_kernel_input_feature_dim",
-       "convolution_dim_numbers_kernel_output_feature_dim"]
-    + _sequence_names("convolution_dim_numbers_kernel_spatial_dims", 4, tail=())
-    + ["convolution_dim_numbers_output_batch_dim", "convolution_dim_numbers_output_feature_dim",
-       "feature_group_count", "batch_group_count"]
-    + [n for part in ("start", "stride", "limit") for n in _sequence_names(f"slice_dims_{part}", 2)]
-    + _sequence_names("dynamic_slice_sizes", 2)
-    + _sequence_names("padding_config_edge_padding_low", 2)
-    + _sequence_names("padding_config_edge_padding_high", 2)
-    + ["is_stable"]
-    + _sequence_names("layout_minor_to_major", 6, tail=()))
-NODE_FEATURE_INDEX: Dict[str, int] = {name: i for i, name in enumerate(NODE_FEATURE_NAMES)}
-NUM_NODE_FEATURES = 140
-assert len(NODE_FEATURE_NAMES) == NUM_NODE_FEATURES
-
-# Computations TpuGraphs starts a new node split after (hlo_encoder.cc).
-_SPLIT_COMPUTATION_MARKERS = ("cluster", "while", "cond")
-
-
-def _head(values: Sequence[int], width: int) -> List[int]:
-    values = list(values[:width])
-    return values + [0] * (width - len(values))
-
-
-def _head_sum_product(values: Sequence[int], width: int) -> List[int]:
-    return _head(values, width) + [sum(values), math.prod(values)]
-
-
-# Features of absent fields: an empty sequence is 0s, sum 0 and product 1 (TpuGraphs').
-_NO_WINDOW = ([0] * 6 + [0, 1]) * 6 + [0] * 8  # six sequences, then the reversal bools
-_NO_SLICE = [0, 0, 0, 1] * 3
-_NO_PADDING = [0, 0, 0, 1] * 2
-
-
-def instruction_features(inst: Any, computation_root_id: int) -> List[int]:
-    """The 140 TpuGraphs features of one `HloInstructionProto` (see NODE_FEATURE_NAMES),
-    as integers (every feature is an integer; the caller makes them float32)."""
-    shape = inst.shape
-    one_hot = [0] * len(_ONE_HOT_TYPES)
-    if shape.element_type in _ONE_HOT_POSITION:
-        one_hot[_ONE_HOT_POSITION[shape.element_type]] = 1
-    # Most instructions have no window, slice or padding; skip building empty sequences.
-    window_dims = inst.window.dimensions
-    if window_dims:
-        window = [d for d in window_dims]
-        reversal = [int(d.window_reversal) for d in window]
-        window_features = (
-            _head_sum_product([d.size for d in window], 6)
-            + _head_sum_product([d.stride for d in window], 6)
-            + _head_sum_product([d.padding_low for d in window], 6)
-            + _head_sum_product([d.padding_high for d in window], 6)
-            + _head_sum_product([d.window_dilation for d in window], 6)
-            + _head_sum_product([d.base_dilation for d in window], 6)
-            + _head(reversal, 6) + [sum(reversal), len(reversal) - sum(reversal)])
-    else:
-        window_features = _NO_WINDOW
-    slices = inst.slice_dimensions
-    slice_features = (_head_sum_product([s.start for s in slices], 2)
-                      + _head_sum_product([s.stride for s in slices], 2)
-                      + _head_sum_product([s.limit for s in slices], 2)) if slices else _NO_SLICE
-    padding = inst.padding_config.dimensions
-    padding_features = (_head_sum_product([p.edge_padding_low for p in padding], 2)
-                        + _head_sum_product([p.edge_padding_high for p in padding], 2)
-                        ) if padding else _NO_PADDING
-    conv = inst.convolution_dimension_numbers
-    return ([int(inst.id == computation_root_id), 0] + one_hot
-            + _head_sum_product(shape.dimensions, 6)
-            + [len(shape.tuple_shapes), inst.parameter_number]
-            + _head(inst.dimensions, 6)
-            + window_features
-            + [conv.input_batch_dimension, conv.input_feature_dimension]
-            + _head(conv.input_spatial_dimensions, 4)
-            + [conv.kernel_input_feature_dimension, conv.kernel_output_feature_dimension]
-            + _head(conv.kernel_spatial_dimensions, 4)
-            + [conv.output_batch_dimension, conv.output_feature_dimension,
-               inst.feature_group_count, inst.batch_group_count]
-            + slice_features
-            + _head_sum_product(inst.dynamic_slice_sizes, 2)
-            + padding_features
-            + [int(inst.is_stable)]
-            + _head(shape.layout.minor_to_major, 6))
-
-
-@dataclass
-class HloGraph:
-    """One module's graph as TpuGraphs stores it (npz keys and orientation)."""
-    name: str
-    node_opcode: np.ndarray   # (n,) uint8 TpuGraphs opcode ids
-    node_feat: np.ndarray     # (n, 140) float32
-    edge_index: np.ndarray    # (m, 2) int64, (u, v) = u consumes v's output
-    node_splits: np.ndarray   # (k,) int64
-    node_names: List[str]     # instruction names, for messages and debugging
-    unknown_opcodes: Counter = field(default_factory=collections.Counter)
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.node_opcode.shape[0])
-
-    def arrays(self) -> Dict[str, np.ndarray]:
-        return {"node_feat": self.node_feat, "node_opcode": self.node_opcode,
-                "edge_index": self.edge_index, "node_splits": self.node_splits}
-
-
-def featurize_module(module: Any, source: str = "") -> HloGraph:
-    """An `HloModuleProto` → its TpuGraphs graph (see the module docstring).
-
-    Raises ValueError naming `source` and the instruction when the module references
-    an instruction or computation it does not contain.
-    """
-    label = source or module.name or "<module>"
-    computation_roots = {c.id: c.root_id for c in module.computations}
-    if len(computation_roots) != len(module.computations):
-        raise ValueError(f"{label}: two computations share an id")
-    node_of_instruction: Dict[int, int] = {}
-    for computation in module.computations:
-        for inst in computation.instructions:
-            if inst.id in node_of_instruction:
-                raise ValueError(f"{label}: instruction id {inst.id} ({inst.name}) occurs twice")
-            node_of_instruction[inst.id] = len(node_of_instruction)
-    if not node_of_instruction:
-        raise ValueError(f"{label}: module {module.name!r} has no instructions")
-
-    opcodes: List[int] = []
-    features: List[List[int]] = []
-    edges: set = set()
-    names: List[str] = []
-    unknown: Counter = collections.Counter()
-    splits = [0]
-    for computation in module.computations:
-        if computation.instructions and \
-                computation.root_id not in {inst.id for inst in computation.instructions}:
-            raise ValueError(f"{label}: computation {computation.name!r} has root id "
-                             f"{computation.root_id}, which is none of its instructions")
-        for inst in computation.instructions:
-            node = len(opcodes)
-            opcode_id = OPCODE_IDS.get(inst.opcode, UNKNOWN_OPCODE_ID)
-            if opcode_id == UNKNOWN_OPCODE_ID:
-                unknown[inst.opcode] += 1
-            opcodes.append(opcode_id)
-            features.append(instruction_features(inst, computation.root_id))
-            names.append(inst.name)
-            for operand in inst.operand_ids:
-                if operand not in node_of_instruction:
-                    raise ValueError(f"{label}: instruction {inst.name} (id {inst.id}) in "
-                                     f"{computation.name!r} has operand id {operand}, "
-                                     "which the module does not contain")
-                edges.add((node, node_of_instruction[operand]))
-            for called in inst.called_computation_ids:
-                if computation_roots.get(called) not in node_of_instruction:
-                    raise ValueError(f"{label}: instruction {inst.name} (id {inst.id}) calls "
-                                     f"computation id {called}, which the module does not "
-                                     "contain (or which has no instructions)")
-                edges.add((node, node_of_instruction[computation_roots[called]]))
-        if any(marker in computation.name for marker in _SPLIT_COMPUTATION_MARKERS):
-            splits.append(len(opcodes))
-    if splits[-1] < len(opcodes):
-        splits.append(len(opcodes))
-    edge_index = np.array(sorted(edges), dtype=np.int64).reshape(-1, 2)
-    # Via float64: exact for integers below 2**53, then one rounding to float32.
-    node_feat = np.array(features, dtype=np.float64).astype(np.float32)
-    return HloGraph(name=module.name, node_opcode=np.array(opcodes, dtype=np.uint8),
-                    node_feat=node_feat, edge_index=edge_index,
-                    node_splits=np.array(splits, dtype=np.int64), node_names=names,
-                    unknown_opcodes=unknown)
-
-
-# ---------------------------------------------------------------------------- reading
-
-def module_problem(module: Any) -> Optional[str]:
-    """Why `module` is not a usable HloModuleProto, or None."""
-    if not module.computations:
-        return "it has no computations"
-    if not any(c.instructions for c in module.computations):
-        return "its computations have no instructions"
-    if not all(i.opcode for c in module.computations for i in c.instructions):
-        return "an instruction has no opcode"
-    return None
-
-
-def read_hlo_module(source: Union[str, Path, bytes], name: str = "") -> Any:
-    """Parse a serialized `HloModuleProto`, or an `HloProto` (XLA dump) wrapping one.
-
-    Both messages start with a length-delimited field 1 (the module's name, or the
-    wrapped module), so each reading is tried and checked; the error names the file.
-    """
-    data, label = proto.read_source(source, name)
-    reasons = []
-    for message_class, unwrap in ((proto.HloModuleProto, lambda m: m),
-                                  (proto.HloProto, lambda m: m.hlo_module)):
-        try:
-            module = unwrap(proto.parse(message_class, data, name=label))
-        except ValueError as e:
-            reasons.append(str(e).removeprefix(label + ": "))
-            continue
-        problem = module_problem(module)
-        if problem is None:
-            return module
-        reasons.append(f"read as {message_class.DESCRIPTOR.full_name}, {problem}")
-    raise ValueError(f"{label}: not a serialized HloModuleProto or HloProto "
-                     f"({'; '.join(reasons)})")
-
-
-# ---------------------------------------------------------------------------- kernels
-
-def _callees(module: Any, computation_ids: Iterable[int]) -> List[Any]:
-    """The computations `computation_ids` call, transitively (themselves included), in
-    the module's order (callees first)."""
-    by_id = {c.id: c for c in module.computations}
-    seen: set = set()
-    stack = list(computation_ids)
-    while stack:
-        cid = stack.pop()
-        if cid in seen or cid not in by_id:
-            continue
-        seen.add(cid)
-        stack.extend(c for inst in by_id[cid].instructions for c in inst.called_computation_ids)
-    return [c for c in module.computations if c.id in seen]
-
-
-# Instructions that call computations as control flow: the callees' instructions run
-# as kernels of their own. Every other caller (fusion, reduce, sort, map, …) applies
-# its callees inside one kernel.
-_CONTROL_FLOW_OPCODES = frozenset({"while", "conditional", "call", "async-start",
-                                   "async-update", "async-done"})
-# Top-level instructions that launch no kernel of their own.
-_NO_KERNEL_OPCODES = _CONTROL_FLOW_OPCODES | {
-    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
-    "add-dependency", "opt-barrier", "partition-id", "replica-id", "domain"}
-
-
-def _entry_computation(module: Any) -> Any:
-    for computation in module.computations:
-        if module.entry_computation_id:
-            if computation.id == module.entry_computation_id:
-                return computation
-        elif computation.name == module.entry_computation_name:
-            return computation
-    return module.computations[-1]  # XLA writes the entry last (callees first)
-
-
-def kernel_modules(module: Any, fusions_only: bool = False) -> List[Any]:
-    """One TpuGraphs-style kernel module per kernel of `module` (see module docstring).
-
-    Kernels are the instructions of the top-level computations (the entry and what
-    it reaches through control flow) other than parameters, constants, tuples,
-    bitcasts and control flow: fusions, and standalone ops such as a copy or an
-    unfused convolution (TpuGraphs' tile collection has both kinds). With
-    `fusions_only`, only fusion instructions.
-    """
-    by_id = {c.id: c for c in module.computations}
-    top_level, stack = [], [_entry_computation(module).id]
-    while stack:
-        cid = stack.pop()
-        if cid in top_level or cid not in by_id:
-            continue
-        top_level.append(cid)
-        stack.extend(c for inst in by_id[cid].instructions
-                     if inst.opcode in _CONTROL_FLOW_OPCODES for c in inst.called_computation_ids)
-    shape_of = {inst.id: inst.shape for comp in module.computations for inst in comp.instructions}
-    next_id = max(shape_of) + 1
-    kernels = []
-    for computation in module.computations:
-        if computation.id not in top_level:
-            continue
-        for inst in computation.instructions:
-            if inst.opcode in _NO_KERNEL_OPCODES or (fusions_only and inst.opcode != "fusion"):
-                continue
-            callees = _callees(module, inst.called_computation_ids)
-            # TpuGraphs' kernels reuse the instruction id for the entry computation.
-            entry_id = inst.id
-            if any(c.id == entry_id for c in callees):
-                entry_id, next_id = next_id, next_id + 1
-            kernel = proto.HloModuleProto(name=inst.name, entry_computation_name=inst.name,
-                                          id=module.id, entry_computation_id=entry_id)
-            kernel.computations.extend(callees)
-            entry = kernel.computations.add(name=inst.name, id=entry_id, root_id=inst.id)
-            parameter_of: Dict[int, int] = {}
-            for operand in inst.operand_ids:
-                if operand in parameter_of:
-                    continue
-                if operand not in shape_of:
-                    raise ValueError(f"{module.name}: instruction {inst.name} (id {inst.id}) has "
-                                     f"operand id {operand}, which the module does not contain")
-                number = len(parameter_of)
-                parameter_of[operand] = next_id
-                parameter = entry.instructions.add(
-                    name=f"parameter.{number}", opcode="parameter", id=next_id,
-                    parameter_number=number)
-                parameter.shape.CopyFrom(shape_of[operand])
-                next_id += 1
-            root = entry.instructions.add()
-            root.CopyFrom(inst)
-            root.ClearField("operand_ids")
-            root.operand_ids.extend(parameter_of[o] for o in inst.operand_ids)
-            kernels.append(kernel)
-    return kernels
-
-
-# ---------------------------------------------------------------------------- samples
+from extract.tpugraphs_npz import NpzGraph, layout_arrays, tile_arrays
 
 KINDS = ("both", "layout", "tile")
 
 
-def module_samples(module: Any, kind: str = "both", source: str = "",
-                   layout_module: Optional[Any] = None) -> List[GraphSample]:
-    """`GraphSample`s (zero configs) of a module: its layout graph and/or its kernels.
-
-    `layout_module`, if given, is featurized for the layout graph instead of `module`
-    (from_jax passes the pre-fusion module there, as TpuGraphs' layout graphs are).
-    """
-    # extract.tpugraphs imports this module for the featurizer, so import it late.
-    from extract import tpugraphs
-
+def module_graphs(module: Any, kind: str = "both", source: str = "",
+                  layout_module: Optional[Any] = None) -> List[NpzGraph]:
+    """The npz files (zero configs) of a module: its layout graph and/or its kernels'
+    tile graphs. `layout_module`, if given, is featurized for the layout graph instead
+    of `module` (from_jax passes the pre-fusion module there, as TpuGraphs' layout graphs
+    are). The layout graph is named after its module, a kernel `<module>.<kernel>`."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     label = source or module.name
-    samples = []
+    graphs = []
     if kind in ("both", "layout"):
-        whole = layout_module if layout_module is not None else module
-        graph = featurize_module(whole, source=label)
-        samples.append(tpugraphs.layout_sample_from_graph(graph, source=label))
-    # An unfused module (e.g. one lowered but not compiled) has not been cut into
-    # kernels yet: every op would pose as its own kernel, so it yields no tile graphs.
-    fused = any(inst.opcode == "fusion" for c in module.computations for inst in c.instructions)
-    if kind in ("both", "tile") and fused:
+        graph = featurize_module(layout_module if layout_module is not None else module,
+                                 source=label)
+        graphs.append(NpzGraph(name=graph.name, arrays=layout_arrays(graph.arrays()),
+                               source=label, meta=graph.meta()))
+    if kind in ("both", "tile") and is_fused(module):
         for kernel in kernel_modules(module):
             graph = featurize_module(kernel, source=f"{label} kernel {kernel.name}")
-            name = f"{module.name}.{kernel.name}"
-            samples.append(tpugraphs.tile_sample_from_graph(
-                graph, name=name, group=name, source=label, meta={"module": module.name}))
-    return samples
+            graphs.append(NpzGraph(name=f"{module.name}.{kernel.name}",
+                                   arrays=tile_arrays(graph.arrays()), source=label,
+                                   meta={"kernel": graph.name, **graph.meta(),
+                                         "module": module.name}))
+    return graphs
+
+
+def npz_path(out_dir: Union[str, Path], stem: str, graph: NpzGraph) -> Path:
+    """Where the command writes one of `module_graphs`' files (module docstring)."""
+    if graph.kind == "layout":
+        return Path(out_dir) / "layout" / f"{stem}.npz"
+    return Path(out_dir) / "tile" / f"{stem}.{graph.meta['kernel']}.npz"
 
 
 def from_jax(f: Callable, *args: Any, kind: str = "both", **kwargs: Any) -> List[GraphSample]:
-    """`GraphSample`s of a JAX function called on example arguments.
+    """`GraphSample`s (zero configs) of a JAX function called on example arguments.
 
     The layout graph is the lowered, pre-fusion module (TpuGraphs' layout graphs have
     no fusions either); the tile graphs are the kernels of the module XLA compiles for
@@ -479,28 +84,25 @@ def from_jax(f: Callable, *args: Any, kind: str = "both", **kwargs: Any) -> List
                          "expected one")
     compiled = read_hlo_module(compiled_modules[0].as_serialized_hlo_module_proto(),
                                name=f"jax:{pre_fusion.name} (compiled)")
-    return module_samples(compiled, kind=kind, source=f"jax:{pre_fusion.name}",
-                          layout_module=pre_fusion)
+    graphs = module_graphs(compiled, kind=kind, source=f"jax:{pre_fusion.name}",
+                           layout_module=pre_fusion)
+    return [graph.sample() for graph in graphs]
 
 
-def write_samples(samples: Sequence[GraphSample], out_dir: Union[str, Path], stem: str) -> List[Path]:
-    """Write module_samples' output as `out_dir/layout/<stem>.npz` and
-    `out_dir/tile/<stem>.<kernel>.npz`."""
-    from extract import tpugraphs
-
-    written = []
-    for sample in samples:
-        kind = sample.meta["tpugraphs"]["kind"]
-        file_name = f"{stem}.npz" if kind == "layout" else f"{stem}.{sample.meta['kernel']}.npz"
-        written.append(tpugraphs.write_npz(Path(out_dir) / kind / file_name, sample))
-    return written
-
-
-def convert_file(path: Union[str, Path], out_dir: Union[str, Path],
-                 kind: str = "both") -> List[Path]:
-    """Featurize one module file and write its npz files (see module docstring)."""
-    samples = module_samples(read_hlo_module(path), kind=kind, source=str(path))
-    return write_samples(samples, out_dir, stem=Path(path).name.removesuffix(".pb"))
+def _report(path: Path, graphs: Sequence[NpzGraph], kind: str) -> None:
+    """Warn about opcodes typed UNK and about a module that gave no tile graphs."""
+    # The layout graph holds every instruction once; kernels alone may repeat some.
+    unknown: Counter = collections.Counter()
+    for graph in graphs[:1] if kind != "tile" else graphs:
+        unknown.update(graph.meta.get("unknown_opcodes", {}))
+    if unknown:
+        listed = ", ".join(f"{op} ×{n}" for op, n in unknown.most_common())
+        print(f"{path}: opcodes outside the TpuGraphs vocabulary, typed UNK "
+              f"(id {UNKNOWN_OPCODE_ID}): {listed}", file=sys.stderr)
+    if kind != "layout" and not any(graph.kind == "tile" for graph in graphs):
+        print(f"{path}: no fusion instructions, so not cut into kernels yet and no tile "
+              "graphs written; XLA fuses during optimization, so use a module dumped "
+              "after it", file=sys.stderr)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -513,29 +115,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     failed = 0
     for path in args.files:
+        stem = path.name.removesuffix(".pb")
         try:
-            samples = module_samples(read_hlo_module(path), kind=args.kind, source=str(path))
-            written = write_samples(samples, args.out, stem=path.name.removesuffix(".pb"))
+            graphs = module_graphs(read_hlo_module(path), kind=args.kind, source=str(path))
+            written = [graph.write(npz_path(args.out, stem, graph)) for graph in graphs]
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             failed += 1
             continue
-        for sample, target in zip(samples, written):
-            print(f"{path} → {target} ({sample.num_nodes} nodes, {len(sample.edges)} edges)")
-        # The layout graph holds every instruction once; kernels alone may repeat some.
-        unknown: Counter = collections.Counter()
-        for sample in samples[:1] if args.kind != "tile" else samples:
-            unknown.update(sample.meta.get("unknown_opcodes", {}))
-        if unknown:
-            listed = ", ".join(f"{op} ×{n}" for op, n in unknown.most_common())
-            print(f"{path}: opcodes outside the TpuGraphs vocabulary, typed UNK "
-                  f"(id {UNKNOWN_OPCODE_ID}): {listed}", file=sys.stderr)
-        kinds = {s.meta["tpugraphs"]["kind"] for s in samples}
-        if args.kind != "layout" and "tile" not in kinds:
-            print(f"{path}: no fusion instructions, so not cut into kernels yet and no tile "
-                  "graphs written; XLA fuses during optimization, so use a module dumped "
-                  "after it", file=sys.stderr)
+        for graph, target in zip(graphs, written):
+            print(f"{path} → {target} ({graph.num_nodes} nodes, {graph.num_edges} edges)")
+        _report(path, graphs, args.kind)
     return 1 if failed else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

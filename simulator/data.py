@@ -6,13 +6,13 @@ so a change of those interfaces is fixed here only:
 * `load_data(paths)`        -> list[GraphSample]  (datasets.load_dataset)
 * `collection_info(samples)`-> the node-type vocabulary, feature names and extractor of
                                the collection the samples came from
-* `hlo_collection_info()`   -> the same for HLO graphs (TpuGraphs; extract.hlo)
+* `hlo_collection_info()`   -> the same for HLO graphs (TpuGraphs; extract.hlo_graph)
 * `extractor_info()`        -> the installed TIR extractor's (extract.tir_graph)
 * `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
 * `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
                                space (extract.tvm_graph.extract_configs)
 * `is_tpugraphs(data)`      -> whether `--data` is `tpugraphs:<collection>`, read lazily
-                               through datasets.tpugraphs by simulator.tpugraphs
+                               (datasets.tpugraphs_collections) by simulator.tpugraphs_source
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def is_tpugraphs(data: Union[str, Sequence[str], None]) -> bool:
 
 def _refuse_tpugraphs_files(paths: Sequence[str]) -> None:
     """TpuGraphs npz files are not sample collections: say how to use them."""
-    from datasets.tpugraphs import is_tpugraphs_npz
+    from extract.tpugraphs_npz import is_tpugraphs_npz
     for path in paths:
         found = (sorted(glob.glob(os.path.join(path, "**", "*.npz"), recursive=True))[:1]
                  if os.path.isdir(path) else [path])
@@ -98,8 +98,8 @@ def extractor_info() -> CollectionInfo:
 
 
 def hlo_collection_info() -> CollectionInfo:
-    """HLO graphs (TpuGraphs, `extract.hlo`): the opcode table as the vocabulary."""
-    from extract import hlo
+    """HLO graphs (TpuGraphs, `extract.hlo_graph`): the opcode table as the vocabulary."""
+    from extract import hlo_graph as hlo
     num_types = max(hlo.OPCODE_IDS.values()) + 1
     vocabulary = [hlo.OPCODE_NAMES.get(i, "unknown" if i == hlo.UNKNOWN_OPCODE_ID else f"retired-{i}")
                   for i in range(num_types)]

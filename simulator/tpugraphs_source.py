@@ -18,10 +18,10 @@ Memory strategy (large graphs)
 TpuGraphs layout graphs reach tens of thousands of nodes with thousands of configs each
 (c × nc × 18 floats); industrial graphs reach 500k nodes. Nothing holds a collection:
 
-1. Lazy files: opening a split reads only npy headers (`extract.tpugraphs.TpuGraphsFile`).
+1. Lazy files: opening a split reads only npy headers (`extract.tpugraphs_npz.TpuGraphsFile`).
    A training step reads the graph arrays of its B graphs and just the k sampled config
    rows of each (`TpuGraphsFile.config_arrays(rows)`, streamed); evaluation streams each
-   file's config rows once, a chunk at a time (`datasets.tpugraphs.iter_config_chunks`).
+   file's config rows once, a chunk at a time (`TpuGraphsFile.iter_config_chunks`).
 2. Pruning to the configurable nodes' neighbourhood (layout): a graph is cut to its
    configurable nodes and every node within `--keep-hops` hops of one (undirected;
    default: the model's `--depth`, -1 keeps the whole graph). With early join, only
@@ -72,9 +72,9 @@ DEFAULTS = {  # per kind, for flags not given on the command line
 
 
 def _tpugraphs():
-    """The TpuGraphs collection helpers (folder layout, runtimes, chunked reads)."""
-    from datasets import tpugraphs
-    return tpugraphs
+    """The TpuGraphs collection helpers (`--data` specs, official splits, loose files, Kaggle CSV)."""
+    from datasets import tpugraphs_collections
+    return tpugraphs_collections
 
 
 def _reraise(e: ValueError) -> SimulatorError:
@@ -131,7 +131,7 @@ class TpuGraphsSource:
         """Indices of graph i's measured configs."""
         if i not in self._measured:
             try:
-                self._measured[i] = _tpugraphs().measured_configs(self.files[i])
+                self._measured[i] = self.files[i].measured_configs()
             except ValueError as e:
                 raise _reraise(e) from None
         return self._measured[i]
@@ -142,11 +142,15 @@ class TpuGraphsSource:
             self._cache.move_to_end(i)
             return self._cache[i]
         try:
-            sample = self.files[i].sample([])  # graph arrays, checked; no config rows
+            arrays = self.files[i].graph_arrays()  # checked; edges consumer → producer
         except ValueError as e:
             raise _reraise(e) from None
-        item = prepare_graph(sample.node_features, sample.node_types, sample.edges, self.info.num_types,
-                             self.transform, sample.node_config_ids, self.keep_hops, group=i)
+        config_ids = arrays.get("node_config_ids")
+        item = prepare_graph(arrays["node_feat"], arrays["node_opcode"],
+                             np.ascontiguousarray(arrays["edge_index"][:, ::-1]),  # producer → consumer
+                             self.info.num_types, self.transform,
+                             None if config_ids is None else config_ids.astype(np.int64).reshape(-1),
+                             self.keep_hops, group=i)
         if item.nbytes <= self.cache_bytes:
             self._cache[i] = item
             self._cached_bytes += item.nbytes
@@ -159,7 +163,7 @@ class TpuGraphsSource:
         """Graph i with the given config rows (arrays of `TpuGraphsFile.config_arrays`)."""
         graph = self.graph(i)
         with np.errstate(divide="ignore", invalid="ignore"):
-            y = np.log(_tpugraphs().runtimes(self.files[i], rows)) if "config_runtime" in rows else None
+            y = np.log(self.files[i].runtimes(rows)) if "config_runtime" in rows else None
         feats = rows.get("config_feat") if self.kind == "tile" else rows.get("node_config_feat")
         y = np.full(len(feats), np.nan) if y is None else y
         fields = config_tensors(feats if self.kind == "tile" else None, feats if self.kind == "layout" else None,
@@ -238,7 +242,7 @@ class TpuGraphsSource:
             n = self.graph(i).num_nodes
             chunk, per_config = self._chunk(i, spec, batch_size)
             try:
-                for _, rows in _tpugraphs().iter_config_chunks(file, chunk, [feature_key]):
+                for _, rows in file.iter_config_chunks(chunk, [feature_key]):
                     item = self.with_configs(i, rows)
                     cost = n + len(item.y) * per_config
                     if pending and (load + cost > self.max_batch_nodes or rows_pending + len(item.y) > batch_size):
@@ -261,7 +265,7 @@ class TpuGraphsSource:
             raise _reraise(e) from None
         if not rows:
             return np.full(file.num_configs, np.nan)
-        return np.asarray(_tpugraphs().runtimes(file, rows), np.float64)
+        return np.asarray(file.runtimes(rows), np.float64)
 
     def evaluate(self, scorer: Scorer, batch_size: int) -> Dict[str, Dict]:
         """Metrics per graph over all its measured configs; graphs without measured
@@ -398,7 +402,7 @@ class TpuGraphsData(DataKind):
         """The target files, each with its collection: `tpugraphs:COLLECTION` (its
         `options.split` folder) or npz files/folders (collection from their folders,
         else `options.collection`, else the run's); default: the run's test folder."""
-        from extract.tpugraphs import COLLECTIONS
+        from extract.tpugraphs_npz import COLLECTIONS, collection_of_path, kind_of
         tg = _tpugraphs()
         run_collection, kind = info.tpugraphs["collection"], info.tpugraphs["kind"]
         if options.collection is not None and options.collection not in COLLECTIONS:
@@ -413,7 +417,7 @@ class TpuGraphsData(DataKind):
                     collections += [tg.parse_spec(target)] * len(found)
                     continue
                 for file in tg.open_paths([target]):
-                    collection = (options.collection or tg.collection_of_path(file.path) or
+                    collection = (options.collection or collection_of_path(file.path) or
                                   (run_collection if file.kind == kind else None))
                     if collection is None:
                         raise SimulatorError(f"{file.path}: a {file.kind} file; which collection? (--collection)")
@@ -422,9 +426,9 @@ class TpuGraphsData(DataKind):
         except ValueError as e:
             raise SimulatorError(str(e)) from None
         for collection in dict.fromkeys(collections):
-            if tg.kind_of(collection) != kind:
+            if kind_of(collection) != kind:
                 raise SimulatorError(f"{collection}: the model was trained on {run_collection}, a {kind} "
-                                     f"collection; it cannot rank {tg.kind_of(collection)} configs")
+                                     f"collection; it cannot rank {kind_of(collection)} configs")
         return TpuGraphsSource(files, config.data, info, collections=collections)
 
     def present(self, rankings: Iterator[Ranking], options: PredictOptions) -> Dict[str, List[Dict[str, Any]]]:

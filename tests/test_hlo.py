@@ -1,4 +1,5 @@
-"""extract.hlo: TpuGraphs node features, opcodes, edges and kernels of XLA HLO modules.
+"""extract.hlo_graph / extract.hlo: TpuGraphs node features, opcodes, edges and kernels
+of XLA HLO modules, and their npz files.
 
 Feature values are checked by hand against instructions of the real TpuGraphs raw
 sample (values read off `protoc --decode` of the file) and of small JAX functions.
@@ -11,14 +12,14 @@ import sys
 import numpy as np
 import pytest
 
-from extract import hlo, proto, tpugraphs
+from extract import hlo, hlo_graph, proto, tpugraphs_npz
 
 from tpugraphs_raw import LAYOUT_PB, REPO, TILE_PB, needs_raw
 
-F = hlo.NODE_FEATURE_INDEX
+F = hlo_graph.NODE_FEATURE_INDEX
 
 
-def features_of(graph: hlo.HloGraph, node: int, prefix: str, width: int) -> list:
+def features_of(graph: hlo_graph.HloGraph, node: int, prefix: str, width: int) -> list:
     """Features `prefix_0 … prefix_{width-1}` of one node, as ints."""
     return [int(graph.node_feat[node, F[f"{prefix}_{i}"]]) for i in range(width)]
 
@@ -30,7 +31,7 @@ def layout_record():
 
 @pytest.fixture(scope="module")
 def layout_graph(layout_record):
-    return hlo.featurize_module(layout_record.module, source=str(LAYOUT_PB))
+    return hlo_graph.featurize_module(layout_record.module, source=str(LAYOUT_PB))
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def node_of(layout_graph):
 
 
 def test_feature_names_follow_the_tpugraphs_readme():
-    names = hlo.NODE_FEATURE_NAMES
+    names = hlo_graph.NODE_FEATURE_NAMES
     assert len(names) == 140 == len(set(names))
     expected = {0: "is_root", 1: "element_size_in_bits", 2: "shape_element_type_is_invalid_type",
                 13: "shape_element_type_is_f32", 15: "shape_element_type_is_bf16",
@@ -82,7 +83,7 @@ def test_convolution_features_by_hand(layout_graph, node_of):
     # dim numbers: input feature 4, spatial 1,2,3; kernel in 3 / out 4, spatial 0,1,2;
     # output feature 4; batch dims 0 (absent); feature/batch group count 1.
     g, n = layout_graph, node_of["convolution.1043"]
-    assert g.node_opcode[n] == hlo.OPCODE_IDS["convolution"] == 26
+    assert g.node_opcode[n] == hlo_graph.OPCODE_IDS["convolution"] == 26
     one_hot = g.node_feat[n, 2:21]
     assert one_hot.sum() == 1 and g.node_feat[n, F["shape_element_type_is_bf16"]] == 1
     assert features_of(g, n, "shape_dimensions", 6) == [2, 96, 96, 96, 32, 0]
@@ -194,9 +195,10 @@ def test_kernel_extraction_reproduces_tpugraphs_kernels():
     tuning = proto.parse(proto.TuningData, TILE_PB)
     assert len(tuning.modules) == 15
     for record in tuning.modules:
-        kernels = hlo.kernel_modules(record.module)
+        kernels = hlo_graph.kernel_modules(record.module)
         assert [k.name for k in kernels] == [record.module.name]
-        original, again = hlo.featurize_module(record.module), hlo.featurize_module(kernels[0])
+        original = hlo_graph.featurize_module(record.module)
+        again = hlo_graph.featurize_module(kernels[0])
         assert np.array_equal(original.node_feat, again.node_feat), record.module.name
         assert np.array_equal(original.node_opcode, again.node_opcode)
         assert np.array_equal(original.edge_index, again.edge_index)
@@ -208,13 +210,13 @@ def test_unknown_opcode_is_unk_and_counted(tmp_path, capsys):
     main.instructions.add(name="p", opcode="parameter", id=1).shape.element_type = 11
     main.instructions.add(name="e", opcode="erf", id=2, operand_ids=[1])
     main.instructions.add(name="t", opcode="ragged-dot", id=3, operand_ids=[2, 1, 1])
-    graph = hlo.featurize_module(module)
-    assert graph.node_opcode.tolist() == [63, hlo.UNKNOWN_OPCODE_ID, hlo.UNKNOWN_OPCODE_ID]
+    graph = hlo_graph.featurize_module(module)
+    assert graph.node_opcode.tolist() == [63, hlo_graph.UNKNOWN_OPCODE_ID, hlo_graph.UNKNOWN_OPCODE_ID]
     assert graph.unknown_opcodes == {"erf": 1, "ragged-dot": 1}
     # Producer → consumer in the GraphSample, (consumer, producer) in the npz; repeated
     # operands give one edge.
     assert graph.edge_index.tolist() == [[1, 0], [2, 0], [2, 1]]
-    sample = hlo.module_samples(module, kind="layout")[0]
+    sample = hlo.module_graphs(module, kind="layout")[0].sample()
     assert sample.edges.tolist() == [[0, 1], [0, 2], [1, 2]]
     assert sample.meta["unknown_opcodes"] == {"erf": 1, "ragged-dot": 1}
     path = tmp_path / "m.pb"
@@ -222,7 +224,7 @@ def test_unknown_opcode_is_unk_and_counted(tmp_path, capsys):
     assert hlo.main([str(path), "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
     assert "erf ×1" in err and "ragged-dot ×1" in err and "UNK" in err
-    assert tpugraphs.read_npz(tmp_path / "out/layout/m.npz").node_types.tolist() == [63, 0, 0]
+    assert tpugraphs_npz.read_npz(tmp_path / "out/layout/m.npz").node_types.tolist() == [63, 0, 0]
 
 
 def test_bad_module_files_name_the_file(tmp_path, capsys):
@@ -234,18 +236,18 @@ def test_bad_module_files_name_the_file(tmp_path, capsys):
     truncated = tmp_path / "truncated.pb"
     truncated.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="truncated.pb"):
-        hlo.read_hlo_module(truncated)
+        hlo_graph.read_hlo_module(truncated)
     garbage = tmp_path / "garbage.pb"
     garbage.write_bytes(bytes(range(256)) * 4)
     with pytest.raises(ValueError, match="garbage.pb"):
-        hlo.read_hlo_module(garbage)
+        hlo_graph.read_hlo_module(garbage)
     with pytest.raises(ValueError, match="missing.pb"):
-        hlo.read_hlo_module(tmp_path / "missing.pb")
+        hlo_graph.read_hlo_module(tmp_path / "missing.pb")
     dangling = tmp_path / "dangling.pb"
     main.instructions[1].operand_ids.append(99)
     dangling.write_bytes(module.SerializeToString())
     with pytest.raises(ValueError, match=r"dangling.pb.*instruction n .*operand id 99"):
-        hlo.featurize_module(hlo.read_hlo_module(dangling), source=str(dangling))
+        hlo_graph.featurize_module(hlo_graph.read_hlo_module(dangling), source=str(dangling))
     assert hlo.main([str(truncated), "--out", str(tmp_path / "out")]) == 1
     assert "truncated.pb" in capsys.readouterr().err
 
@@ -275,8 +277,8 @@ def jax_modules(tmp_path_factory):
 
 def test_jax_pre_fusion_module_features(jax_modules):
     _, _, pre, _ = jax_modules
-    module = hlo.read_hlo_module(pre)
-    graph = hlo.featurize_module(module)
+    module = hlo_graph.read_hlo_module(pre)
+    graph = hlo_graph.featurize_module(module)
     instructions = [i for c in module.computations for i in c.instructions]
     assert graph.num_nodes == len(instructions)
     node = {i.opcode: k for k, i in enumerate(instructions)}
@@ -311,32 +313,53 @@ def test_from_jax_and_cli(jax_modules, tmp_path):
     samples = hlo.from_jax(f, *args)
     layout, tiles = samples[0], samples[1:]
     assert layout.meta["tpugraphs"]["kind"] == "layout" and layout.num_configs == 0
-    pre_module = hlo.read_hlo_module(pre)
+    pre_module = hlo_graph.read_hlo_module(pre)
     assert layout.num_nodes == sum(len(c.instructions) for c in pre_module.computations)
     assert tiles and all(t.meta["tpugraphs"]["kind"] == "tile" for t in tiles)
     # A kernel's last node is its instruction: the root of the entry, fed by parameters.
     for tile in tiles:
         assert tile.node_features[-1, F["is_root"]] == 1
         producers = tile.edges[tile.edges[:, 1] == tile.num_nodes - 1, 0]
-        fed_by_parameters = tile.node_types[producers] == hlo.OPCODE_IDS["parameter"]
+        fed_by_parameters = tile.node_types[producers] == hlo_graph.OPCODE_IDS["parameter"]
         assert fed_by_parameters.sum() >= 1
     # The CLI on the compiled module: layout + one tile file per kernel, read back equal.
     out = tmp_path / "out"
     assert hlo.main([str(post), "--out", str(out)]) == 0
-    compiled = hlo.read_hlo_module(post)
+    compiled = hlo_graph.read_hlo_module(post)
     written_tiles = sorted((out / "tile").glob("*.npz"))
-    assert len(written_tiles) == len(hlo.kernel_modules(compiled)) == len(tiles)
-    whole = tpugraphs.read_npz(out / "layout" / "f_compiled.npz")
+    assert len(written_tiles) == len(hlo_graph.kernel_modules(compiled)) == len(tiles)
+    whole = tpugraphs_npz.read_npz(out / "layout" / "f_compiled.npz")
     assert whole.num_nodes == sum(len(c.instructions) for c in compiled.computations)
-    again = hlo.module_samples(compiled, kind="layout", source=str(post))[0]
+    again = hlo.module_graphs(compiled, kind="layout", source=str(post))[0].sample()
     assert np.array_equal(whole.node_features, again.node_features)
     assert np.array_equal(whole.edges, again.edges)
     # An HloProto (what --xla_dump_hlo_as_proto writes) wrapping the module reads the same.
     wrapped = tmp_path / "module_0000.jit_f.hlo.pb"
     wrapped.write_bytes(proto.HloProto(hlo_module=compiled).SerializeToString())
-    assert hlo.read_hlo_module(wrapped) == compiled
+    assert hlo_graph.read_hlo_module(wrapped) == compiled
     # The pre-fusion module has no kernels; the CLI says so and writes the layout graph.
     result = subprocess.run([sys.executable, "-m", "extract.hlo", str(pre), "--out", str(out)],
                             cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert (out / "layout" / "f.npz").exists() and "no fusion instructions" in result.stderr
+
+
+def test_cli_writes_the_featurized_arrays_as_they_are(jax_modules, tmp_path):
+    """The npz files hold the featurizer's arrays unchanged (edges consumer → producer);
+    only a GraphSample reverses the edges."""
+    _, _, _, post = jax_modules
+    out = tmp_path / "out"
+    assert hlo.main([str(post), "--out", str(out)]) == 0
+    compiled = hlo_graph.read_hlo_module(post)
+    graphs = hlo.module_graphs(compiled, source=str(post))
+    assert [g.kind for g in graphs] == ["layout"] + ["tile"] * (len(graphs) - 1)
+    layout = hlo_graph.featurize_module(compiled)
+    for graph in graphs:
+        with np.load(hlo.npz_path(out, "f_compiled", graph)) as z:
+            assert sorted(z.files) == sorted(graph.arrays)
+            for key, values in graph.arrays.items():
+                assert z[key].dtype == values.dtype and np.array_equal(z[key], values), key
+        assert np.array_equal(graph.sample().edges, graph.arrays["edge_index"][:, ::-1])
+    assert np.array_equal(graphs[0].arrays["edge_index"], layout.edge_index)
+    assert graphs[0].num_configs == 0 and "node_splits" in graphs[0].arrays
+    assert all("node_splits" not in g.arrays for g in graphs[1:])

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from datasets import tpugraphs as tg
-from extract.tpugraphs import read_raw, write_npz
+from datasets import tpugraphs_collections as tg
+from extract.tpugraphs_npz import is_tpugraphs_npz, write_npz
+from extract.tuning_data import read_raw
 from simulator import evaluate, predict, train
 from simulator.batching import khop_nodes, make_batch, prepare_graph
 from simulator.checkpoint import load_checkpoint
@@ -197,7 +198,7 @@ def test_kaggle_csv_rows(runs, root, tmp_path):
 
 def test_chunked_config_reading_matches_whole_reads(root):
     file = tg.open_split(root, "layout:xla:random", "train")[0]
-    chunks = list(tg.iter_config_chunks(file, 3, ["node_config_feat", "config_runtime"]))
+    chunks = list(file.iter_config_chunks(3, ["node_config_feat", "config_runtime"]))
     assert [start for start, _ in chunks] == list(range(0, file.num_configs, 3))
     for key in ("node_config_feat", "config_runtime"):
         assert np.array_equal(np.concatenate([rows[key] for _, rows in chunks]), file.read(key))
@@ -277,4 +278,4 @@ def test_corrupted_file_in_a_collection_is_named(root, runs, tmp_path, capsys):
     fails(capsys, predict.main, [str(runs["tile"]), str(victim)], str(victim), "not a readable npz")
     with zipfile.ZipFile(tmp_path / "other.npz", "w") as z:              # an npz of other arrays
         z.writestr("x.npy", b"")
-    assert not tg.is_tpugraphs_npz(tmp_path / "other.npz")
+    assert not is_tpugraphs_npz(tmp_path / "other.npz")
