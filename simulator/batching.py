@@ -1,12 +1,14 @@
-"""Samples → tensors once (`prepare`), then tensors → one batch (`make_batch`).
+"""Samples → tensors once (`prepare_graph`, `prepare`), then tensors → one batch
+(`make_batch`, as a model's `BatchSpec` asks).
 
 Graph preparation. TIR AST edges run parent → child. Every graph model sees the
 graph with **reverse edges added** (child → parent), so information flows both up
 and down the tree, and **a self-loop on every node**, so that GCN's normalised sum
 D^-½ (A + I) D^-½ keeps each node's own state and no node has zero in-degree (which
-DGL's GraphConv and GATConv refuse). Node features go through sign(x)·log1p(|x|)
-(loop extents span 1…10⁶) here; the standardisation with training-set mean/std is part
-of the model (buffers saved in its state dict), as is the target's (log runtime).
+DGL's GraphConv and GATConv refuse). With `--feature-transform log1p` node features,
+vectors and config features go through sign(x)·log1p(|x|) here (`transform_features`,
+in float32); the standardisation with training-set mean/std is part of the model
+(buffers saved in its state dict), as is the target's (log runtime).
 
 `make_batch` is the single place a batch is built. A batch holds B graphs and C ≥ B
 target rows: row r belongs to graph `config_graph[r]`. TVM samples have one config
@@ -25,12 +27,12 @@ Two ways to give the model those features (`GraphModel`'s `join`):
   copies), node i of the copies is base node `node_index[i]` (x and types stay the B
   graphs' rows; the model gathers them) of config row `node_row[i]`, and pooled row
   r is config row r. Memory grows with C × nodes, which is why layout graphs are
-  pruned and batches are capped by node count (see `simulator.tpugraphs`).
+  pruned and batches are capped by node count (see `simulator.tpugraphs_source`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch

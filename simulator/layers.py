@@ -238,7 +238,7 @@ class ChebLayer(PropagationLayer):
         self.conv = dglnn.ChebConv(width, width, k, activation=None)
 
     def reset_parameters(self) -> None:
-        self.conv.reset_parameters()
+        self.conv.linear.reset_parameters()  # DGL's ChebConv: one Linear over the K stacked terms
 
     def forward(self, graph, h):
         return self.conv(graph, h, lambda_max=[2.0] * graph.batch_size)

@@ -10,7 +10,7 @@ buffers (so a state dict carries them).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, List, Mapping, Optional
 
 import torch
 from torch import nn

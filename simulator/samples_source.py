@@ -20,10 +20,9 @@ import json
 import math
 import os
 import sys
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
-import torch
 
 from extract.sample import GraphSample
 
