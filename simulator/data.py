@@ -4,8 +4,9 @@ Everything the simulator needs from outside `simulator/` goes through these func
 so a change of those interfaces is fixed here only:
 
 * `load_data(paths)`        -> list[GraphSample]  (datasets.load_dataset)
-* `collection_info(samples)`-> the node-type vocabulary, feature names and extractor of
-                               the collection the samples came from
+* `load_collection(paths)`  -> (samples, CollectionInfo): with the node-type vocabulary,
+                               feature names and extractor of their collection
+* `collection_info(samples)`-> that info, from the samples themselves
 * `hlo_collection_info()`   -> the same for HLO graphs (TpuGraphs; extract.hlo_graph)
 * `extractor_info()`        -> the installed TIR extractor's (extract.tir_graph)
 * `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
@@ -104,6 +105,13 @@ def hlo_collection_info() -> CollectionInfo:
     vocabulary = [hlo.OPCODE_NAMES.get(i, "unknown" if i == hlo.UNKNOWN_OPCODE_ID else f"retired-{i}")
                   for i in range(num_types)]
     return CollectionInfo(vocabulary, list(getattr(hlo, "NODE_FEATURE_NAMES", []) or []) or None, None)
+
+
+def load_collection(paths: Union[str, Sequence[str]] = SHIPPED,
+                    cache_dir: Optional[str] = None) -> Tuple[List[GraphSample], CollectionInfo]:
+    """`load_data`'s samples and the info of their collection."""
+    samples = load_data(paths, cache_dir)
+    return samples, collection_info(samples)
 
 
 def collection_info(samples: Sequence[GraphSample]) -> CollectionInfo:

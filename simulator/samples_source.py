@@ -28,7 +28,7 @@ from extract.sample import GraphSample
 
 from .batching import Batch, BatchSpec, Prepared, prepare
 from .config import ModelInfo, Normalization, TrainConfig
-from .data import CollectionInfo, collection_info, enumerate_workload, load_data
+from .data import CollectionInfo, collection_info, enumerate_workload, load_collection
 from .metrics import evaluate
 from .registry import SimulatorError
 from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer, model_info,
@@ -175,17 +175,17 @@ class SampleData(DataKind):
                           d.val_fraction, d.train_fraction)
 
     def open_run(self, config: TrainConfig, info: Optional[ModelInfo]) -> RunData:
-        samples = load_data(config.data.data, config.data.cache_dir)
+        samples, collection = load_collection(config.data.data, config.data.cache_dir)
         parts = self._split(config, samples)
-        source = SampleSource(samples, info, config.data.feature_transform)
+        source = SampleSource(samples, info, config.data.feature_transform, collection)
         summary = (f"data: {len(samples)} samples, {len(source.group_index)} workloads; train {len(parts['train'])}, "
                    f"val {len(parts['val'])}, test {len(parts['test'])} ({config.data.split})")
         return RunData(source.info, {part: source.subset(idx) for part, idx in parts.items()}, summary)
 
     def open_evaluation(self, config: TrainConfig, info: ModelInfo, data: Optional[List[str]],
                         saved_split: Optional[Dict[str, List[str]]]) -> Dict[str, SampleSource]:
-        samples = load_data(data or config.data.data, config.data.cache_dir)
-        source = SampleSource(samples, info, config.data.feature_transform)
+        samples, collection = load_collection(data or config.data.data, config.data.cache_dir)
+        source = SampleSource(samples, info, config.data.feature_transform, collection)
         warn_extractor(info, source, "the model")
         if data:
             return {"data": source}
@@ -204,8 +204,9 @@ class SampleData(DataKind):
         targets = options.targets
         if not targets:
             raise SimulatorError("give the data (log files/folders, .npz folders) or a workload to rank")
+        collection = None
         if all(os.path.exists(t) for t in targets):
-            samples = load_data(targets, options.cache_dir)
+            samples, collection = load_collection(targets, options.cache_dir)
         elif len(targets) == 1:
             name, samples = enumerate_workload(targets[0], options.template, options.max_configs, options.seed,
                                                vector_name=spec.vector, workers=options.workers)
@@ -215,7 +216,7 @@ class SampleData(DataKind):
         else:
             missing = [t for t in targets if not os.path.exists(t)]
             raise SimulatorError(f"{missing[0]}: no such file or folder")
-        source = SampleSource(samples, info, config.data.feature_transform)
+        source = SampleSource(samples, info, config.data.feature_transform, collection)
         warn_extractor(info, source, "the model")
         return source
 

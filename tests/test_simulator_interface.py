@@ -178,3 +178,24 @@ def test_the_checkpoint_keeps_the_datas_vocabulary(synthetic_samples):
     assert source.info.vocabulary == source.collection.vocabulary
     assert source.info.num_types == (len(source.info.vocabulary) if source.info.vocabulary
                                      else int(max(s.node_types.max() for s in synthetic_samples)) + 1)
+
+
+def test_the_lazy_source_follows_the_protocol(tmp_path):
+    from simulator.synthetic import write_tpugraphs_collection
+    from simulator.tpugraphs_source import TpuGraphsData
+    write_tpugraphs_collection(str(tmp_path), "tile:xla", graphs=(3, 1, 1), seed=0)
+    config = make_config(data=["tpugraphs:tile:xla"], data_root=str(tmp_path))
+    kind = TpuGraphsData()
+    config = kind.resolve(config, set())
+    data = kind.open_run(config, None)
+    assert all(isinstance(source, Source) for source in data.parts.values())
+    train = data.parts["train"]
+    assert train.groups is None and data.info.config_dim == 24 and data.info.tpugraphs["kind"] == "tile"
+    assert data.info.vocabulary and data.info.num_types == len(data.info.vocabulary)  # the HLO opcode table
+    model = build_cost_model(config, data.info)
+    model.set_normalization(train.normalization(model.batch_spec, 0))
+    batch = train.batch([0, 1], np.random.default_rng(0), model.batch_spec)
+    drawn = sum(min(config.data.configs_per_graph, len(train.measured(i))) for i in (0, 1))
+    assert batch.graph.batch_size == len(batch.y) == drawn   # early join: one graph copy per config
+    scored = dict(train.score(model, 64))
+    assert sorted(scored) == [0, 1, 2] and all(len(p) == f.num_configs for p, f in zip(scored.values(), train.files))
