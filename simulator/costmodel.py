@@ -75,6 +75,8 @@ class CostModel(abc.ABC):
 
     def predict(self, items: Items, batch_size: Optional[int] = None) -> np.ndarray:
         """Predicted log runtimes, one per config row, in item order."""
+        if isinstance(items, (list, tuple)) and not items:
+            return np.zeros(0)
         source = self.source_of(items)
         parts = [p for _, p in source.score(self, batch_size or self.config.fit.eval_batch_size)]
         return np.concatenate(parts) if parts else np.zeros(0)
