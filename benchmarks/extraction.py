@@ -25,21 +25,19 @@ def stage_times(jobs, repeats: int = 1) -> dict:
     """Median seconds per config of each stage, in this process."""
     from extract.templates import get_template
     from extract.tir_graph import lower_for_features, tir_to_graph
-    from extract.tvm_graph import per_store_vector
+    from extract.tvm_graph import per_store_vector, template_target
 
     stages = {"schedule": [], "lower": [], "graph": [], "per_store": []}
-    for task_name, task_args, entity, _costs, _name in jobs:
-        template = get_template(task_name)
-        wl = template.parse_task_args(task_args)
-        config = template.space(wl).from_entity(entity, template.default_values(wl))
+    for job in jobs:
+        template = get_template(job.template)
         t0 = time.perf_counter()
-        sch = template.schedule(wl, config)
+        sch = template.schedule(job.workload, job.config)
         t1 = time.perf_counter()
         lowered = lower_for_features(sch.mod)
         t2 = time.perf_counter()
         tir_to_graph(lowered["main"])
         t3 = time.perf_counter()
-        per_store_vector(template, sch)
+        per_store_vector(template_target(template.name), sch)
         t4 = time.perf_counter()
         for key, dt in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             stages[key].append(dt)
@@ -48,6 +46,7 @@ def stage_times(jobs, repeats: int = 1) -> dict:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from datasets import SHIPPED_LOG
+    from extract.fileio import atomic_write
     from extract.tvm_graph import extract_many
     from extract.tvm_log import read_jobs
 
@@ -70,7 +69,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             result[f"{prefix}configs_per_s_{workers}_workers"] = len(jobs) / (time.perf_counter() - start)
     print(json.dumps(result, indent=1))
     if args.out:
-        with open(args.out, "w") as f:
+        with atomic_write(args.out) as f:
             json.dump(result, f, indent=1)
     return 0
 

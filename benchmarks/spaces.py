@@ -27,7 +27,7 @@ def space_path(out: str, workload: str) -> str:
 def space_samples(workload: str, out: str, template: str = DEFAULT_TEMPLATE, workers: int = 1,
                   chunk: int = 32, progress: bool = True) -> List[GraphSample]:
     """All configs of `workload` (C1…C12 or a key) as samples, in index order; cached."""
-    from extract.tvm_graph import extract_configs
+    from extract.tvm_graph import TIR_EXTRACTOR, extract_configs
     from extract.workloads import parse_workload
 
     path = space_path(out, workload)
@@ -35,11 +35,8 @@ def space_samples(workload: str, out: str, template: str = DEFAULT_TEMPLATE, wor
         return load_samples(path)
     start = time.perf_counter()
     samples = extract_configs(template, parse_workload(workload), workers=workers, chunk=chunk, progress=progress)
-    os.makedirs(out, exist_ok=True)
-    tmp = path + ".tmp.npz"
-    save_samples(tmp, samples, info={"workload": workload, "template": template,
-                                     "seconds": time.perf_counter() - start})
-    os.replace(tmp, path)
+    save_samples(path, samples, extractor=TIR_EXTRACTOR,
+                 info={"workload": workload, "template": template, "seconds": time.perf_counter() - start})
     return samples
 
 

@@ -32,11 +32,12 @@ import math
 import os
 import sys
 import time
+from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from extract.measure import Worker
+from extract.measure import MeasureResult, Worker
 
 from .common import (DEFAULT_RESULTS, DEFAULT_RUNS, busy_measuring, log, run_many,
                      train_argv, write_csv, write_json)
@@ -47,7 +48,7 @@ ALL_WORKLOADS = [f"C{i}" for i in range(1, 13)]
 
 
 # ---------------------------------------------------------------- measuring (worker side)
-def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> dict:
+def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> MeasureResult:
     """The conv2d of the template's compute with ic_bn = oc_bn = 1 and no schedule applied,
     built by TVM's default lowering; timed and checked as `measure_one` does."""
     import tvm
@@ -63,11 +64,10 @@ def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> dict:
         module = tvm.compile(mod, target=template.make_target()).jit()
         return check_and_time(module, wl, repeat, min_repeat_ms, start)
     except Exception as e:  # noqa: BLE001 - reported as that measurement's error
-        return {"costs": [1e9], "error_no": rec.UNKNOWN_ERROR, "error_msg": f"{type(e).__name__}: {e}"[:500],
-                "all_cost": time.time() - start}
+        return MeasureResult.failed(rec.UNKNOWN_ERROR, f"{type(e).__name__}: {e}"[:500], time.time() - start)
 
 
-def measure_config(spec: str, index: int, repeat: int, min_repeat_ms: int) -> dict:
+def measure_config(spec: str, index: int, repeat: int, min_repeat_ms: int) -> MeasureResult:
     from extract.measure import measure_one
     from extract.workloads import parse_workload
     return measure_one(TEMPLATE, parse_workload(spec), index, repeat, min_repeat_ms)
@@ -134,85 +134,106 @@ def first_hit(curves: np.ndarray, target: float) -> np.ndarray:
     return np.where(hit.any(1), hit.argmax(1) + 1, np.inf)
 
 
+def _pass_times(rows: Sequence[dict]) -> Dict[Tuple[str, int], Dict[int, float]]:
+    """{(kind, index): {pass: mean runtime s (inf for an error)}} of one workload's rows."""
+    t: Dict[Tuple[str, int], Dict[int, float]] = {}
+    for m in rows:
+        ok = m["error_no"] == 0
+        t.setdefault((m["kind"], m["index"]), {})[m["pass"]] = float(np.mean(m["costs"])) if ok else math.inf
+    return t
+
+
+def _at(t: Dict[Tuple[str, int], Dict[int, float]], kind: str, index: int, p: int) -> float:
+    return t.get((kind, index), {}).get(p, math.nan)
+
+
+def _guided_curves(t, top: Sequence[int], best_index: int, pass_ids: Sequence[int], kmax: int):
+    """Best found after k guided measurements, per pass: relative to the dataset's best
+    config measured in the same pass, and in seconds; and that best config's runtimes."""
+    guided = np.full((len(pass_ids), kmax), np.nan)
+    guided_abs = np.full((len(pass_ids), kmax), np.nan)
+    ds_now = np.array([_at(t, "config", best_index, p) for p in pass_ids])
+    for pi, p in enumerate(pass_ids):
+        vals = np.array([_at(t, "config", i, p) for i in top])
+        guided_abs[pi, :len(vals)] = np.fmin.accumulate(vals)
+        guided[pi] = guided_abs[pi] / ds_now[pi]
+    return guided, guided_abs, ds_now
+
+
+def _per_k(guided: np.ndarray, guided_abs: np.ndarray, rand: np.ndarray, ks: Sequence[int]) -> Dict[str, Any]:
+    """Guided best-of-k against random search's, for each k."""
+    per_k = {}
+    for k in ks:
+        g = guided[:, k - 1]
+        target = float(np.nanmedian(g))
+        hits = first_hit(rand, target * (1 + 1e-12))
+        within = k <= rand.shape[1]
+        per_k[str(k)] = {
+            "ratio_median": target, "ratio_min": float(np.nanmin(g)), "ratio_max": float(np.nanmax(g)),
+            "ratio_per_pass": g.tolist(),
+            "best_ms_median": float(np.nanmedian(guided_abs[:, k - 1]) * 1e3),
+            "random_ratio_mean": float(rand[:, k - 1].mean()) if within else None,
+            "random_ratio_p10": float(np.percentile(rand[:, k - 1], 10)) if within else None,
+            "random_ratio_p90": float(np.percentile(rand[:, k - 1], 90)) if within else None,
+            # measurements random search needs (mean over seeds; ∞ if beyond its budget in
+            # some seeds) to do as well as model-guided with k
+            "random_needed_mean": float(np.mean(hits)),
+            "random_needed_median": float(np.median(hits)),
+            "random_reached_share": float(np.isfinite(hits).mean()),
+        }
+    return per_k
+
+
+def _workload_result(rows: Sequence[dict], ranking: List[int], ds: Dict[int, float], ks: Sequence[int],
+                     random_seeds: int) -> Dict[str, Any]:
+    """One workload's figures: guided against random search and the dataset's best."""
+    t = _pass_times(rows)
+    ds_best_index = min(ds, key=ds.get)
+    ds_best_shipped = ds[ds_best_index]
+    top = ranking[:max(ks)]
+    pass_ids = sorted({m["pass"] for m in rows})
+    guided, guided_abs, ds_now = _guided_curves(t, top, ds_best_index, pass_ids, max(ks))
+    unsched = np.array([_at(t, "unscheduled", -1, p) for p in pass_ids])
+    config0 = np.array([_at(t, "config", 0, p) for p in pass_ids])
+    rand = random_search(np.array(list(ds.values())), len(ds), random_seeds) / ds_best_shipped
+    med = np.nanmedian(guided, 0)
+    within5 = np.flatnonzero(med <= 1.05)
+    r5 = first_hit(rand, 1.05)
+    return {
+        "space": len(ranking), "dataset_configs": len(ds),
+        "dataset_best_index": ds_best_index, "dataset_best_ms_shipped": ds_best_shipped * 1e3,
+        "dataset_best_ms_now": float(np.nanmedian(ds_now) * 1e3),
+        "dataset_best_now_spread": [float(np.nanmin(ds_now) * 1e3), float(np.nanmax(ds_now) * 1e3)],
+        "dataset_best_rank": int(ranking.index(ds_best_index) + 1),
+        "top_indices": top,
+        "top_in_dataset": int(sum(i in ds for i in top)),
+        "guided_curve_median": med.tolist(),
+        "guided_curve_min": np.nanmin(guided, 0).tolist(), "guided_curve_max": np.nanmax(guided, 0).tolist(),
+        "random_curve_mean": rand.mean(0).tolist(),
+        "random_curve_p10": np.percentile(rand, 10, 0).tolist(),
+        "random_curve_p90": np.percentile(rand, 90, 0).tolist(),
+        "per_k": _per_k(guided, guided_abs, rand, ks),
+        "guided_measurements_to_5pct": int(within5[0] + 1) if within5.size else None,
+        "random_measurements_to_5pct_mean": float(np.mean(r5)),
+        "random_measurements_to_5pct_median": float(np.median(r5)),
+        "random_reached_5pct_share": float(np.isfinite(r5).mean()),
+        "unscheduled_ms": float(np.nanmedian(unsched) * 1e3),
+        "unscheduled_spread": [float(np.nanmin(unsched) * 1e3), float(np.nanmax(unsched) * 1e3)],
+        "config0_ms": float(np.nanmedian(config0) * 1e3),
+        "dataset_median_ms": float(np.median(np.array(sorted(ds.values()))) * 1e3),
+        "errors": sum(m["error_no"] != 0 for m in rows),
+    }
+
+
 def analyse(workloads: Sequence[str], measurements: Sequence[dict], ranking: Dict[str, List[int]],
             dataset: Dict[str, Dict[int, float]], ks: Sequence[int], random_seeds: int,
             passes: int) -> Dict[str, Any]:
-    kmax = max(ks)
+    """Per workload: the model-guided best-of-k (per measurement pass) against the
+    dataset's best config measured in the same pass and against random search."""
     result: Dict[str, Any] = {"workloads": {}, "ks": list(ks), "passes": passes}
     for w in workloads:
         rows = [m for m in measurements if m["workload"] == w]
-        t: Dict[Tuple[str, int], Dict[int, float]] = {}
-        for m in rows:
-            ok = m["error_no"] == 0
-            t.setdefault((m["kind"], m["index"]), {})[m["pass"]] = float(np.mean(m["costs"])) if ok else math.inf
-        ds = dataset.get(w, {})
-        ds_best_index = min(ds, key=ds.get)
-        ds_best_shipped = ds[ds_best_index]
-        top = ranking[w][:kmax]
-        pass_ids = sorted({m["pass"] for m in rows})
-
-        def at(kind, index, p):
-            return t.get((kind, index), {}).get(p, math.nan)
-
-        # best found after k guided measurements, per pass, relative to the dataset's best
-        # config measured in the same pass
-        guided = np.full((len(pass_ids), kmax), np.nan)
-        guided_abs = np.full((len(pass_ids), kmax), np.nan)
-        ds_now = np.array([at("config", ds_best_index, p) for p in pass_ids])
-        for pi, p in enumerate(pass_ids):
-            vals = np.array([at("config", i, p) for i in top])
-            guided_abs[pi, :len(vals)] = np.fmin.accumulate(vals)
-            guided[pi] = guided_abs[pi] / ds_now[pi]
-        unsched = np.array([at("unscheduled", -1, p) for p in pass_ids])
-        config0 = np.array([at("config", 0, p) for p in pass_ids])
-        values = np.array(sorted(ds.values()))
-        rand = random_search(np.array(list(ds.values())), len(ds), random_seeds) / ds_best_shipped
-        med = np.nanmedian(guided, 0)
-        per_k = {}
-        for k in ks:
-            g = guided[:, k - 1]
-            target = float(np.nanmedian(g))
-            hits = first_hit(rand, target * (1 + 1e-12))
-            per_k[str(k)] = {
-                "ratio_median": target, "ratio_min": float(np.nanmin(g)), "ratio_max": float(np.nanmax(g)),
-                "ratio_per_pass": g.tolist(),
-                "best_ms_median": float(np.nanmedian(guided_abs[:, k - 1]) * 1e3),
-                "random_ratio_mean": float(rand[:, k - 1].mean()) if k <= rand.shape[1] else None,
-                "random_ratio_p10": float(np.percentile(rand[:, k - 1], 10)) if k <= rand.shape[1] else None,
-                "random_ratio_p90": float(np.percentile(rand[:, k - 1], 90)) if k <= rand.shape[1] else None,
-                # measurements random search needs (mean over seeds; ∞ if beyond its budget in
-                # some seeds) to do as well as model-guided with k
-                "random_needed_mean": float(np.mean(hits)),
-                "random_needed_median": float(np.median(hits)),
-                "random_reached_share": float(np.isfinite(hits).mean()),
-            }
-        within5 = np.flatnonzero(med <= 1.05)
-        k5 = int(within5[0] + 1) if within5.size else None
-        r5 = first_hit(rand, 1.05)
-        result["workloads"][w] = {
-            "space": len(ranking[w]), "dataset_configs": len(ds),
-            "dataset_best_index": ds_best_index, "dataset_best_ms_shipped": ds_best_shipped * 1e3,
-            "dataset_best_ms_now": float(np.nanmedian(ds_now) * 1e3),
-            "dataset_best_now_spread": [float(np.nanmin(ds_now) * 1e3), float(np.nanmax(ds_now) * 1e3)],
-            "dataset_best_rank": int(ranking[w].index(ds_best_index) + 1),
-            "top_indices": top,
-            "top_in_dataset": int(sum(i in ds for i in top)),
-            "guided_curve_median": med.tolist(),
-            "guided_curve_min": np.nanmin(guided, 0).tolist(), "guided_curve_max": np.nanmax(guided, 0).tolist(),
-            "random_curve_mean": rand.mean(0).tolist(),
-            "random_curve_p10": np.percentile(rand, 10, 0).tolist(),
-            "random_curve_p90": np.percentile(rand, 90, 0).tolist(),
-            "per_k": per_k,
-            "guided_measurements_to_5pct": k5,
-            "random_measurements_to_5pct_mean": float(np.mean(r5)),
-            "random_measurements_to_5pct_median": float(np.median(r5)),
-            "random_reached_5pct_share": float(np.isfinite(r5).mean()),
-            "unscheduled_ms": float(np.nanmedian(unsched) * 1e3),
-            "unscheduled_spread": [float(np.nanmin(unsched) * 1e3), float(np.nanmax(unsched) * 1e3)],
-            "config0_ms": float(np.nanmedian(config0) * 1e3),
-            "dataset_median_ms": float(np.median(values) * 1e3),
-            "errors": sum(m["error_no"] != 0 for m in rows),
-        }
+        result["workloads"][w] = _workload_result(rows, ranking[w], dataset.get(w, {}), ks, random_seeds)
     return result
 
 
@@ -316,7 +337,7 @@ def run(args) -> Dict[str, Any]:
                 res = measurer.call(measure_config, (w, index, args.repeat, args.min_repeat_ms), args.timeout)
             else:
                 res = measurer.call(measure_unscheduled, (w, args.repeat, args.min_repeat_ms), args.timeout * 4)
-            m = {"workload": w, "kind": kind, "index": index, "pass": p, "time": time.time(), **res}
+            m = {"workload": w, "kind": kind, "index": index, "pass": p, "time": time.time(), **asdict(res)}
             done.append(m)
             f.write(json.dumps(m) + "\n")
             f.flush()

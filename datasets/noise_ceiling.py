@@ -19,6 +19,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 from scipy.stats import kendalltau
 
+from extract.fileio import atomic_write
 from extract.records import read_records
 from extract.templates import get_template
 
@@ -32,7 +33,8 @@ def costs_by_workload(path: str) -> Dict[str, Dict[int, np.ndarray]]:
     for r in read_records(path):
         if r.ok:
             template = get_template(r.task_name)
-            out[group_name(template, template.parse_task_args(r.task_args))][r.config_index] = np.asarray(r.costs)
+            group = group_name(template.parse_task_args(r.task_args), template.target_kind)
+            out[group][r.config_index] = np.asarray(r.costs)
     return out
 
 
@@ -74,7 +76,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{group:<10} {r['configs']:>7} {r['kendall_tau']:>6.3f} {r['median_rel_diff']:>10.3f} "
               f"{r['p90_rel_diff']:>10.3f} {r['median_repeat_spread']:>14.3f}")
     if args.out:
-        with open(args.out, "w") as f:
+        with atomic_write(args.out) as f:
             json.dump(result, f, indent=1)
     return 0
 

@@ -1,4 +1,4 @@
-"""Measure conv2d configs on this CPU and write AutoTVM v0.2 records.
+"""Measure template configs on this CPU and write AutoTVM v0.2 records.
 
     python -m extract.measure --workloads resnet18 --per-workload 600 --log run.jsonl
     python -m extract.measure --remeasure run.jsonl --count 300 --log second.jsonl
@@ -6,7 +6,8 @@
 
 Each config is scheduled, built with LLVM for this CPU and timed with
 `time_evaluator` (`--repeat` repeats of at least `--min-repeat-ms` each; costs holds the
-mean of each repeat) in a worker process, so a crash or a hang costs one record, not
+mean of each repeat) in a worker process, after one run checked against the workload's
+own NumPy reference (`Workload.reference`), so a crash or a hang costs one record, not
 the run: instantiation/compile/run errors, wrong answers and timeouts are written with
 AutoTVM's error_no. Configs are sampled uniformly without replacement from each
 workload's whole space (seeded) and measured in a shuffled order across workloads, so
@@ -21,50 +22,68 @@ import multiprocessing
 import os
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import records as rec
 from .records import MeasureRecord, read_records
-from .templates import Conv2dWorkload, get_template
-from .workloads import parse_workloads, workload_name
+from .templates import get_template
+from .workloads import Workload, parse_workloads, workload_name
 
-Job = Tuple[str, Conv2dWorkload, int]  # (template name, workload, config index)
+
+class MeasureJob(NamedTuple):
+    """One config to measure: template name, workload, config index."""
+
+    template: str
+    workload: Workload
+    index: int
+
+
+@dataclass
+class MeasureResult:
+    """What measuring one config gave (the worker's answer): the costs of each repeat
+    (seconds; [1e9] on an error), AutoTVM's error_no and message, the seconds it took."""
+
+    costs: List[float]
+    error_no: int = rec.NO_ERROR
+    error_msg: str = ""
+    all_cost: float = 0.0
+
+    @classmethod
+    def failed(cls, error_no: int, error_msg: str, all_cost: float) -> "MeasureResult":
+        return cls([1e9], error_no, error_msg, all_cost)
+
 
 # ---------------------------------------------------------------- worker side
-_inputs: Dict[Conv2dWorkload, tuple] = {}
+_inputs: Dict[Workload, Tuple[List[np.ndarray], List[np.ndarray]]] = {}
 
 
-def _reference_io(wl: Conv2dWorkload):
-    """Seeded inputs and the expected output (NumPy), cached per workload."""
+def reference_io(wl: Workload) -> Tuple[List[np.ndarray], List[np.ndarray]]:
+    """Seeded inputs and the expected outputs (the workload's NumPy reference), cached
+    per workload."""
     if wl not in _inputs:
         rng = np.random.default_rng(0)
-        data = rng.uniform(-1, 1, (wl.batch, wl.in_channels, wl.height, wl.width)).astype("float32")
-        kernel = rng.uniform(-1, 1, (wl.out_channels, wl.in_channels, wl.kernel_h, wl.kernel_w)).astype("float32")
-        p, s = wl.padding, wl.stride
-        padded = np.pad(data, ((0, 0), (0, 0), (p, p), (p, p)))
-        windows = np.lib.stride_tricks.sliding_window_view(padded, (wl.kernel_h, wl.kernel_w), axis=(2, 3))
-        windows = windows[:, :, ::s, ::s]  # n, c, oh, ow, kh, kw
-        expected = np.einsum("ncyxhw,ochw->noyx", windows, kernel, optimize=True).astype("float32")
-        _inputs[wl] = (data, kernel, expected)
+        inputs = [rng.uniform(-1, 1, spec.shape).astype(spec.dtype) for spec in wl.inputs()]
+        _inputs[wl] = (inputs, list(wl.reference(*inputs)))
     return _inputs[wl]
 
 
-def measure_one(template_name: str, wl: Conv2dWorkload, index: int, repeat: int,
-                min_repeat_ms: int) -> dict:
+def measure_one(template_name: str, wl: Workload, index: int, repeat: int,
+                min_repeat_ms: int) -> MeasureResult:
     """Schedule, build, check and time one config. Runs in the worker process."""
     import tvm
 
     start = time.time()
     template = get_template(template_name)
 
-    def failed(error_no: int, e: BaseException) -> dict:
+    def failed(error_no: int, e: BaseException) -> MeasureResult:
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
-        return {"costs": [1e9], "error_no": error_no, "error_msg": msg[:500],
-                "all_cost": time.time() - start}
+        return MeasureResult.failed(error_no, msg[:500], time.time() - start)
 
     try:
+        wl = template.check_workload(wl)
         mod = template.schedule(wl, template.space(wl).get(index)).mod
     except Exception as e:  # noqa: BLE001 - any schedule failure is that config's record
         return failed(rec.INSTANTIATION_ERROR, e)
@@ -78,22 +97,22 @@ def measure_one(template_name: str, wl: Conv2dWorkload, index: int, repeat: int,
         return failed(rec.RUNTIME_DEVICE, e)
 
 
-def check_and_time(module, wl: Conv2dWorkload, repeat: int, min_repeat_ms: int, start: float) -> dict:
-    """Run a built conv2d once against NumPy's answer, then time it; a result dict."""
+def check_and_time(module, wl: Workload, repeat: int, min_repeat_ms: int, start: float) -> MeasureResult:
+    """Run a built workload once against its NumPy reference, then time it."""
     import tvm
 
     dev = tvm.cpu()
-    data, kernel, expected = _reference_io(wl)
-    args = [tvm.runtime.tensor(data, dev), tvm.runtime.tensor(kernel, dev),
-            tvm.runtime.tensor(np.zeros_like(expected), dev)]
+    inputs, expected = reference_io(wl)
+    args = ([tvm.runtime.tensor(x, dev) for x in inputs]
+            + [tvm.runtime.tensor(np.zeros_like(e), dev) for e in expected])
     module["main"](*args)
-    if not np.allclose(args[2].numpy(), expected, rtol=1e-3, atol=1e-3):
-        err = float(np.abs(args[2].numpy() - expected).max())
-        return {"costs": [1e9], "error_no": rec.WRONG_ANSWER, "error_msg": f"ValueError: max abs error {err:.3g}",
-                "all_cost": time.time() - start}
+    outputs = [a.numpy() for a in args[len(inputs):]]
+    if not all(np.allclose(o, e, rtol=1e-3, atol=1e-3) for o, e in zip(outputs, expected)):
+        err = max(float(np.abs(o - e).max()) for o, e in zip(outputs, expected))
+        return MeasureResult.failed(rec.WRONG_ANSWER, f"ValueError: max abs error {err:.3g}", time.time() - start)
     timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     costs = [float(c) for c in timer(*args).results]
-    return {"costs": costs, "error_no": rec.NO_ERROR, "error_msg": "", "all_cost": time.time() - start}
+    return MeasureResult(costs, rec.NO_ERROR, "", time.time() - start)
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -116,11 +135,11 @@ class Worker:
         os.environ["TVM_NUM_THREADS"] = str(num_threads)
         self.pool: Optional[cf.ProcessPoolExecutor] = None
 
-    def run(self, job: Job, repeat: int, min_repeat_ms: int, timeout: float) -> dict:
+    def run(self, job: MeasureJob, repeat: int, min_repeat_ms: int, timeout: float) -> MeasureResult:
         return self.call(measure_one, (*job, repeat, min_repeat_ms), timeout)
 
-    def call(self, fn, args: tuple, timeout: float) -> dict:
-        """fn(*args) in the worker; fn returns a result dict like `measure_one`'s."""
+    def call(self, fn, args: tuple, timeout: float) -> MeasureResult:
+        """fn(*args) in the worker; fn returns a `MeasureResult`, like `measure_one`."""
         if self.pool is None:
             self.pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                                initializer=_exit_with_parent, initargs=(os.getpid(),))
@@ -129,12 +148,10 @@ class Worker:
             return future.result(timeout=timeout)
         except cf.TimeoutError:
             self.restart()
-            return {"costs": [1e9], "error_no": rec.RUN_TIMEOUT,
-                    "error_msg": f"no result after {timeout:.0f} s", "all_cost": timeout}
+            return MeasureResult.failed(rec.RUN_TIMEOUT, f"no result after {timeout:.0f} s", timeout)
         except cf.process.BrokenProcessPool as e:
             self.restart()
-            return {"costs": [1e9], "error_no": rec.RUNTIME_DEVICE,
-                    "error_msg": f"worker process died: {e}", "all_cost": 0.0}
+            return MeasureResult.failed(rec.RUNTIME_DEVICE, f"worker process died: {e}", 0.0)
 
     def restart(self) -> None:
         if self.pool is not None:
@@ -149,32 +166,32 @@ class Worker:
             self.pool = None
 
 
-def sample_jobs(template_name: str, workloads: Dict[str, Conv2dWorkload], per_workload: int,
-                seed: int, max_vector_lanes: int = 0) -> List[Job]:
+def sample_jobs(template_name: str, workloads: Dict[str, Workload], per_workload: int,
+                seed: int, max_vector_lanes: int = 0) -> List[MeasureJob]:
     """Uniform sample without replacement over each space, shuffled across workloads.
 
     `max_vector_lanes` > 0 leaves out configs whose vector axis (the inner factor of
     tile_oc) is wider: LLVM takes ~15 s to build a 256- or 512-lane loop, 30× a usual config.
     """
     template = get_template(template_name)
-    jobs: List[Job] = []
+    jobs: List[MeasureJob] = []
     for number, wl in enumerate(workloads.values()):
-        space = template.space(wl)
+        space = template.space(template.check_workload(wl))
         allowed = [i for i in range(len(space))
                    if not max_vector_lanes or "tile_oc" not in space.by_name
                    or space.get(i)["tile_oc"][-1] <= max_vector_lanes]
         rng = np.random.default_rng([seed, number])
         picked = rng.choice(allowed, size=min(per_workload, len(allowed)), replace=False)
-        jobs.extend((template_name, wl, int(i)) for i in sorted(picked))
+        jobs.extend(MeasureJob(template_name, wl, int(i)) for i in sorted(picked))
     order = np.random.default_rng(seed).permutation(len(jobs))
     return [jobs[i] for i in order]
 
 
-def remeasure_jobs(first_log: str, count: int, seed: int, also: Sequence[str] = ()) -> List[Job]:
+def remeasure_jobs(first_log: str, count: int, seed: int, also: Sequence[str] = ()) -> List[MeasureJob]:
     """A seeded subset of the successful records of a log, spread evenly over its workloads,
     plus every successful config of the logs in `also` (e.g. an earlier re-measurement, so
     that one new pass covers it too); in one shuffled order."""
-    by_workload: Dict[Tuple[str, Conv2dWorkload], List[int]] = {}
+    by_workload: Dict[Tuple[str, Workload], List[int]] = {}
     for r in read_records(first_log):
         if r.ok:
             template = get_template(r.task_name)
@@ -184,14 +201,14 @@ def remeasure_jobs(first_log: str, count: int, seed: int, also: Sequence[str] = 
         raise SystemExit(f"{first_log}: no successful records to re-measure")
     per = -(-count // len(by_workload))
     rng = np.random.default_rng(seed)
-    jobs = [(name, wl, int(i)) for (name, wl), indices in sorted(by_workload.items(), key=lambda kv: kv[0][1].key)
+    jobs = [MeasureJob(name, wl, int(i)) for (name, wl), indices in sorted(by_workload.items(), key=lambda kv: kv[0][1].key)
             for i in rng.choice(sorted(set(indices)), size=min(per, len(set(indices))), replace=False)]
     for log in also:
         for r in read_records(log):
             template = get_template(r.task_name)
             key = (template.name, template.parse_task_args(r.task_args))
             if r.ok and key in by_workload:
-                jobs.append((key[0], key[1], r.config_index))
+                jobs.append(MeasureJob(key[0], key[1], r.config_index))
     jobs = list(dict.fromkeys(jobs))
     return [jobs[i] for i in rng.permutation(len(jobs))]
 
@@ -202,7 +219,7 @@ def done_keys(log: str) -> set:
     keys = set()
     for r in read_records(log):
         template = get_template(r.task_name)
-        keys.add((template.name, template.parse_task_args(r.task_args), r.config_index))
+        keys.add(MeasureJob(template.name, template.parse_task_args(r.task_args), r.config_index))
     return keys
 
 
@@ -236,6 +253,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         jobs = sample_jobs(args.template, parse_workloads(args.workloads), args.per_workload,
                            args.seed, args.max_vector_lanes)
+    unmeasurable = sorted({workload_name(j.workload) for j in jobs if not j.workload.measurable})
+    if unmeasurable:
+        print(f"error: {', '.join(unmeasurable)}: no reference implementation to check "
+              f"measurements against", file=sys.stderr)
+        return 2
     done = done_keys(args.log)
     pending = [j for j in jobs if j not in done]
     print(f"{len(jobs)} configs planned, {len(jobs) - len(pending)} already in {args.log}, "
@@ -252,9 +274,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             record = MeasureRecord(
                 target=str(template.make_target(args.num_threads)), task_name=template.name,
                 task_args=template.task_args(wl), config_index=index,
-                entity=template.space(wl).to_entity(config), costs=result["costs"],
-                error_no=result["error_no"], all_cost=result["all_cost"], timestamp=time.time(),
-                error_msg=result["error_msg"], extra={"tvm_version": tvm.__version__})
+                entity=template.space(wl).to_entity(config), costs=result.costs,
+                error_no=result.error_no, all_cost=result.all_cost, timestamp=time.time(),
+                error_msg=result.error_msg, extra={"tvm_version": tvm.__version__})
             log.write(record.to_json() + "\n")
             log.flush()
             errors += not record.ok

@@ -14,16 +14,21 @@ Edges run src → dst: parent → child for TIR ASTs, producer → consumer for 
 model adds reverse edges and self-loops itself (see simulator), so extractors do not.
 
 Collections are stored as one compressed npz: the per-sample arrays concatenated, with
-offsets, so that thousands of small graphs load in one read.
+offsets, so that thousands of small graphs load in one read. A collection's `info`
+names the extractor that made its samples (`ExtractorInfo`: keys `extractor`,
+`vocabulary`, `feature_names`), so that a model trained on it takes its node
+vocabulary and feature names from the data, not from whatever extractor is installed.
 """
 from __future__ import annotations
 
 import json
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from .fileio import atomic_write
 
 
 @dataclass
@@ -70,10 +75,47 @@ class GraphSample:
 _OPTIONAL = ("runtime_std", "config_features", "node_config_ids", "node_config_features")
 
 
-def save_samples(path: str, samples: Sequence[GraphSample], info: Optional[Dict[str, Any]] = None) -> None:
-    """Write a collection as one compressed npz (see module docstring)."""
-    if not samples:
-        raise ValueError(f"{path}: no samples to write")
+@dataclass(frozen=True)
+class ExtractorInfo:
+    """What a collection's samples mean: the extractor (and its version) that made them,
+    the node-type vocabulary (`node_types` index it) and the names of the feature columns."""
+
+    extractor: str
+    vocabulary: Tuple[str, ...]
+    feature_names: Tuple[str, ...]
+
+    def as_info(self) -> Dict[str, Any]:
+        return {"extractor": self.extractor, "vocabulary": list(self.vocabulary),
+                "feature_names": list(self.feature_names)}
+
+    @classmethod
+    def from_info(cls, info: Dict[str, Any]) -> Optional["ExtractorInfo"]:
+        """The extractor a collection's info names, if it names one completely."""
+        if not all(info.get(k) for k in ("extractor", "vocabulary", "feature_names")):
+            return None
+        return cls(str(info["extractor"]), tuple(info["vocabulary"]), tuple(info["feature_names"]))
+
+
+EXTRACTORS: Dict[str, ExtractorInfo] = {}  # by version; extractors register themselves
+
+
+def register_extractor(extractor: ExtractorInfo) -> ExtractorInfo:
+    if EXTRACTORS.get(extractor.extractor, extractor) != extractor:
+        raise ValueError(f"extractor {extractor.extractor!r} registered twice, differently")
+    EXTRACTORS[extractor.extractor] = extractor
+    return extractor
+
+
+def _extractor_of(samples: Sequence[GraphSample]) -> Optional[ExtractorInfo]:
+    """The registered extractor named by the samples' meta["extractor"], if they agree."""
+    versions = {s.meta.get("extractor") for s in samples}
+    if len(versions) > 1:
+        raise ValueError(f"samples of extractors {sorted(map(str, versions))} in one collection")
+    return EXTRACTORS.get(versions.pop()) if versions else None
+
+
+def collection_arrays(samples: Sequence[GraphSample], path: str = "") -> Dict[str, np.ndarray]:
+    """The per-sample arrays concatenated, with offsets (the npz's arrays but the header)."""
     arrays: Dict[str, np.ndarray] = {}
     for key in ("edges", "node_features", "node_types", "runtimes") + _OPTIONAL:
         parts = [getattr(s, key) for s in samples]
@@ -93,10 +135,31 @@ def save_samples(path: str, samples: Sequence[GraphSample], info: Optional[Dict[
         parts = [np.asarray(s.vectors[name], dtype=np.float32) for s in samples]
         arrays["vector:" + name] = np.concatenate(parts, axis=0)
         arrays["vector:" + name + "_offsets"] = np.cumsum([0] + [len(p) for p in parts])
+    return arrays
+
+
+def save_samples(path: str, samples: Sequence[GraphSample], info: Optional[Dict[str, Any]] = None,
+                 extractor: Optional[ExtractorInfo] = None) -> None:
+    """Write a collection as one compressed npz (see module docstring), atomically.
+
+    The info gets the extractor's `extractor`, `vocabulary` and `feature_names`:
+    `extractor` if given, else the registered extractor the samples' meta["extractor"]
+    names (none for samples of no known extractor, e.g. synthetic ones)."""
+    if not samples:
+        raise ValueError(f"{path}: no samples to write")
+    arrays = collection_arrays(samples, path)
+    extractor = extractor or _extractor_of(samples)
+    info = dict(info or {})
+    if extractor is not None:
+        clash = [k for k, v in extractor.as_info().items() if info.get(k, v) != v]
+        if clash:
+            raise ValueError(f"{path}: info {clash} contradict extractor {extractor.extractor!r}")
+        info = {**extractor.as_info(), **info}
     header = {"groups": [s.group for s in samples], "names": [s.name for s in samples],
-              "meta": [s.meta for s in samples], "info": info or {}}
+              "meta": [s.meta for s in samples], "info": info}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
-    np.savez_compressed(path, **arrays)
+    with atomic_write(path, "wb") as f:
+        np.savez_compressed(f, **arrays)
 
 
 def load_samples(path: str) -> List[GraphSample]:

@@ -1,148 +1,206 @@
-"""One TVM config → one `GraphSample`: schedule, lower, build the TIR graph, add the
-baselines' fixed vectors, attach the measured runtime."""
+"""TVM schedules → `GraphSample`s: the core of the TVM side, and extraction jobs.
+
+* `sample_from_schedule` takes any scheduled PrimFunc — a `tvm.s_tir.Schedule`, an
+  `IRModule` or a `PrimFunc`, from a template, a replayed MetaSchedule trace or a user's
+  own schedule — lowers it for features, walks the TIR into a graph
+  (`tir_graph.tir_to_graph`), adds the baselines' fixed vectors and the measured runtime.
+* `config_sample`: one producer of schedules among others, a template's config.
+* Jobs are self-contained (`ConfigJob`: everything parsed, nothing to look up but the
+  template by name); `extract_many` runs any jobs, in order, in one process or a pool of
+  spawned ones; `extract_configs` makes the jobs of a workload's config space.
+"""
 from __future__ import annotations
 
+import functools
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
-from .sample import GraphSample
+from .sample import ExtractorInfo, GraphSample, register_extractor
 from .space import Config
-from .templates import Conv2dWorkload, Template, get_template
-from .tir_graph import EXTRACTOR_VERSION, lower_for_features, tir_to_graph
-from .workloads import workload_name
+from .templates import Template, get_template
+from .tir_graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
+from .workloads import Workload, workload_name
 
 PER_STORE_POOLING = ("sum", "max")  # pooled rows of MetaSchedule's PerStoreFeature (164 each)
+PER_STORE_WIDTH = 164
+# what the samples made here mean; written into every collection's info (save_samples)
+TIR_EXTRACTOR = register_extractor(ExtractorInfo(EXTRACTOR_VERSION, tuple(VOCABULARY), tuple(FEATURE_NAMES)))
+
+Runtimes = Union[None, float, Sequence[float]]
 
 
-def group_name(template: Template, wl: Conv2dWorkload) -> str:
+class Extraction(NamedTuple):
+    """A sample, and the counts of TIR node kinds its graph mapped to UNK."""
+
+    sample: GraphSample
+    unknown: Dict[str, int]
+
+
+def group_name(workload: Workload, target_kind: str = "llvm") -> str:
     """Configs of one group are ranked together: the workload, and the target if not CPU."""
-    name = workload_name(wl)
-    return name if template.target_kind == "llvm" else f"{name}@{template.target_kind}"
+    name = workload_name(workload)
+    return name if target_kind == "llvm" else f"{name}@{target_kind}"
 
 
-def per_store_vector(template: Template, sch) -> np.ndarray:
+# ---------------------------------------------------------------- any schedule → sample
+def as_module(sch_or_mod):
+    """The IRModule of a `Schedule`, an `IRModule` or a `PrimFunc` (as "main")."""
+    import tvm
+
+    if isinstance(sch_or_mod, tvm.IRModule):
+        return sch_or_mod
+    if isinstance(sch_or_mod, tvm.tirx.PrimFunc):
+        return tvm.IRModule({"main": sch_or_mod})
+    mod = getattr(sch_or_mod, "mod", None)
+    if isinstance(mod, tvm.IRModule):
+        return mod
+    raise TypeError(f"expected a tvm.s_tir.Schedule, IRModule or PrimFunc, got {type(sch_or_mod).__name__}")
+
+
+def main_func_name(mod) -> str:
+    """"main", or the module's only function."""
+    names = [gv.name_hint for gv in mod.get_global_vars()]
+    if "main" in names:
+        return "main"
+    if len(names) == 1:
+        return names[0]
+    raise ValueError(f"a module of {len(names)} functions and no 'main' ({', '.join(sorted(names))}): "
+                     f"pass the scheduled PrimFunc itself")
+
+
+def as_target(target):
+    from tvm.target import Target
+    return target if isinstance(target, Target) else Target(target)
+
+
+def per_store_vector(target, sch_or_mod) -> np.ndarray:
     """TVM MetaSchedule's own features (what its XGBoost cost model sees), pooled."""
+    from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule import _ffi_api
     from tvm.s_tir.meta_schedule.logging import get_logger, get_logging_func
 
+    sch = sch_or_mod if isinstance(sch_or_mod, s_tir.Schedule) else s_tir.Schedule(as_module(sch_or_mod))
     # TuneContext.__init__ first imports every tensor intrinsic TVM knows (~2 minutes);
     # the feature extractor reads only the target, so build the object directly
     context = ms.TuneContext.__new__(ms.TuneContext)
     context.__init_handle_by_constructor__(
-        _ffi_api.TuneContext, sch.mod, template.make_target(), None, None, "main", 1, -1,
+        _ffi_api.TuneContext, sch.mod, as_target(target), None, None, "main", 1, -1,
         get_logging_func(get_logger(__name__)))
-    candidate = ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]))
+    func = sch.mod[main_func_name(sch.mod)]
+    candidate = ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(func))
     rows = ms.feature_extractor.PerStoreFeature().extract_from(context, [candidate])[0].numpy()
     if rows.shape[0] == 0:
-        rows = np.zeros((1, 164))
+        rows = np.zeros((1, PER_STORE_WIDTH))
     return np.concatenate([rows.sum(0), rows.max(0)]).astype(np.float32)
 
 
-def config_sample(template: Template, wl: Conv2dWorkload, config: Config,
-                  costs: Optional[Sequence[float]] = None, name: str = "",
-                  per_store: bool = True) -> Tuple[GraphSample, Dict[str, int]]:
-    """The sample of one config; costs are the record's per-repeat seconds (None:
-    unmeasured, runtime NaN). Also returns the counts of node kinds mapped to UNK."""
-    sch = template.schedule(wl, config)
-    graph = tir_to_graph(lower_for_features(sch.mod)["main"])
-    costs_arr = np.asarray(costs if costs is not None else [np.nan], dtype=np.float64)
+def extract_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: str = "",
+                     meta: Optional[Dict[str, Any]] = None, per_store: bool = False) -> Extraction:
+    """`sample_from_schedule`, with the counts of node kinds mapped to UNK."""
+    mod = as_module(sch_or_mod)
+    graph = tir_to_graph(lower_for_features(mod)[main_func_name(mod)])
+    costs = np.atleast_1d(np.asarray(runtimes if runtimes is not None else [np.nan], dtype=np.float64))
     vectors = {"curve": graph.curve[None, :]}
     if per_store:
-        vectors["per_store"] = per_store_vector(template, sch)[None, :]
-    group = group_name(template, wl)
+        if target is None:
+            raise ValueError("per-store features need the target")
+        vectors["per_store"] = per_store_vector(target, sch_or_mod)[None, :]
     sample = GraphSample(
         edges=graph.edges, node_features=graph.node_features, node_types=graph.node_types,
-        runtimes=[costs_arr.mean()], runtime_std=[costs_arr.std() if costs_arr.size > 1 else 0.0],
-        group=group, name=name or f"{group}/{config.index}", vectors=vectors,
-        meta={"template": template.name, "workload": wl.key, "index": config.index,
-              "config": config.values, "extractor": EXTRACTOR_VERSION},
+        runtimes=[costs.mean()], runtime_std=[costs.std() if costs.size > 1 else 0.0],
+        group=group, name=name, vectors=vectors,
+        meta={**(meta or {}), "extractor": EXTRACTOR_VERSION},
     )
-    return sample, dict(graph.unknown)
+    return Extraction(sample, dict(graph.unknown))
 
 
-def samples_for_configs(template_name: str, wl: Conv2dWorkload, indices: Iterable[int],
-                        per_store: bool = False) -> List[GraphSample]:
-    """Unmeasured samples (runtime NaN) for configs of a workload, e.g. its whole space."""
-    template = get_template(template_name)
-    space = template.space(wl)
-    return [config_sample(template, wl, space.get(int(i)), per_store=per_store)[0] for i in indices]
+def sample_from_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: str = "",
+                         meta: Optional[Dict[str, Any]] = None, per_store: bool = False) -> GraphSample:
+    """The sample of one scheduled PrimFunc, from anywhere.
+
+    `sch_or_mod`: a `tvm.s_tir.Schedule`, an `IRModule` (its "main", or its only PrimFunc)
+    or a `PrimFunc`; `target`: a `tvm.target.Target` or its string (read only for the
+    per-store features; may be None without them); `runtimes`: the measured seconds, one
+    per repeat (the sample's runtime is their mean, `runtime_std` their spread), or None
+    for unmeasured (NaN); `group`: what the sample is ranked against (the workload, and
+    the target if not CPU); `meta`: JSON-able facts kept with the sample (the extractor
+    version is added); `per_store`: also MetaSchedule's per-store features, pooled
+    (`vectors["per_store"]`, what the xgb baseline reads; about a third of the time)."""
+    return extract_schedule(sch_or_mod, target, runtimes, group, name, meta, per_store).sample
 
 
-def _configs_job(job: Tuple[str, Conv2dWorkload, List[int], bool]) -> List[GraphSample]:
-    return samples_for_configs(*job)
+# ---------------------------------------------------------------- templates: one producer
+@functools.lru_cache(maxsize=None)
+def template_target(template_name: str):
+    """The target a template builds for (cached: it does not change within a process)."""
+    return get_template(template_name).make_target()
 
 
-def extract_configs(template_name: str, wl: Conv2dWorkload, indices: Optional[Sequence[int]] = None,
-                    per_store: bool = False, workers: int = 0, chunk: int = 32,
-                    progress: bool = True) -> List[GraphSample]:
-    """`samples_for_configs` for many configs (default: the whole space), in index order,
-    `chunk` configs per task over `workers` spawned processes (0: one per core; few configs
-    stay in this process, as a worker's start — importing TVM — costs seconds)."""
+def config_sample(template: Template, wl: Workload, config: Config, costs: Runtimes = None,
+                  name: str = "", per_store: bool = True) -> Extraction:
+    """The sample of one config of a template: template → schedule → `sample_from_schedule`.
+    `costs`: the record's per-repeat seconds (None: unmeasured, runtime NaN)."""
+    wl = template.check_workload(wl)
+    sch = template.schedule(wl, config)
+    group = group_name(wl, template.target_kind)
+    meta = {"template": template.name, "workload": wl.key, "index": config.index, "config": config.values}
+    return extract_schedule(sch, template_target(template.name), costs, group,
+                            name or f"{group}/{config.index}", meta, per_store)
+
+
+@dataclass(frozen=True)
+class ConfigJob:
+    """One config of a template to extract, parsed once (by `tvm_log.read_jobs` or
+    `config_jobs`): the worker only runs it (an `ExtractionJob`)."""
+
+    template: str                            # template name (registry key)
+    workload: Workload
+    config: Config
+    costs: Optional[Tuple[float, ...]] = None  # per-repeat seconds; None: unmeasured
+    name: str = ""                           # the sample's name ("" : group/index)
+
+    def run(self, per_store: bool) -> Extraction:
+        return config_sample(get_template(self.template), self.workload, self.config,
+                             self.costs, self.name, per_store)
+
+
+class ExtractionJob(Protocol):
+    """What `extract_many` runs: a picklable job that makes one sample (`ConfigJob`; a
+    MetaSchedule record to replay would be another)."""
+
+    def run(self, per_store: bool) -> Extraction: ...
+
+
+def _run_job(job: ExtractionJob, per_store: bool) -> Extraction:
+    return job.run(per_store)
+
+
+# ---------------------------------------------------------------- the one driver
+def extract_many(jobs: Sequence[ExtractionJob], workers: int = 0, progress: bool = True, per_store: bool = True,
+                 chunk: int = 16, desc: str = "extract") -> Tuple[List[GraphSample], Dict[str, int]]:
+    """Run extraction jobs, in order: in this process, or in `workers` spawned processes
+    (0: one per core) when there are more than two chunks of `chunk` jobs (a worker's
+    start — importing TVM — costs seconds). `per_store=False` leaves out MetaSchedule's
+    per-store features (vectors["per_store"]), which only the xgb baseline reads and
+    which cost about a third of the time. Returns the samples and the counts of TIR node
+    kinds mapped to UNK."""
     from tqdm import tqdm
 
-    if indices is None:
-        indices = range(len(get_template(template_name).space(wl)))
-    indices = [int(i) for i in indices]
     workers = workers or os.cpu_count() or 1
-    jobs = [(template_name, wl, indices[s:s + chunk], per_store) for s in range(0, len(indices), chunk)]
-    samples: List[GraphSample] = []
-    bar = tqdm(total=len(indices), unit="cfg", desc=f"extract {workload_name(wl)}", disable=not progress,
-               leave=False)
+    run = functools.partial(_run_job, per_store=per_store)
     pool = None
-    if workers > 1 and len(jobs) > 2:
+    if workers > 1 and len(jobs) > 2 * chunk:
         import multiprocessing
-        pool = multiprocessing.get_context("spawn").Pool(min(workers, len(jobs)))
-    try:
-        for part in (pool.imap(_configs_job, jobs) if pool else map(_configs_job, jobs)):
-            samples.extend(part)
-            bar.update(len(part))
-    finally:
-        bar.close()
-        if pool is not None:
-            pool.close()
-            pool.join()
-    return samples
-
-
-# ---------------------------------------------------------------- parallel extraction
-Job = Tuple[str, List[Any], List[List[Any]], List[float], str]  # task, args, entity, costs, name
-
-
-def _extract_job(job: Job, per_store: bool = True) -> Tuple[GraphSample, Dict[str, int]]:
-    task_name, task_args, entity, costs, name = job
-    template = get_template(task_name)
-    wl = template.parse_task_args(task_args)
-    config = template.space(wl).from_entity(entity, template.default_values(wl))
-    return config_sample(template, wl, config, costs, name, per_store=per_store)
-
-
-def extract_many(jobs: Sequence[Job], workers: int = 0, progress: bool = True, per_store: bool = True
-                 ) -> Tuple[List[GraphSample], Dict[str, int]]:
-    """Extract many configs, in `workers` processes (0: one per core), in order.
-    `per_store=False` leaves out MetaSchedule's per-store features (vectors["per_store"]),
-    which only the xgb baseline reads and which cost about a third of the time."""
-    import functools
-
-    from tqdm import tqdm
-
-    workers = workers or os.cpu_count() or 1
-    unknown: Dict[str, int] = {}
+        pool = multiprocessing.get_context("spawn").Pool(min(workers, -(-len(jobs) // chunk)))
     samples: List[GraphSample] = []
-    bar = tqdm(total=len(jobs), unit="cfg", desc="extract", disable=not progress)
-    job_fn = functools.partial(_extract_job, per_store=per_store)
-    if workers == 1 or len(jobs) < 16:
-        results = map(job_fn, jobs)
-        pool = None
-    else:
-        import multiprocessing
-
-        pool = multiprocessing.get_context("spawn").Pool(workers)
-        results = pool.imap(job_fn, jobs, chunksize=16)
+    unknown: Dict[str, int] = {}
+    bar = tqdm(total=len(jobs), unit="cfg", desc=desc, disable=not progress)
     try:
-        for sample, unk in results:
+        for sample, unk in (pool.imap(run, jobs, chunksize=chunk) if pool else map(run, jobs)):
             samples.append(sample)
             for k, v in unk.items():
                 unknown[k] = unknown.get(k, 0) + v
@@ -153,3 +211,27 @@ def extract_many(jobs: Sequence[Job], workers: int = 0, progress: bool = True, p
             pool.close()
             pool.join()
     return samples, unknown
+
+
+def config_jobs(template_name: str, wl: Workload, indices: Optional[Iterable[int]] = None) -> List[ConfigJob]:
+    """Unmeasured jobs for configs of a workload's space (default: all of it), in order."""
+    template = get_template(template_name)
+    space = template.space(template.check_workload(wl))
+    indices = range(len(space)) if indices is None else indices
+    group = group_name(wl, template.target_kind)
+    return [ConfigJob(template.name, wl, space.get(int(i)), None, f"{group}/{int(i)}") for i in indices]
+
+
+def extract_configs(template_name: str, wl: Workload, indices: Optional[Iterable[int]] = None,
+                    per_store: bool = False, workers: int = 0, chunk: int = 32,
+                    progress: bool = True) -> List[GraphSample]:
+    """Unmeasured samples (runtime NaN) for configs of a workload (default: its whole
+    space), in index order, through `extract_many`."""
+    jobs = config_jobs(template_name, wl, indices)
+    return extract_many(jobs, workers, progress, per_store, chunk, desc=f"extract {workload_name(wl)}")[0]
+
+
+def samples_for_configs(template_name: str, wl: Workload, indices: Iterable[int],
+                        per_store: bool = False) -> List[GraphSample]:
+    """`extract_configs` in this process, quietly."""
+    return extract_configs(template_name, wl, indices, per_store, workers=1, progress=False)

@@ -17,14 +17,15 @@ import json
 import os
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .records import ERROR_NAMES, RecordFormatError, log_files, read_records
+from .fileio import OutputBusyError, atomic_write, output_lock
+from .records import ERROR_NAMES, MeasureRecord, RecordFormatError, log_files, read_records
 from .sample import GraphSample, save_samples
 from .templates import UnknownTemplateError, get_template
 from .tir_graph import EXTRACTOR_VERSION
-from .tvm_graph import Job, extract_many, group_name
+from .tvm_graph import TIR_EXTRACTOR, ConfigJob, extract_many, group_name
 
 
 @dataclass
@@ -54,33 +55,41 @@ class LogReport:
         return "\n".join(rows)
 
 
-def read_jobs(paths: Sequence[str], skip_bad: bool = False) -> Tuple[List[Job], LogReport]:
-    """Successful records of the logs as extraction jobs; errors and bad lines counted."""
+def record_job(record: MeasureRecord) -> ConfigJob:
+    """A record's template, workload and config, parsed (the job's name is set later);
+    an unknown template or a config outside its space raise (UnknownTemplateError, ValueError)."""
+    template = get_template(record.task_name)
+    wl = template.parse_task_args(record.task_args)
+    config = template.space(wl).from_entity(record.entity, template.default_values(wl))
+    return ConfigJob(template.name, wl, config, tuple(record.costs))
+
+
+def read_jobs(paths: Sequence[str], skip_bad: bool = False) -> Tuple[List[ConfigJob], LogReport]:
+    """Successful records of the logs as self-contained extraction jobs (parsed here, once);
+    errors and bad lines counted."""
     report = LogReport()
-    jobs: List[Job] = []
+    jobs: List[ConfigJob] = []
     seen: Counter = Counter()
     for path in log_files(list(paths)):
         for record in read_records(path, skip_bad=skip_bad, bad=report.bad_lines):
             try:
-                template = get_template(record.task_name)
-                wl = template.parse_task_args(record.task_args)
-                config = template.space(wl).from_entity(record.entity, template.default_values(wl))
+                job = record_job(record)
             except (UnknownTemplateError, ValueError) as e:
                 if not skip_bad:
                     raise RecordFormatError(f"{record.source}: {e}") from None
                 file, _, line = record.source.rpartition(":")
                 report.bad_lines.append((file, int(line), str(e)))
                 continue
-            group = group_name(template, wl)
+            group = group_name(job.workload, get_template(job.template).target_kind)
             if not record.ok:
                 report.errors[group][record.error_no] += 1
                 continue
             report.measured[group] += 1
-            name = f"{group}/{config.index}"
+            name = f"{group}/{job.config.index}"
             seen[name] += 1
             if seen[name] > 1:  # the same config measured again (another log, a resume)
                 name += f"#{seen[name]}"
-            jobs.append((template.name, record.task_args, record.entity, record.costs, name))
+            jobs.append(replace(job, name=name))
     return jobs, report
 
 
@@ -96,6 +105,18 @@ def extract_logs(paths: Sequence[str], skip_bad: bool = False, workers: int = 0,
     return dict(by_group), report
 
 
+def write_collections(out: str, by_group: Dict[str, List[GraphSample]], report: LogReport,
+                      logs: Sequence[str]) -> None:
+    """`OUT/<group>.npz` per workload group, and `OUT/report.json`."""
+    for group, samples in sorted(by_group.items()):
+        save_samples(os.path.join(out, f"{group}.npz"), samples, extractor=TIR_EXTRACTOR,
+                     info={"logs": [os.path.abspath(p) for p in logs]})
+    with atomic_write(os.path.join(out, "report.json")) as f:
+        json.dump({"extractor": EXTRACTOR_VERSION, "samples": dict(report.measured),
+                   "errors": {g: dict(c) for g, c in report.errors.items()},
+                   "bad_lines": report.bad_lines, "unknown_nodes": report.unknown_nodes}, f, indent=1)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m extract.tvm_log", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,18 +128,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="leave out MetaSchedule's per-store features (only the xgb baseline reads them)")
     args = ap.parse_args(argv)
     try:
-        by_group, report = extract_logs(args.logs, args.skip_bad, args.workers, per_store=args.per_store)
-    except (RecordFormatError, FileNotFoundError) as e:
+        log_files(args.logs)  # a missing log is reported before the output folder is made
+        with output_lock(args.out):  # one writer per folder, known before extracting
+            by_group, report = extract_logs(args.logs, args.skip_bad, args.workers, per_store=args.per_store)
+            write_collections(args.out, by_group, report, args.logs)
+    except (RecordFormatError, FileNotFoundError, OutputBusyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    os.makedirs(args.out, exist_ok=True)
-    for group, samples in sorted(by_group.items()):
-        save_samples(os.path.join(args.out, f"{group}.npz"), samples,
-                     info={"extractor": EXTRACTOR_VERSION, "logs": [os.path.abspath(p) for p in args.logs]})
-    with open(os.path.join(args.out, "report.json"), "w") as f:
-        json.dump({"extractor": EXTRACTOR_VERSION, "samples": dict(report.measured),
-                   "errors": {g: dict(c) for g, c in report.errors.items()},
-                   "bad_lines": report.bad_lines, "unknown_nodes": report.unknown_nodes}, f, indent=1)
     print(report.table())
     print(f"wrote {sum(len(s) for s in by_group.values())} samples in {len(by_group)} "
           f"collections to {args.out}")

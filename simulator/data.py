@@ -152,8 +152,8 @@ def enumerate_workload(spec: str, template: str = DEFAULT_TEMPLATE, max_configs:
         raise SimulatorError(f"enumerating a config space needs the extractors ({e})") from None
     try:
         workload = parse_workload(spec)
-        space = get_template(template).space(workload)
-    except (ValueError, KeyError) as e:
+        space = get_template(template).space(get_template(template).check_workload(workload))
+    except (ValueError, KeyError, TypeError) as e:
         raise SimulatorError(str(e)) from None
     indices = np.arange(len(space))
     if max_configs and max_configs < len(indices):

@@ -17,6 +17,16 @@ def test_atomic_write_replaces_whole_file(tmp_path):
     assert sorted(os.listdir(target.parent)) == ["out.json"]
 
 
+def test_atomic_write_gives_the_usual_file_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "out.txt") as f:
+            f.write("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644
+
+
 def test_atomic_write_keeps_old_file_on_error(tmp_path):
     target = tmp_path / "out.txt"
     target.write_text("old")

@@ -58,7 +58,7 @@ def test_sampling_is_seeded_uniform_and_interleaved():
 def test_measure_one_checks_the_answer():
     wl = parse_workload(TINY)
     result = measure.measure_one("conv2d_NCHWc.x86", wl, 0, repeat=1, min_repeat_ms=1)
-    assert result["error_no"] == 0 and np.isfinite(result["costs"]).all()
+    assert result.error_no == 0 and np.isfinite(result.costs).all()
 
 
 def test_remeasure_subset_is_stable_and_can_include_an_earlier_pass():

@@ -1,5 +1,6 @@
 """Schedule templates, registered by AutoTVM task name (see `base.Template`)."""
-from .base import TEMPLATES, Conv2dWorkload, Template, UnknownTemplateError, get_template, register_template
+from ..workloads import Conv2dWorkload  # the kind the conv2d templates schedule
+from .base import TEMPLATES, Template, UnknownTemplateError, get_template, register_template
 from . import conv2d_x86  # noqa: F401  (registers)
 from . import conv2d_cuda  # noqa: F401  (registers)
 

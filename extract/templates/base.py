@@ -1,78 +1,58 @@
 """The template interface and its registry.
 
-A template is a schedule family for one operator: it names the AutoTVM tasks it answers
-to, turns a task's arguments into a `Conv2dWorkload`, defines the knob space for a
-workload, and applies one config as a `tvm.s_tir.Schedule`. Register a new one with
-`@register_template` and every CLI (measure, tvm_log, simulator --data) knows it.
+A template is a schedule family for one workload kind (`workload_type`, see
+`extract.workloads`): it names the AutoTVM tasks it answers to, turns a task's
+arguments into a workload, defines the knob space for a workload, and applies one
+config as a `tvm.s_tir.Schedule`. Templates are one producer of schedules among others
+(`extract.tvm_graph.sample_from_schedule` takes a schedule from anywhere). Register a
+new one with `@register_template` (one file here plus its import in `__init__.py`) and
+every CLI (measure, tvm_log, simulator --data) knows it.
 """
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, ClassVar, Dict, Generic, List, Sequence, Tuple, Type, TypeVar
 
 from ..space import Config, ConfigSpace
+from ..workloads import Workload
+
+W = TypeVar("W", bound=Workload)
 
 
-@dataclass(frozen=True)
-class Conv2dWorkload:
-    """A 2-D convolution, NCHW data and OIHW kernel, symmetric padding, no dilation."""
-
-    batch: int
-    in_channels: int
-    height: int
-    width: int
-    out_channels: int
-    kernel_h: int
-    kernel_w: int
-    stride: int
-    padding: int
-
-    @property
-    def out_height(self) -> int:
-        return (self.height + 2 * self.padding - self.kernel_h) // self.stride + 1
-
-    @property
-    def out_width(self) -> int:
-        return (self.width + 2 * self.padding - self.kernel_w) // self.stride + 1
-
-    @property
-    def flops(self) -> int:
-        return (2 * self.batch * self.out_channels * self.out_height * self.out_width
-                * self.in_channels * self.kernel_h * self.kernel_w)
-
-    @property
-    def key(self) -> str:
-        """A readable, unique name, e.g. ``conv2d_1x64x56x56_64x3x3_s1_p1``."""
-        return (f"conv2d_{self.batch}x{self.in_channels}x{self.height}x{self.width}"
-                f"_{self.out_channels}x{self.kernel_h}x{self.kernel_w}_s{self.stride}_p{self.padding}")
-
-
-class Template:
-    """Schedule family for one operator; subclasses fill in the four methods."""
+class Template(Generic[W]):
+    """Schedule family for one workload kind; subclasses fill in the methods."""
 
     name: str = ""
     task_names: Tuple[str, ...] = ()  # AutoTVM task names this template reads
     target_kind: str = "llvm"
+    workload_type: ClassVar[Type[Workload]] = Workload  # the kind it schedules
 
-    def parse_task_args(self, args: Sequence[Any]) -> Conv2dWorkload:
+    def check_workload(self, workload: Workload) -> W:
+        """The workload, if it is of the kind this template schedules; else TypeError."""
+        if not isinstance(workload, self.workload_type):
+            raise TypeError(f"template {self.name!r} schedules {self.workload_type.kind} workloads, "
+                            f"not {getattr(workload, 'key', workload)!r}")
+        return workload  # type: ignore[return-value]
+
+    def parse_task_args(self, args: Sequence[Any]) -> W:
         raise NotImplementedError
 
-    def task_args(self, workload: Conv2dWorkload) -> List[Any]:
+    def task_args(self, workload: W) -> List[Any]:
         raise NotImplementedError
 
-    def space(self, workload: Conv2dWorkload) -> ConfigSpace:
+    def space(self, workload: W) -> ConfigSpace:
         raise NotImplementedError
 
-    def default_values(self, workload: Conv2dWorkload) -> Dict[str, Any]:
+    def default_values(self, workload: W) -> Dict[str, Any]:
         """Values for knobs an older log may lack (AutoTVM's fixed choice)."""
         return {}
 
-    def schedule(self, workload: Conv2dWorkload, config: Config):
+    def schedule(self, workload: W, config: Config):
         """Return a `tvm.s_tir.Schedule` with the config applied."""
         raise NotImplementedError
 
-    def make_target(self):
+    def make_target(self, num_cores: int = 1):
+        """The `tvm.target.Target` configs are built for (`num_cores`: runtime threads)."""
         raise NotImplementedError
 
 

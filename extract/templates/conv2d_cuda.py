@@ -28,7 +28,8 @@ import math
 from typing import Any, List
 
 from ..space import Config, ConfigSpace, OptionKnob, SplitKnob
-from .base import Conv2dWorkload, Template, register_template
+from ..workloads import Conv2dWorkload
+from .base import Template, register_template
 from .conv2d_x86 import parse_conv2d_args
 
 # AutoTVM's `check_gpu` limits: the device's max threads per block, max threadIdx.x/y/z
@@ -44,11 +45,12 @@ class InvalidGpuConfig(ValueError):
 
 
 @register_template
-class Conv2dCuda(Template):
+class Conv2dCuda(Template[Conv2dWorkload]):
     name = "tutorial/conv2d_no_batching"
     # TVM <= 0.6 named the task after the template function (same args, same space)
     task_names = ("conv2d_no_batching",)
     target_kind = "cuda"
+    workload_type = Conv2dWorkload
 
     def parse_task_args(self, args):
         wl = parse_conv2d_args(args)
@@ -84,14 +86,8 @@ class Conv2dCuda(Template):
                       host={"kind": "llvm", "mtriple": "x86_64-linux-gnu"})
 
     def compute(self, wl: Conv2dWorkload):
-        from tvm import te, topi
-
-        data = te.placeholder((wl.batch, wl.in_channels, wl.height, wl.width), name="data")
-        kernel = te.placeholder((wl.out_channels, wl.in_channels, wl.kernel_h, wl.kernel_w),
-                                name="kernel")
-        conv = topi.nn.conv2d_nchw(data, kernel, wl.stride, wl.padding, dilation=1,
-                                   out_dtype="float32")
-        return te.create_prim_func([data, kernel, conv])
+        """The workload's own computation (`topi.nn.conv2d_nchw`), as in the tutorial."""
+        return wl.prim_func()
 
     def check_threads(self, config: Config) -> None:
         """Threads per block and per dimension, known from the config alone."""

@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ..space import Config, ConfigSpace, OptionKnob, SplitKnob
-from .base import Conv2dWorkload, Template, Unchecked, register_template
+from ..workloads import Conv2dWorkload
+from .base import Template, Unchecked, register_template
 
 
 def _pair(value: Any, what: str) -> int:
@@ -76,10 +77,11 @@ def parse_conv2d_args(args: Sequence[Any]) -> Conv2dWorkload:
 
 
 @register_template
-class Conv2dX86(Template):
+class Conv2dX86(Template[Conv2dWorkload]):
     name = "conv2d_NCHWc.x86"
     task_names = ("conv2d_nchw.x86", "topi_x86_conv2d_NCHWc", "topi_nn_conv2d")
     target_kind = "llvm"
+    workload_type = Conv2dWorkload
 
     def parse_task_args(self, args):
         return parse_conv2d_args(args)
