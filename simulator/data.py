@@ -3,9 +3,10 @@
 Everything the simulator needs from outside `simulator/` goes through these functions,
 so a change of those interfaces is fixed here only:
 
-* `load_data(paths)`        -> list[GraphSample]  (datasets.load_dataset)
-* `load_collection(paths)`  -> (samples, CollectionInfo): with the node-type vocabulary,
-                               feature names and extractor of their collection
+* `load_collection(paths)`  -> (samples, CollectionInfo): the samples and the node-type
+                               vocabulary, feature names and extractor of their
+                               collection (datasets.load_collection)
+* `load_data(paths)`        -> the samples only
 * `collection_info(samples)`-> that info, from the samples themselves
 * `hlo_collection_info()`   -> the same for HLO graphs (TpuGraphs; extract.hlo_graph)
 * `extractor_info()`        -> the installed TIR extractor's (extract.tir_graph)
@@ -24,12 +25,12 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from datasets import load_dataset
-from extract.sample import GraphSample
+import datasets
+from extract.sample import EXTRACTORS, ExtractorInfo, GraphSample
 
+from .config import SHIPPED
 from .registry import SimulatorError
 
-SHIPPED = "shipped"
 DEFAULT_TEMPLATE = "conv2d_NCHWc.x86"
 
 
@@ -54,8 +55,24 @@ def _refuse_tpugraphs_files(paths: Sequence[str]) -> None:
                                      f"python -m simulator.predict RUN {path}")
 
 
-def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[str] = None) -> List[GraphSample]:
-    """Samples from the shipped dataset, AutoTVM logs / folders, or `.npz` collections.
+@dataclass
+class CollectionInfo:
+    """What made a collection's node types and features: names by id, and the extractor."""
+
+    vocabulary: Optional[List[str]] = None     # node-type name of each id
+    feature_names: Optional[List[str]] = None  # name of each node-feature column
+    extractor: Optional[str] = None            # extractor version
+
+    @classmethod
+    def of(cls, extractor: "ExtractorInfo") -> "CollectionInfo":
+        return cls(list(extractor.vocabulary), list(extractor.feature_names), extractor.extractor)
+
+
+def load_collection(paths: Union[str, Sequence[str]] = SHIPPED,
+                    cache_dir: Optional[str] = None) -> Tuple[List[GraphSample], CollectionInfo]:
+    """Samples from the shipped dataset, AutoTVM logs / folders, or `.npz` collections, and
+    the info of their collection: the extractor its info names (`datasets.load_collection`),
+    else what the samples say (`collection_info`).
 
     Any failure (missing path, unreadable file, unknown template) is a `SimulatorError`
     whose message names the culprit.
@@ -70,19 +87,18 @@ def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[st
         if p != SHIPPED and not os.path.exists(p):
             raise SimulatorError(f"{p}: no such dataset file or folder")
     _refuse_tpugraphs_files([p for p in paths if p != SHIPPED])
-    try:  # load_dataset refuses an empty result itself
-        return load_dataset(paths[0] if len(paths) == 1 else paths, cache=cache_dir)
+    try:  # load_collection refuses an empty result itself
+        collection = datasets.load_collection(paths[0] if len(paths) == 1 else paths, cache=cache_dir)
     except (OSError, ValueError, KeyError) as e:  # DatasetError, RecordFormatError, unknown template
         raise SimulatorError(str(e)) from None
+    if collection.extractor is not None:
+        return collection.samples, CollectionInfo.of(collection.extractor)
+    return collection.samples, collection_info(collection.samples)
 
 
-@dataclass
-class CollectionInfo:
-    """What made a collection's node types and features: names by id, and the extractor."""
-
-    vocabulary: Optional[List[str]] = None     # node-type name of each id
-    feature_names: Optional[List[str]] = None  # name of each node-feature column
-    extractor: Optional[str] = None            # extractor version
+def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[str] = None) -> List[GraphSample]:
+    """The samples of `load_collection`."""
+    return load_collection(paths, cache_dir)[0]
 
 
 def extractor_info() -> CollectionInfo:
@@ -107,23 +123,21 @@ def hlo_collection_info() -> CollectionInfo:
     return CollectionInfo(vocabulary, list(getattr(hlo, "NODE_FEATURE_NAMES", []) or []) or None, None)
 
 
-def load_collection(paths: Union[str, Sequence[str]] = SHIPPED,
-                    cache_dir: Optional[str] = None) -> Tuple[List[GraphSample], CollectionInfo]:
-    """`load_data`'s samples and the info of their collection."""
-    samples = load_data(paths, cache_dir)
-    return samples, collection_info(samples)
-
-
 def collection_info(samples: Sequence[GraphSample]) -> CollectionInfo:
-    """The vocabulary, feature names and extractor of the collection `samples` came from:
-    HLO samples (they carry `meta["tpugraphs"]`) use the HLO opcode table; TIR samples the
-    TIR extractor's, with the extractor version the samples record."""
+    """What the samples themselves say made them, for a collection whose info names no
+    extractor (samples made in memory, synthetic data): HLO samples (they carry
+    `meta["tpugraphs"]`) the HLO opcode table; samples naming a registered extractor
+    (`meta["extractor"]`, `extract.sample.EXTRACTORS`) that one; else the installed TIR
+    extractor's vocabulary, with the extractor version the samples record."""
     if samples and all("tpugraphs" in s.meta for s in samples):
         return hlo_collection_info()
-    info = extractor_info()
     versions = {s.meta.get("extractor") for s in samples}
-    if len(versions) == 1 and None not in versions:  # what made these samples, if they say
-        info.extractor = str(versions.pop())
+    version = versions.pop() if len(versions) == 1 else None
+    if version in EXTRACTORS:
+        return CollectionInfo.of(EXTRACTORS[version])
+    info = extractor_info()
+    if version is not None:  # what made these samples, if they say
+        info.extractor = str(version)
     return info
 
 

@@ -199,3 +199,34 @@ def test_the_lazy_source_follows_the_protocol(tmp_path):
     assert batch.graph.batch_size == len(batch.y) == drawn   # early join: one graph copy per config
     scored = dict(train.score(model, 64))
     assert sorted(scored) == [0, 1, 2] and all(len(p) == f.num_configs for p, f in zip(scored.values(), train.files))
+
+
+def test_vocabulary_comes_from_the_collection_and_maps_other_data_on_load(tmp_path, synthetic_samples):
+    """A run keeps its collection's vocabulary; data from an extractor that numbers the same
+    node types differently is mapped by name, so the model predicts the same."""
+    import dataclasses
+
+    from extract.sample import ExtractorInfo, save_samples
+    from simulator import train
+    from simulator.data import load_collection
+    from simulator.synthetic import FEATURE_NAMES
+    vocab = [f"t{i}" for i in range(8)]
+    save_samples(str(tmp_path / "a.npz"), synthetic_samples,
+                 extractor=ExtractorInfo("toy-v1", tuple(vocab), tuple(FEATURE_NAMES)))
+    out = tmp_path / "run"
+    assert train.main(["--data", str(tmp_path / "a.npz"), "--out", str(out), "--threads", "1", "--epochs", "1",
+                       "--width", "8", "--depth", "1"]) == 0
+    model = CostModel.load(str(out))
+    assert model.info.vocabulary == vocab and model.info.num_types == 8 and model.info.extractor_version == "toy-v1"
+    renumbered = [dataclasses.replace(s, node_types=7 - s.node_types) for s in synthetic_samples]
+    (tmp_path / "b").mkdir()
+    save_samples(str(tmp_path / "b" / "b.npz"), renumbered,
+                 extractor=ExtractorInfo("toy-v2", tuple(vocab[::-1]), tuple(FEATURE_NAMES)))
+
+    def source_of(path):
+        samples, collection = load_collection(str(path))
+        return SampleSource(samples, model.info, collection=collection)
+    a, b = source_of(tmp_path / "a.npz"), source_of(tmp_path / "b")
+    assert not np.array_equal(renumbered[0].node_types, synthetic_samples[0].node_types)
+    assert np.array_equal(a.items(BatchSpec())[0].types, b.items(BatchSpec())[0].types)
+    assert np.array_equal(model.predict(a), model.predict(b))
