@@ -32,6 +32,6 @@ setup(
     ],
     extras_require={
         "jax": ["jax"],
-        "test": ["pytest", "jax"],
+        "test": ["pytest", "jax", "hypothesis"],
     },
 )
