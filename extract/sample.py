@@ -215,15 +215,21 @@ def load_samples(path: str) -> List[GraphSample]:
             return None
         return rows.reshape(-1, len(part("node_config_ids", i)), rows.shape[-1])
 
-    return [GraphSample(edges=part("edges", i), node_features=part("node_features", i),
-                        node_types=part("node_types", i), runtimes=part("runtimes", i),
-                        group=header["groups"][i], name=header["names"][i],
-                        meta=header["meta"][i],
-                        **{k: part(k, i) for k in _OPTIONAL if k != "node_config_features"},
-                        node_config_features=node_config_features(i),
-                        vectors={k[len("vector:"):]: part(k, i) for k in data
-                                 if k.startswith("vector:") and not k.endswith("_offsets")})
-            for i in range(count)]
+    def sample(i: int) -> GraphSample:
+        try:
+            return GraphSample(edges=part("edges", i), node_features=part("node_features", i),
+                               node_types=part("node_types", i), runtimes=part("runtimes", i),
+                               group=header["groups"][i], name=header["names"][i],
+                               meta=header["meta"][i],
+                               **{k: part(k, i) for k in _OPTIONAL if k != "node_config_features"},
+                               node_config_features=node_config_features(i),
+                               vectors={k[len("vector:"):]: part(k, i) for k in data
+                                        if k.startswith("vector:") and not k.endswith("_offsets")})
+        except (ValueError, IndexError, KeyError, TypeError) as e:  # a bad value, inconsistent arrays
+            reason = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+            raise ValueError(f"{path}: sample {i}: {reason}") from None
+
+    return [sample(i) for i in range(count)]
 
 
 def load_info(path: str) -> Dict[str, Any]:

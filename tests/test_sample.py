@@ -89,3 +89,26 @@ def test_any_non_finite_feature_is_refused(shape, data):
     with pytest.raises(ValueError, match=r"^g/1: node_features holds \d+ non-finite values"):
         GraphSample(edges=edges, node_features=features, node_types=np.arange(shape[0]), runtimes=[1.0],
                     group="g", name="g/1")
+
+
+def test_a_collection_holding_a_bad_sample_names_the_file_and_the_sample(tmp_path):
+    """Values written by another tool (or a damaged array) are refused when read, naming
+    the file and the sample, not as NaN weights or a reshape traceback later."""
+    import zipfile
+
+    good = _sample()
+    path = tmp_path / "c.npz"
+    save_samples(str(path), [good, _sample(name="C2/8")])
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["node_features"][4, 1] = np.nan  # in the second sample
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match=r"c.npz: sample 1: C2/8: node_features holds 1 non-finite"):
+        load_samples(str(path))
+    arrays["node_features"][4, 1] = 1.0
+    arrays["node_types_offsets"] = np.array([0, 3, 3])  # a 0-node graph
+    arrays["node_features_offsets"] = np.array([0, 3, 3])
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match=r"c.npz: sample 1: C2/8: a graph of no nodes"):
+        load_samples(str(path))
+    assert zipfile.is_zipfile(path)
