@@ -25,6 +25,7 @@ Work folder:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -38,7 +39,8 @@ from .fileio import OutputBusyError, atomic_write, output_lock
 from .ms_collect import Measurer, SearchSettings, TaskCollector
 from .ms_load import LoadMonitor, measure_load
 from .ms_progress import Counts, Progress
-from .ms_runner import MeasureConfig, check_probe, host_target, make_builder, make_runner, pin_process, probe_runner
+from .ms_runner import (MeasureConfig, check_probe, host_target, load_tensor_intrinsics, make_builder,
+                        make_runner, pin_process, probe_runner)
 from .ms_store import METHODS, PassStore, is_valid, record_secs
 from .ms_tasks import TaskInfo, extract_tasks, load_tasks, save_tasks, summary
 from .ms_workload import target_tag
@@ -82,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-wait", type=float, default=60.0,
                     help="seconds to wait for a loaded measuring core before each batch")
     ap.add_argument("--force", action="store_true", help="start even if the measuring core is busy")
+    ap.add_argument("--build-timeout", type=float, default=MeasureConfig.build_timeout_s,
+                    help="seconds before a build counts as failed")
+    ap.add_argument("--run-timeout", type=float, default=MeasureConfig.run_timeout_s,
+                    help="seconds before a timing counts as failed")
     ap.add_argument("--reference-every", type=float, default=300.0, help="seconds between reference timings")
     ap.add_argument("--remeasure", type=float, default=0.0, metavar="FRACTION",
                     help="second pass: time again this share of every task's valid records")
@@ -207,7 +213,8 @@ def _final_summary(store: PassStore, tasks: Sequence[TaskInfo]) -> Dict:
 
 
 def run(args) -> int:
-    config = MeasureConfig.for_machine(args.measure_core)
+    config = dataclasses.replace(MeasureConfig.for_machine(args.measure_core),
+                                 build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout)
     pin_process(config.build_cores, 1)
     target = host_target()
     work = os.path.abspath(args.work_dir)
@@ -223,48 +230,79 @@ def run(args) -> int:
         return measure(args, work, config, target, tasks)
 
 
-def measure(args, work: str, config: MeasureConfig, target, tasks: Sequence[TaskInfo]) -> int:
+@dataclass
+class Session:
+    """What one run of the command holds open: pools, logs, the pass's store."""
+
+    runner: object
+    builder: object
+    reference: object
+    measurer: Measurer
+    store: PassStore
+
+    def close(self) -> None:
+        for closing in (self.store.close, self.reference.close, self.runner.pool.shutdown,
+                        self.builder.pool.shutdown):
+            closing()
+
+
+def open_session(args, work: str, config: MeasureConfig, target, pass_no: int) -> Optional[Session]:
+    """Build the reference, start the pools, check the measuring worker (None: refused)."""
     from .ms_reference import ReferenceTimer, build_reference
 
-    pass_no = args.pass_number or (2 if args.remeasure else 1)
     kernel = build_reference(work, target)
-    runner, builder = make_runner(config), make_builder(config)
-    probe = probe_runner(runner, kernel.artifact_path, kernel.args_info)
-    problems = check_probe(probe, config)
+    runner, builder = make_runner(config), make_builder(config, target)
+    try:
+        probe = probe_runner(runner, kernel.artifact_path, kernel.args_info)
+        problems, probe_row = check_probe(probe, config), probe.__dict__
+    except Exception as e:  # noqa: BLE001 - a worker that cannot even run the probe
+        problems, probe_row = [f"probe failed: {str(e).strip().splitlines()[-1:]}"], {}
     write_meta(work, {"started": time.time(), "argv": sys.argv, "pass": pass_no, "machine": machine_info(),
-                      "target": str(target), "measure": config.as_dict(), "probe": probe.__dict__,
+                      "target": str(target), "measure": config.as_dict(), "probe": probe_row,
                       "probe_problems": problems, "search": vars(args)})
     if problems and not args.force:
         print("the measuring worker does not run as the protocol says:\n  " + "\n  ".join(problems),
               file=sys.stderr)
-        return 3
-    monitor = LoadMonitor(config.measure_core, args.load_threshold)
+        runner.pool.shutdown()
+        builder.pool.shutdown()
+        return None
     reference = ReferenceTimer(runner, kernel, os.path.join(work, "reference.jsonl"),
                                args.reference_every, {"pass": pass_no})
+    monitor = LoadMonitor(config.measure_core, args.load_threshold)
     measurer = Measurer(builder, runner, target, monitor, reference, args.max_wait)
     store = PassStore(os.path.join(work, f"pass{pass_no}"), pass_no, target)
+    return Session(runner, builder, reference, measurer, store)
+
+
+def measure(args, work: str, config: MeasureConfig, target, tasks: Sequence[TaskInfo]) -> int:
+    load_tensor_intrinsics(target)  # x86's only: this process tunes for this CPU alone
+    pass_no = args.pass_number or (2 if args.remeasure else 1)
+    session = open_session(args, work, config, target, pass_no)
+    if session is None:
+        return 3
+    store, measurer = session.store, session.measurer
     fixed = store.reconcile(tasks)
     if any(fixed.values()):
         print(f"sidecar repaired after an interrupted run: {fixed}", file=sys.stderr)
-    reference.time_now("start")
-    monitor.mark()
+    session.reference.time_now("start")
+    measurer.monitor.mark()
     if args.remeasure:
         first = PassStore(os.path.join(work, "pass1"), 1, target)
         progress = _remeasure_progress(args, tasks, first, store)
-        measurer.warn = progress.message
+        measurer.warn = progress.warning
         progress.show(force=True)
         remeasure_pass(tasks, first, store, measurer, args.remeasure, args.seed, args.batch, progress)
+        first.close()
     else:
         plan = Plan.split(args.trials_per_task)
         progress = Progress(counts_for(store, tasks, plan), every_s=args.progress_every)
-        measurer.warn = progress.message
+        measurer.warn = progress.warning
         progress.show(force=True)
         collect_pass(tasks, store, measurer, target, plan,
                      SearchSettings(args.batch, args.population, seed=args.seed), progress)
-    reference.time_now("end")
-    result = _final_summary(store, tasks)
-    progress.message(f"done: {json.dumps(result)}")
-    store.close()
+    session.reference.time_now("end")
+    progress.message(f"done: {json.dumps(_final_summary(store, tasks))}")
+    session.close()
     return 0
 
 

@@ -38,6 +38,7 @@ class Progress:
         self.start = time.monotonic()
         self.session_records = 0
         self._last_print = -float("inf")
+        self._warned: dict = {}  # warning kind → (last time shown, suppressed since)
 
     def add(self, records: int, errors: int) -> None:
         c = self.counts
@@ -71,3 +72,15 @@ class Progress:
         """A line of its own (a warning), not overwritten by the next progress line."""
         self.stream.write(("\n" if self.tty else "") + text + "\n")
         self.stream.flush()
+
+    def warning(self, text: str, every_s: float = 300.0) -> None:
+        """A message, shown at most once per `every_s` per kind (its text up to the first
+        colon); the next one shown says how many were held back."""
+        kind = text.split(":", 1)[0]
+        last, held = self._warned.get(kind, (-float("inf"), 0))
+        now = time.monotonic()
+        if now - last < every_s:
+            self._warned[kind] = (last, held + 1)
+            return
+        self._warned[kind] = (now, 0)
+        self.message(f"warning: {text}" + (f" ({held} more like it since the last one)" if held else ""))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Sequence, Tuple
 
@@ -92,14 +93,54 @@ def _pin_worker(cores: Tuple[int, ...], threads: int) -> None:
     pin_process(cores, threads)
 
 
-def _pin_build_worker(cores: Tuple[int, ...]) -> None:
-    """Builder initializer: pin, then pay `default_build`'s import of the tensor intrinsics
-    (~22 s of CPU here) once per worker instead of once per build call."""
+def load_tensor_intrinsics(target) -> None:
+    """Import TVM's tensor intrinsics, only x86's for an x86 LLVM target.
+
+    MetaSchedule imports `tvm.s_tir.tensor_intrin` in the tuning process (TuneContext) and
+    in every build worker (`default_build`); that package registers every architecture's
+    intrinsics, 22 s of CPU here, 80% of it CUDA's TVMScript. A float32 kernel for an x86
+    CPU can only be tensorised with x86's (MetaSchedule's VNNI/AVX-512 rules, int8 only),
+    so for such a target the package is entered without running its `__init__` and only
+    its x86 module is imported (~1 s). Another architecture's module can still be
+    imported by name afterwards; other targets get the whole package."""
+    _import_intrinsics(_is_x86_llvm(target))
+
+
+def _import_intrinsics(x86_only: bool) -> None:
+    import importlib
+    import importlib.util
+    import sys
+
+    name = "tvm.s_tir.tensor_intrin"
+    if name in sys.modules:
+        return
+    if not x86_only:
+        importlib.import_module(name)
+        return
+    package = importlib.util.module_from_spec(importlib.util.find_spec(name))
+    sys.modules[name] = package
+    try:
+        importlib.import_module(name + ".x86")
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
+def _is_x86_llvm(target) -> bool:
+    if target is None or str(target.kind.name) != "llvm":
+        return False
+    triple = str(target.attrs["mtriple"]) if "mtriple" in target.attrs else ""
+    return triple.startswith(("x86_64", "i686", "i386")) or (not triple and platform.machine() == "x86_64")
+
+
+def _pin_build_worker(cores: Tuple[int, ...], x86_only: bool) -> None:
+    """Builder initializer: pin, then import the tensor intrinsics `default_build` needs,
+    once per worker instead of once per build call."""
     pin_process(cores, 1)
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+    _import_intrinsics(x86_only)
 
 
-def make_builder(config: MeasureConfig, max_uses: int = 400):
+def make_builder(config: MeasureConfig, target=None, max_uses: int = 400):
     """MetaSchedule's LocalBuilder (its worker function, default build and export, error
     handling) with its workers pinned to the build cores and kept between calls.
 
@@ -108,10 +149,10 @@ def make_builder(config: MeasureConfig, max_uses: int = 400):
     its first build: 22 s of CPU here, against 0.05–0.5 s for the build itself, i.e. more
     than a second per candidate at MetaSchedule's batch sizes. Here the pool lives as long
     as the builder and a worker is replaced after `max_uses` builds (the leak stays bounded,
-    the import is paid once per `max_uses` candidates)."""
-    return _pooled_builder_class()(len(config.build_cores), config.build_timeout_s,
-                                   functools.partial(_pin_build_worker, tuple(config.build_cores)),
-                                   max_uses)
+    the import is paid once per `max_uses` candidates). With `target`, the workers import
+    only the tensor intrinsics it can use (`load_tensor_intrinsics`)."""
+    init = functools.partial(_pin_build_worker, tuple(config.build_cores), _is_x86_llvm(target))
+    return _pooled_builder_class()(len(config.build_cores), config.build_timeout_s, init, max_uses)
 
 
 @functools.lru_cache(maxsize=None)

@@ -166,7 +166,10 @@ def _conv_kind(anchor: BlockInfo) -> str:
     grouped = bool(data_vars & weight_vars & anchor.spatial.keys())
     if not grouped and "group" not in anchor.name and "depthwise" not in anchor.name:
         return "conv2d"
-    window = frozenset().union(*(v for v in anchor.operands[data] if v & anchor.spatial.keys()))
+    # the sliding-window indices: an output axis the weight does not have (y, x) plus a
+    # reduction axis; the grouped channel index (output channel + rc) is not one of them
+    window = frozenset().union(*(v for v in anchor.operands[data]
+                                 if (v & anchor.spatial.keys()) - weight_vars and v & anchor.reduction.keys()))
     channel_reduction = 1
     for var, extent in anchor.reduction.items():
         if var not in window:
