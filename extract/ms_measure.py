@@ -267,7 +267,7 @@ def open_session(args, work: str, config: MeasureConfig, target, pass_no: int) -
         builder.pool.shutdown()
         return None
     reference = ReferenceTimer(runner, kernel, os.path.join(work, "reference.jsonl"),
-                               args.reference_every, {"pass": pass_no})
+                               args.reference_every, {"pass": pass_no}, config.measure_core)
     monitor = LoadMonitor(config.measure_core, args.load_threshold)
     measurer = Measurer(builder, runner, target, monitor, reference, args.max_wait)
     store = PassStore(os.path.join(work, f"pass{pass_no}"), pass_no, target)

@@ -84,10 +84,13 @@ def build_reference(folder: str, target) -> ReferenceKernel:
 class ReferenceTimer:
     """Times the reference kernel on `runner` when `every_s` seconds have passed."""
 
-    def __init__(self, runner, kernel: ReferenceKernel, path: str, every_s: float, tags: Dict):
+    def __init__(self, runner, kernel: ReferenceKernel, path: str, every_s: float, tags: Dict,
+                 measure_core: int = -1):
         self.runner, self.kernel, self.every_s, self.tags = runner, kernel, every_s, dict(tags)
+        self.measure_core = measure_core
         self.log = JsonlLog(path)
         self._last = -float("inf")
+        self.repinned = 0  # times the runner's worker was found off its core
 
     def due(self) -> bool:
         return time.monotonic() - self._last >= self.every_s
@@ -96,7 +99,13 @@ class ReferenceTimer:
         return self.time_now(note) if self.due() else None
 
     def time_now(self, note: str = "") -> Dict:
-        """One timing on the measuring runner, appended to the log and returned."""
+        """One timing on the measuring runner, appended to the log and returned; first, the
+        runner's worker is checked (and put back) on the measuring core."""
+        from .ms_runner import runner_affinity
+
+        affinity, repinned = (runner_affinity(self.runner, self.measure_core)
+                              if self.measure_core >= 0 else ((), False))
+        self.repinned += repinned
         (future,) = self.runner.run([self.kernel.runner_input()])
         result = future.result()
         self._last = time.monotonic()
@@ -104,7 +113,8 @@ class ReferenceTimer:
         row = {"time": time.time(), "note": note, "run_secs": secs,
                "min": min(secs) if secs else None,
                "median": statistics.median(secs) if secs else None,
-               "error": None if secs else str(result.error_msg)[:500], **self.tags}
+               "error": None if secs else str(result.error_msg)[:500],
+               "runner_affinity": list(affinity), "repinned": repinned, **self.tags}
         self.log.append(row)
         return row
 

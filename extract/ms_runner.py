@@ -13,6 +13,8 @@ core):
   kernel never waits for a descheduled sibling thread. The builder's workers and this
   process (the search, the cost model) are pinned to the other core(s). `probe_runner`
   checks both facts inside the worker (affinity and thread count after a parallel kernel).
+  The worker also runs at nice −10 where allowed, so that a process started on that
+  core by mistake takes ~10% of it rather than half.
 * **Evaluator**: `number=1, repeat=REPEAT, min_repeat_ms=20`. TVM's time evaluator raises
   `number` until one repeat lasts ≥ 20 ms, so a 50 µs kernel is timed over ~400 runs per
   repeat (the timer's resolution and one-off interrupts no longer dominate) while a 200 ms
@@ -54,6 +56,7 @@ class MeasureConfig:
     build_timeout_s: float = 120.0
     run_timeout_s: float = 60.0
     kernel_threads: int = 1
+    runner_nice: int = -10           # if allowed: a stray process on the core gets ~10% of it
 
     def as_dict(self) -> Dict:
         return asdict(self)
@@ -81,16 +84,28 @@ def host_target(num_cores: int = 1):
 # ---------------------------------------------------------------- pinning
 def pin_process(cores: Sequence[int], threads: int = 0) -> None:
     """Pin the calling process to `cores`; with `threads` > 0 also fix TVM's thread pool
-    size (read when the pool is first made, i.e. before the first kernel runs)."""
+    size (read when the pool is first made, i.e. before the first kernel runs).
+
+    `TVM_BIND_THREADS=0` keeps TVM from undoing the pinning: when its thread pool is made
+    it binds the calling thread to the first `TVM_NUM_THREADS` cores of the *machine*
+    (core 0 here), whatever the process's own affinity — measured: a worker pinned to
+    core 1 ran on core 0 after its first `runtime.NumThreads` call."""
     os.sched_setaffinity(0, set(cores))
+    os.environ["TVM_BIND_THREADS"] = "0"
     if threads > 0:
         os.environ["TVM_NUM_THREADS"] = str(threads)
         os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
-def _pin_worker(cores: Tuple[int, ...], threads: int) -> None:
-    """PopenPool initializer (runs in the worker before its first job)."""
+def _pin_worker(cores: Tuple[int, ...], threads: int, nice: int = 0) -> None:
+    """PopenPool initializer (runs in the worker before its first job); a priority the
+    process may not take (not root) is left as it is."""
     pin_process(cores, threads)
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        except PermissionError:
+            pass
 
 
 def load_tensor_intrinsics(target) -> None:
@@ -206,7 +221,8 @@ def make_runner(config: MeasureConfig):
     from tvm.s_tir.meta_schedule.runner import LocalRunner
 
     os.environ["TVM_NUM_THREADS"] = str(config.kernel_threads)
-    init = functools.partial(_pin_worker, (config.measure_core,), config.kernel_threads)
+    os.environ["TVM_BIND_THREADS"] = "0"
+    init = functools.partial(_pin_worker, (config.measure_core,), config.kernel_threads, config.runner_nice)
     return LocalRunner(timeout_sec=config.run_timeout_s, evaluator_config=evaluator_config(config),
                        initializer=init)
 
@@ -222,14 +238,17 @@ class RunnerProbe:
     tvm_num_threads: int           # TVM's thread pool size
     env_tvm_num_threads: str
     max_thread_cpu_s: Dict[str, float]  # CPU seconds of each thread other than the main one
+    nice: int = 0
 
 
 def _probe_in_worker(artifact_path: str, args_info: list) -> dict:
-    """Runs inside the runner's worker: time the given kernel (it has a parallel loop), then
-    report affinity, thread count and each thread's CPU time."""
+    """Runs inside the runner's worker: make TVM's thread pool, time the given kernel (it
+    has a parallel loop), then report affinity (read last: anything above that moves the
+    process shows), thread count and each thread's CPU time."""
     import tvm
     from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
 
+    pool_threads = int(tvm.get_global_func("runtime.NumThreads")())
     module = tvm.runtime.load_module(artifact_path)
     dev = tvm.runtime.device("cpu", 0)
     args = default_alloc_argument(dev, args_info, 1)[0]
@@ -242,11 +261,24 @@ def _probe_in_worker(artifact_path: str, args_info: list) -> dict:
         with open(f"/proc/self/task/{tid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         cpu[tid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return {"pid": os.getpid(), "affinity": tuple(sorted(os.sched_getaffinity(0))),
-            "threads_after_kernel": len(tasks),
-            "tvm_num_threads": int(tvm.get_global_func("runtime.NumThreads")()),
-            "env_tvm_num_threads": os.environ.get("TVM_NUM_THREADS", ""),
-            "max_thread_cpu_s": cpu}
+    return {"pid": os.getpid(), "threads_after_kernel": len(tasks), "tvm_num_threads": pool_threads,
+            "env_tvm_num_threads": os.environ.get("TVM_NUM_THREADS", ""), "max_thread_cpu_s": cpu,
+            "nice": os.getpriority(os.PRIO_PROCESS, 0),
+            "affinity": tuple(sorted(os.sched_getaffinity(0)))}
+
+
+def _affinity_in_worker(core: int) -> Tuple[Tuple[int, ...], bool]:
+    """Runs inside the runner's worker: its affinity, re-pinned to `core` if it moved."""
+    found = tuple(sorted(os.sched_getaffinity(0)))
+    if found != (core,):
+        os.sched_setaffinity(0, {core})
+    return found, found != (core,)
+
+
+def runner_affinity(runner, core: int) -> Tuple[Tuple[int, ...], bool]:
+    """The cores the runner's worker was allowed, and whether it had to be re-pinned."""
+    found, repinned = runner.pool.submit(_affinity_in_worker, core).result()
+    return tuple(found), bool(repinned)
 
 
 def probe_runner(runner, artifact_path: str, args_info: list) -> RunnerProbe:

@@ -123,6 +123,8 @@ def test_protocol_recorded(run):
     assert last["measure"]["min_repeat_ms"] == 20 and last["measure"]["enable_cpu_cache_flush"] is False
     reference = _rows(os.path.join(run["work"], "reference.jsonl"))
     assert len(reference) >= 3 and all(len(r["run_secs"]) == 5 and r["time"] > 1.6e9 for r in reference)
+    core = last["measure"]["measure_core"]
+    assert all(r["runner_affinity"] == [core] and not r["repinned"] for r in reference)
     assert {r["note"] for r in reference} >= {"start", "end"}
 
 
