@@ -200,9 +200,6 @@ class TaskCollector:
             context.post_tuning()
 
     def _rounds(self, task, method, need, context, seen, model, database, workload) -> int:
-        from tvm.s_tir.meta_schedule.database import TuningRecord
-        from tvm.s_tir.meta_schedule.runner import RunnerResult
-
         measured, empty = 0, 0
         while measured < need:
             start = time.time()
@@ -211,7 +208,6 @@ class TaskCollector:
                 self.store.mark_exhausted(method, task, "search returned no candidates")
                 break
             fresh = self._fresh(candidates, seen)[: need - measured]
-            search_s = time.time() - start
             if not fresh:
                 context.notify_runner_results([], [])
                 empty += 1
@@ -220,23 +216,33 @@ class TaskCollector:
                     break
                 continue
             empty = 0
-            chosen = [candidate for candidate, _ in fresh]
-            outcomes, info = self.measurer.measure(chosen)
-            info["search_s"] = round(search_s / len(fresh), 4)
-            results = []
-            for (candidate, digest), outcome in zip(fresh, outcomes):
-                self.store.commit(method, task, candidate, outcome, {**info, "mod_hash": digest})
-                results.append(RunnerResult(outcome.run_secs, outcome.error))
-                if database is not None:
-                    database.commit_tuning_record(TuningRecord(
-                        candidate.sch.trace, workload, outcome.run_secs or [1e10], self.target,
-                        candidate.args_info))
-            if model is not None:
-                model.update(context, chosen, results)
-            context.notify_runner_results(chosen, results)
+            search_s = round((time.time() - start) / len(fresh), 4)
+            self._measure_batch(task, method, fresh, search_s, context, model, (database, workload))
             measured += len(fresh)
-            self.on_batch(task, method, len(fresh), {**info, "errors": sum(not o.ok for o in outcomes)})
         return measured
+
+    def _measure_batch(self, task, method, fresh, search_s, context, model, memory) -> None:
+        """Build, time and record one batch; tell the search, the cost model and the
+        search's database what came out."""
+        from tvm.s_tir.meta_schedule.database import TuningRecord
+        from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+        chosen = [candidate for candidate, _ in fresh]
+        outcomes, info = self.measurer.measure(chosen)
+        info["search_s"] = search_s
+        database, workload = memory
+        results = []
+        for (candidate, digest), outcome in zip(fresh, outcomes):
+            self.store.commit(method, task, candidate, outcome, {**info, "mod_hash": digest})
+            results.append(RunnerResult(outcome.run_secs, outcome.error))
+            if database is not None:
+                database.commit_tuning_record(TuningRecord(
+                    candidate.sch.trace, workload, outcome.run_secs or [1e10], self.target,
+                    candidate.args_info))
+        if model is not None:
+            model.update(context, chosen, results)
+        context.notify_runner_results(chosen, results)
+        self.on_batch(task, method, len(fresh), {**info, "errors": sum(not o.ok for o in outcomes)})
 
     @staticmethod
     def _fresh(candidates: Sequence, seen: set) -> List[Tuple[object, str]]:
