@@ -280,6 +280,10 @@ class _Stopwatch:
 
 
 def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.large_graph", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=Int(MIN_NODES), default=500_000)
@@ -291,7 +295,7 @@ def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--depth", type=COUNT, default=3)
     ap.add_argument("--threads", type=COUNT, default=2)
     ap.add_argument("--seed", type=SEED, default=0)
-    return ap.parse_args(argv)
+    return ap
 
 
 def _layout_file_arrays(graph, args: argparse.Namespace) -> Dict[str, np.ndarray]:

@@ -143,10 +143,23 @@ def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch
     return loss.item()
 
 
-def batch_names(source, idx: Sequence[int], shown: int = 4) -> str:
-    """The first few sample names of a batch, for an error message."""
-    names = source.names
-    picked = [str(names[int(i)]) for i in list(idx)[:shown]]
+def batch_names(source, idx: Sequence[int], batch: Optional[Batch] = None, shown: int = 4) -> str:
+    """The samples of a batch whose loss was not finite, for the error message: those with
+    a non-finite runtime, vector or config feature row if there are any (else the first
+    few of the batch)."""
+    names, idx = source.names, [int(i) for i in idx]
+    bad: List[int] = []
+    if batch is not None:
+        for rows in (batch.y, batch.vector, batch.config_x):
+            if rows is not None:
+                finite = torch.isfinite(rows.reshape(len(rows), -1)).all(1)
+                bad += [int(g) for g in batch.config_graph[~finite].tolist()]
+    if bad:
+        chosen = sorted(set(bad))
+        picked = [f"{names[idx[g]]}" for g in chosen[:shown]]
+        more = f", … ({len(chosen)} in all)" if len(chosen) > shown else ""
+        return f"{len(idx)} samples; non-finite values in {', '.join(picked)}{more}"
+    picked = [str(names[i]) for i in idx[:shown]]
     more = f", … ({len(idx)} in all)" if len(idx) > shown else ""
     return ", ".join(picked) + more
 
@@ -265,12 +278,13 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
     bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
                mininterval=1.0, file=sys.stderr, disable=not stderr_is_terminal())
     for idx in bar:
+        batch = train.batch(idx, rng, spec)
         try:
-            loss = sgd_step(net, train.batch(idx, rng, spec), loss_fn, optimizer, fit.grad_clip)
+            loss = sgd_step(net, batch, loss_fn, optimizer, fit.grad_clip)
         except NonFiniteLoss as e:
             raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step + 1}: {e} on the batch of "
-                                 f"{batch_names(train, idx)}; stopping (non-finite runtimes or features in "
-                                 f"these samples, or a diverging run: try a lower --lr)") from None
+                                 f"{batch_names(train, idx, batch)}; stopping (non-finite runtimes or features "
+                                 f"in the data, or a diverging run: try a lower --lr)") from None
         loop.step += 1
         seen += len(idx)
         loss_sum += loss * len(idx)
@@ -291,10 +305,10 @@ def update_sgd(model, items, steps: int, optimizer: torch.optim.Optimizer, rng: 
         for idx in batch_indices(len(items), fit.batch_size, rng, groups, fit.group_size):
             if len(losses) == steps:
                 break
+            batch = items.batch(idx, rng, model.batch_spec)
             try:
-                losses.append(sgd_step(model.net, items.batch(idx, rng, model.batch_spec), loss_fn, optimizer,
-                                       fit.grad_clip))
+                losses.append(sgd_step(model.net, batch, loss_fn, optimizer, fit.grad_clip))
             except NonFiniteLoss as e:
                 raise SimulatorError(f"update step {len(losses) + 1}: {e} on the batch of "
-                                     f"{batch_names(items, idx)}; the update was stopped") from None
+                                     f"{batch_names(items, idx, batch)}; the update was stopped") from None
     return losses

@@ -276,7 +276,7 @@ class TpuGraphsSource:
         for i, pred in self.score(scorer, batch_size, indices):
             with np.errstate(divide="ignore", invalid="ignore"):
                 true = np.log(self.runtimes(i))
-            ok = np.isfinite(true)
+            ok = ~np.isnan(true)  # NaN: unmeasured (the one runtime rule); anything else non-finite is an error
             preds.append(pred[ok])
             trues.append(true[ok])
             groups += [self.files[i].name] * int(ok.sum())
