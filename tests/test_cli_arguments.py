@@ -178,3 +178,11 @@ def test_range_types_by_hand():
     assert Float(0, 1, hi_open=True)("0") == 0.0
     with pytest.raises(argparse.ArgumentTypeError):
         Float(0, lo_open=True)("inf")
+
+
+def test_layer_options_are_range_checked_by_the_layer(tmp_path, capsys):
+    for model, key, value in (("gat", "heads", "0"), ("gat", "heads", "-2"), ("cheb", "k", "0")):
+        assert train.main(["--model", model, "--layer-option", f"{key}={value}", "--out", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: propagation layer {model!r}: option {key}={value!r} is not an integer ≥ 1"], err
+    assert not (tmp_path / "r").exists()

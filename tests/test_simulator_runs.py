@@ -100,7 +100,7 @@ def test_two_train_processes_with_the_same_out(tmp_path, dataset_path):
     """The second of two concurrent runs exits 2 whatever the timing (busy, or a run already
     there); the folder ends with the first run's checkpoint and the metrics computed from it."""
     out = tmp_path / "same"
-    first = subprocess.Popen([sys.executable, "-m", "simulator.train"] + train_args(dataset_path, out, "--epochs", "8"),
+    first = subprocess.Popen([sys.executable, "-m", "simulator.train"] + train_args(dataset_path, out, "--epochs", "4"),
                              cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     first.stderr.readline()                                        # it has started: OUT is held
     second = subprocess.run([sys.executable, "-m", "simulator.train"] + train_args(dataset_path, out, "--seed", "1"),
