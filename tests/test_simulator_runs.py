@@ -330,19 +330,26 @@ def test_a_tvm_model_given_tpugraphs_files_is_a_clear_error(tmp_path, finished, 
         one_line_error(capsys, "TpuGraphs")
 
 
-def test_a_graph_without_nodes_is_named(tmp_path, synthetic_samples, capsys):
+def test_a_graph_without_nodes_is_named(tmp_path, synthetic_samples, finished, capsys):
+    """In memory (a list of samples to predict, a source) the simulator names the sample;
+    from a file, the collection reader already does (file and sample)."""
     from extract.sample import save_samples
+    from simulator.batching import BatchSpec
+    from simulator.costmodel import CostModel
+    from simulator.samples_source import SampleSource
     samples = [copy.copy(s) for s in synthetic_samples]
     empty = samples[40]
     empty.node_features, empty.node_types = empty.node_features[:0], empty.node_types[:0]
     empty.edges = np.zeros((0, 2), np.int64)
-    empty.vectors = {}
-    for s in samples:
-        s.vectors = {}
+    with pytest.raises(SimulatorError, match=rf"^{empty.name}: the graph has 0 nodes"):
+        SampleSource(samples).items(BatchSpec())
+    with pytest.raises(SimulatorError, match=rf"^{empty.name}: the graph has 0 nodes"):
+        CostModel.load(str(finished)).predict(samples[38:42])
     (tmp_path / "d").mkdir()
     save_samples(str(tmp_path / "d" / "d.npz"), samples)
     assert train.main(train_args(tmp_path / "d", tmp_path / "run", "--epochs", "1")) == 2
-    one_line_error(capsys, f"{empty.name}: the graph has 0 nodes")
+    line = one_line_error(capsys, empty.name)[-1]
+    assert "0 nodes" in line or "no nodes" in line
 
 
 # ================================================================ class 9: progress
