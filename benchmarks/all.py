@@ -21,7 +21,10 @@ Stages (`--stages`, in this order):
   speed     speed and memory vs xgb (benchmarks.speed)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
-(`--no-wait` fails instead). Every count, seed and fraction is an option whose default
+(`--no-wait` fails instead). The results, runs, tuning-runs and spaces folders are held
+by this process while it runs (a second benchmark writing to one of them exits 2 with a
+one-line error); every file is written atomically, and every numeric option is
+range-checked at parse time. Every count, seed and fraction is an option whose default
 is the full protocol; the options that differ from it are listed in RESULTS.md.
 """
 from __future__ import annotations

@@ -8,8 +8,13 @@ folders of .npz samples), splits it by workload, trains with early stopping on t
 validation workloads' Kendall τ, keeps an atomic checkpoint in OUT after every epoch
 (`--resume` continues a killed run from it), and writes OUT/metrics.json:
 
-    {"test": {"kendall_tau": {"mean": …, "per_workload": {…}}, …}, "val": {…},
-     "config": {…}, "run": {…}}
+    {"test": {"kendall_tau": {"mean": …, "count": k, "per_workload": {…}}, …}, "val": {…},
+     "config": {…}, "run": {…}, "checkpoint": {"weights_sha256": …, "epoch": …, "step": …}}
+
+(`count`: the workloads the mean is over; `checkpoint`: the weights the metrics come
+from). OUT is held by this process for the whole run (a second writer exits 2), every
+flag is range-checked at parse time, and `--resume --epochs N` trains on to epoch N or
+refuses (simulator/README.md, "Runs").
 
 Same seed and thread count → the same metrics.json. `--model xgb` and `--model
 curve-mlp` train the baselines through the same command.
