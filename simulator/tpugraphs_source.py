@@ -100,7 +100,7 @@ class TpuGraphsSource:
         self.keep_hops = -1 if config.keep_hops is None else int(config.keep_hops)
         self.configs_per_graph = int(config.configs_per_graph or 16)
         self.max_batch_nodes = int(config.max_batch_nodes or 2_000_000)
-        self.cache_bytes = int(float(config.graph_cache_mb or 1024) * 2 ** 20)
+        self.cache_bytes = int(float(1024 if config.graph_cache_mb is None else config.graph_cache_mb) * 2 ** 20)
         self._cache: "OrderedDict[int, Prepared]" = OrderedDict()
         self._cached_bytes = 0
         self._measured: Dict[int, np.ndarray] = {}

@@ -88,7 +88,7 @@ def _data_flags(add: Add) -> None:
     add("--max-batch-nodes", type=COUNT, default=2_000_000,
         help="tpugraphs evaluation: at most this many nodes (graph copies × nodes) per forward pass")
     add("--graph-cache-mb", type=NONNEGATIVE_FLOAT, default=1024,
-        help="tpugraphs: memory for prepared (pruned) graphs kept between steps")
+        help="tpugraphs: memory for prepared (pruned) graphs kept between steps (0: none kept)")
 
 
 def _model_flags(add: Add) -> None:

@@ -30,6 +30,7 @@ PARSERS = {
     "benchmarks.tuning": (benchmark_parser("tuning"), []),
     "benchmarks.spaces": (benchmark_parser("spaces"), ["C3"]),
     "benchmarks.large_graph": (benchmark_parser("large_graph"), []),
+    "benchmarks.extraction": (benchmark_parser("extraction"), []),
 }
 FLAGS = sorted((cli, flag) for cli, (build, _) in PARSERS.items() for flag in ranged_options(build()))
 

@@ -102,7 +102,9 @@ def test_two_train_processes_with_the_same_out(tmp_path, dataset_path):
     out = tmp_path / "same"
     first = subprocess.Popen([sys.executable, "-m", "simulator.train"] + train_args(dataset_path, out, "--epochs", "4"),
                              cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    first.stderr.readline()                                        # it has started: OUT is held
+    for line in first.stderr:                                      # its data is read: OUT is held
+        if line.startswith("data: "):
+            break
     second = subprocess.run([sys.executable, "-m", "simulator.train"] + train_args(dataset_path, out, "--seed", "1"),
                             cwd=ROOT, env=ENV, capture_output=True, text=True)
     first.stderr.read()
