@@ -106,9 +106,6 @@ class LoopState:
     def improved(self, score: Optional[float], sign: int) -> bool:
         return score is not None and (self.best_score is None or sign * score > sign * self.best_score)
 
-    def stopped_early(self, patience: int) -> bool:
-        return self.bad_epochs >= patience
-
 
 def check_resume(state: Dict[str, Any], epochs: int, where: str = "the run") -> Optional[str]:
     """Whether a run saved in `state` can be resumed with `epochs` (a `SimulatorError`
@@ -184,6 +181,30 @@ def stretch_schedule(scheduler, optimizer, epochs: int) -> None:
         group["lr"] = scheduler.eta_min + (base - scheduler.eta_min) * (1 + math.cos(math.pi * t / epochs)) / 2
 
 
+def resume_loop(run: RunContext, net: torch.nn.Module, optimizer, scheduler, rng: np.random.Generator,
+                epochs: int) -> Tuple[LoopState, Optional[int]]:
+    """Every piece of state the loop touches, from the checkpoint `run.resume`; (the loop's
+    state, the epoch a finished run is extended from, or None)."""
+    state = run.resume
+    note = check_resume(state, epochs, run.path)
+    net.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    stretch_schedule(scheduler, optimizer, epochs)
+    rng.bit_generator.state = state["rng"]["numpy"]
+    torch.set_rng_state(state["rng"]["torch"])
+    random.setstate(state["rng"]["python"])
+    loop = LoopState.from_checkpoint(state)
+    print(f"resumed from {run.path} after epoch {loop.epoch}", file=sys.stderr)
+    if note is None:
+        return loop, None
+    print(note, file=sys.stderr)  # a finished run, extended
+    loop.finished = False
+    if loop.best_score is None:  # no validation: the last weights are the result
+        loop.best_model = None
+    return loop, loop.epoch
+
+
 def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, Any]:
     """Train `model` (a `TorchCostModel`) on the source `train`, early-stopping on `val`;
     returns the run summary (best epoch, epochs run, best validation score; `extended_from`
@@ -209,23 +230,7 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
     # ------------------------------------------------------------ resume
     extended_from = None
     if run is not None and run.resume is not None:
-        state = run.resume
-        note = check_resume(state, fit.epochs, run.path)
-        net.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        stretch_schedule(scheduler, optimizer, fit.epochs)
-        rng.bit_generator.state = state["rng"]["numpy"]
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        loop = LoopState.from_checkpoint(state)
-        print(f"resumed from {run.path} after epoch {loop.epoch}", file=sys.stderr)
-        if note is not None:  # a finished run, extended
-            print(note, file=sys.stderr)
-            extended_from = loop.epoch
-            loop.finished = False
-            if loop.best_score is None:  # no validation: the last weights are the result
-                loop.best_model = None
+        loop, extended_from = resume_loop(run, net, optimizer, scheduler, rng, fit.epochs)
 
     # ------------------------------------------------------------ epochs
     while not loop.finished and loop.epoch < fit.epochs and loop.bad_epochs < fit.patience:

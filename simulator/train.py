@@ -37,8 +37,8 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .argtypes import (COUNT, FRACTION, LEARNING_RATE, NONNEGATIVE_FLOAT, POSITIVE, PROBABILITY, SEED, SHARE, Float, Int,
-                       output_folder)
+from .argtypes import (COUNT, FRACTION, LEARNING_RATE, NONNEGATIVE_FLOAT, POSITIVE, PROBABILITY, SEED, SHARE,
+                       Float, Int, output_folder)
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
 from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
@@ -268,9 +268,7 @@ def resumed_config(state: Dict[str, Any], given: Dict[str, Any], ckpt_path: str)
     `sgd.check_resume`, which refuses what would not be trained)."""
     saved = state["config"]
     epochs = given.get("epochs", saved["epochs"]) if "epoch" in state else saved["epochs"]
-    note = check_resume(state, int(epochs), ckpt_path)
-    if note:
-        print(f"{ckpt_path}: {note}", file=sys.stderr)
+    check_resume(state, int(epochs), ckpt_path)  # before any work (the loop says what it extends)
     return TrainConfig.from_dict(saved).replace(epochs=epochs)
 
 

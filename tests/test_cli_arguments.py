@@ -112,7 +112,8 @@ ISSUE_CASES = [
     ("simulator.predict", ["RUN", "--top-k", "-3"]), ("simulator.predict", ["RUN", "--max-configs", "-5"]),
     ("simulator.predict", ["RUN", "--workers", "-1"]), ("simulator.evaluate", ["RUN", "--threads", "0"]),
     ("benchmarks.spaces", ["C3", "--workers", "-1"]), ("benchmarks.all", ["--parallel", "0"]),
-    ("benchmarks.sweep", ["--fractions", "0"]), ("benchmarks.all", ["--sweep-fractions", "1.5"]), ("benchmarks.tuning", ["--timeout", "nan"]),
+    ("benchmarks.sweep", ["--fractions", "0"]), ("benchmarks.all", ["--sweep-fractions", "1.5"]),
+    ("benchmarks.tuning", ["--timeout", "nan"]),
 ]
 
 
