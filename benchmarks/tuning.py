@@ -38,10 +38,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from extract.measure import MeasureResult, Worker
+from simulator.argtypes import Float
 from simulator.registry import SimulatorError
 
-from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, NONNEGATIVE, POSITIVE, SEED, busy_measuring, cli,
-                     locked_outputs, log, model_name, output_folder, run_many, train_argv, write_csv, write_json)
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, NONNEGATIVE, SEED, busy_measuring, cli, locked_outputs,
+                     log, model_name, output_folder, run_many, train_argv, write_csv, write_json)
 
 TEMPLATE = "conv2d_NCHWc.x86"
 TEST_WORKLOADS = ["C3", "C5", "C6", "C7", "C10", "C11"]
@@ -277,7 +278,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--passes", type=COUNT, default=3, help="measurement passes (repeats of every measurement)")
     ap.add_argument("--repeat", type=COUNT, default=3, help="time_evaluator repeats, as the dataset")
     ap.add_argument("--min-repeat-ms", type=NONNEGATIVE, default=20)
-    ap.add_argument("--timeout", type=POSITIVE, default=60.0)
+    ap.add_argument("--timeout", type=Float(0, 86400, lo_open=True), default=60.0, help="seconds per measurement")
     ap.add_argument("--random-seeds", type=COUNT, default=1000)
     ap.add_argument("--tuning-runs", type=output_folder, default=os.path.join(DEFAULT_RUNS, "tuning"))
     ap.add_argument("--spaces", type=output_folder, default=os.path.join(DEFAULT_RUNS, "spaces"))

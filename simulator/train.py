@@ -37,8 +37,8 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .argtypes import (COUNT, FRACTION, LEARNING_RATE, NONNEGATIVE_FLOAT, POSITIVE, PROBABILITY, SEED, SHARE,
-                       Float, Int, output_folder)
+from .argtypes import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, SEED, SHARE, Float, Int,
+                       output_folder)
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
 from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
@@ -87,7 +87,7 @@ def _data_flags(add: Add) -> None:
              "(default: --depth; -1: the whole graph)")
     add("--max-batch-nodes", type=COUNT, default=2_000_000,
         help="tpugraphs evaluation: at most this many nodes (graph copies × nodes) per forward pass")
-    add("--graph-cache-mb", type=NONNEGATIVE_FLOAT, default=1024,
+    add("--graph-cache-mb", type=Float(0, 2 ** 30), default=1024,
         help="tpugraphs: memory for prepared (pruned) graphs kept between steps (0: none kept)")
 
 
