@@ -1,6 +1,6 @@
 """What the benchmark scripts share: training runs as subprocesses (cached, in parallel),
 reading their metrics, mean ± std tables, the machine description; checked flag values
-(`simulator.argtypes`), one writer per output folder (`locked_outputs`) and the CLI
+(`extract.cli`), one writer per output folder (`locked_outputs`) and the CLI
 wrapper that turns a user error into one line and exit code 2 (`cli`)."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import numpy as np
 
 from extract.fileio import atomic_write
-from simulator.argtypes import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
+from extract.cli import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
                                 output_folder)
 from simulator.engine import locked_output
 from simulator.registry import SimulatorError

@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from simulator.argtypes import COUNT, SEED, Int
+from extract.cli import COUNT, SEED, Int
 
 MIN_NODES = 1000  # enough for computations with configurable (convolution, dot, reshape, transpose) nodes
 

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from extract.measure import MeasureResult, Worker
-from simulator.argtypes import Float
+from extract.cli import Float
 from simulator.registry import SimulatorError
 
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, NONNEGATIVE, SEED, busy_measuring, cli, locked_outputs,

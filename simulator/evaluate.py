@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Any, Dict, Optional, Sequence
 
-from .argtypes import COUNT
+from extract.cli import COUNT
 from .checkpoint import checkpoint_record, metrics_mismatch, run_folder_of, weights_digest
 from .costmodel import load_trained
 from .engine import locked_output, setup_determinism, write_json

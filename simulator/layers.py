@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .argtypes import COUNT, Range
+from extract.cli import COUNT, Range
 from .dgl_compat import dglnn
 from .registry import Registry, SimulatorError
 
@@ -40,7 +40,7 @@ register_pooling = POOLINGS.register
 class PropagationLayer(nn.Module):
     """Base of the propagation layers: `OPTIONS` names the layer's options (beyond the
     width) with their defaults; `OPTION_RANGES` the allowed values of numeric ones
-    (`simulator.argtypes` ranges); `resolve_options` checks and completes a given dict."""
+    (`extract.cli` ranges); `resolve_options` checks and completes a given dict."""
 
     OPTIONS: ClassVar[Dict[str, Any]] = {}
     OPTION_RANGES: ClassVar[Dict[str, Range]] = {}

@@ -27,7 +27,7 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from .argtypes import COUNT, NONNEGATIVE, SEED, output_file
+from extract.cli import COUNT, NONNEGATIVE, SEED, output_file
 from .checkpoint import metrics_mismatch
 from .costmodel import CostModel, load_trained
 from .data import DEFAULT_TEMPLATE

@@ -37,7 +37,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .argtypes import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, SEED, SHARE, Float, Int,
+from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, SEED, SHARE, Float, Int,
                        output_folder)
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator import evaluate, predict, train
-from simulator.argtypes import Float, Int, Range, ranged_options
+from extract.cli import Float, Int, Range, ranged_options
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
