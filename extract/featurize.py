@@ -222,17 +222,21 @@ def featurize_schedules(items: Sequence[Any], target=None, group: str = "",
     (default: group/i); `target`: recorded in meta (lowering does not depend on it);
     `meta`: added to every sample's meta; `workers`, `cache`: see `featurize_arrays`.
     Samples made from cached arrays share them (treat samples as read-only)."""
+    if names is not None and len(names) != len(items):
+        raise ValueError(f"{len(names)} names for {len(items)} items")
     arrays = featurize_arrays(items, workers=workers, cache=cache)
-    if names is not None and len(names) != len(arrays):
-        raise ValueError(f"{len(names)} names for {len(arrays)} items")
     base = {"extractor": EXTRACTOR_VERSION}
     if target is not None:
         base["target"] = str(getattr(getattr(target, "kind", None), "name", target))
     base.update(meta or {})
-    samples = []
-    for i, (edges, types, features, curve, unknown) in enumerate(arrays):
-        samples.append(GraphSample(
-            edges=edges, node_features=features, node_types=types, runtimes=[np.nan],
-            group=group, name=names[i] if names is not None else f"{group}/{i}",
-            vectors={"curve": curve[None, :]}, meta=dict(base, unknown=unknown) if unknown else dict(base)))
-    return samples
+    return [to_sample(a, group, names[i] if names is not None else f"{group}/{i}", base)
+            for i, a in enumerate(arrays)]
+
+
+def to_sample(arrays: GraphArrays, group: str, name: str, meta: Dict[str, Any]) -> GraphSample:
+    """An unmeasured GraphSample of one program's arrays (`meta` copied; node kinds
+    mapped to UNK, if any, under meta["unknown"])."""
+    edges, types, features, curve, unknown = arrays
+    return GraphSample(edges=edges, node_features=features, node_types=types, runtimes=[np.nan], group=group,
+                       name=name, vectors={"curve": curve[None, :]},
+                       meta=dict(meta, unknown=unknown) if unknown else dict(meta))
