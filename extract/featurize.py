@@ -15,11 +15,13 @@ it and cannot run side by side in threads of one process (they contend inside TV
 two threads score barely more than one), so `workers > 1` forks that many − 1
 children for the call, each lowering and walking its share of the items — the items
 are inherited through fork, nothing is serialised on the way in — and sending back
-plain arrays. Where fork is unavailable (not POSIX), everything runs in-process.
+plain arrays (a fork costs ~15–20 ms with TVM and torch loaded; a child that dies or
+hangs has its share redone in this process). Where fork is unavailable (not POSIX),
+everything runs in-process. A `GraphCache` skips candidates scored before, which an
+evolutionary search does a lot (see `GraphCache`).
 """
 from __future__ import annotations
 
-import os
 import pickle
 import traceback
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -85,6 +87,8 @@ def _child(mods: Sequence[Any], offset: int, conn) -> None:
     """A forked worker: its share of the items, sent back as arrays (or the error)."""
     try:
         payload = ("ok", _arrays_of(mods, offset))
+    except FeaturizeError as e:
+        payload = ("error", str(e))
     except BaseException:  # noqa: BLE001 — everything goes back to the parent
         payload = ("error", traceback.format_exc())
     conn.send_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
@@ -101,7 +105,7 @@ def featurize_arrays(items: Sequence[Any], workers: int = 1, min_per_worker: int
     """`graph_arrays` of every item, in order, over `workers` processes (this one and
     `workers` − 1 forked for the call; fewer when there are fewer than `min_per_worker`
     items each). With a `cache`, items seen before (the same module, or one structurally
-    equal) are not lowered again."""
+    equal) are not lowered again, nor are repeats within `items`."""
     mods = [as_module(item) for item in items]
     if cache is None:
         return _featurize_mods(mods, workers, min_per_worker)
@@ -125,6 +129,11 @@ def featurize_arrays(items: Sequence[Any], workers: int = 1, min_per_worker: int
     return out  # type: ignore[return-value]
 
 
+# a forked worker that neither answers nor dies within this (plus per item) is given up
+# on, and its share done in this process
+CHILD_TIMEOUT_S, CHILD_TIMEOUT_PER_ITEM_S = 30.0, 1.0
+
+
 def _featurize_mods(mods: Sequence[Any], workers: int, min_per_worker: int) -> List[GraphArrays]:
     workers = max(1, min(int(workers), len(mods) // max(1, min_per_worker)))
     if workers == 1 or not can_fork():
@@ -132,35 +141,48 @@ def _featurize_mods(mods: Sequence[Any], workers: int, min_per_worker: int) -> L
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
-    bounds = np.linspace(0, len(mods), workers + 1).round().astype(int)
+    bounds = [int(b) for b in np.linspace(0, len(mods), workers + 1).round()]
     children = []
     try:
-        for w in range(workers - 1):  # the children take the first shares, this process the last
-            lo, hi = int(bounds[w]), int(bounds[w + 1])
+        for lo, hi in zip(bounds[:-2], bounds[1:-1]):  # the children take the first shares
             receive, send = context.Pipe(duplex=False)
             process = context.Process(target=_child, args=(mods[lo:hi], lo, send), daemon=True)
             process.start()
             send.close()
-            children.append((process, receive))
-        own = _arrays_of(mods[int(bounds[-2]):], int(bounds[-2]))
+            children.append((process, receive, lo, hi))
+        own = _arrays_of(mods[bounds[-2]:], bounds[-2])  # … this process the last
         out: List[GraphArrays] = []
-        for process, receive in children:
-            try:
-                status, payload = pickle.loads(receive.recv_bytes())
-            except EOFError:
-                raise FeaturizeError(f"featurizing worker {process.pid} died "
-                                     f"(exit code {process.exitcode})") from None
-            if status != "ok":
-                raise FeaturizeError(f"featurizing worker failed:\n{payload}")
-            out.extend(payload)
+        for process, receive, lo, hi in children:
+            out.extend(_collect(process, receive, mods, lo, hi))
         return out + own
     finally:
-        for process, receive in children:
+        for process, receive, _, _ in children:
             receive.close()
-            process.join(timeout=10)
             if process.is_alive():
                 process.kill()
-                process.join()
+            process.join()
+
+
+def _collect(process, receive, mods: Sequence[Any], lo: int, hi: int) -> List[GraphArrays]:
+    """A child's arrays; its share recomputed here if it died or hung (a failing item
+    is raised, wherever it failed)."""
+    import warnings
+
+    payload = None
+    if receive.poll(CHILD_TIMEOUT_S + CHILD_TIMEOUT_PER_ITEM_S * (hi - lo)):
+        try:
+            payload = pickle.loads(receive.recv_bytes())
+        except EOFError:
+            payload = None
+    if payload is None:
+        process.join(timeout=1.0)
+        warnings.warn(f"featurizing worker {process.pid} gave no answer (exit code {process.exitcode}); "
+                      f"items {lo}..{hi - 1} are featurized in this process", RuntimeWarning)
+        return _arrays_of(mods[lo:hi], lo)
+    status, result = payload
+    if status != "ok":
+        raise FeaturizeError(result)
+    return result
 
 
 class GraphCache:

@@ -243,3 +243,23 @@ def test_fast_reuse_curve_matches_reference():
         reference = _reuse_curve(loops, dict(zip(range(depth), cs)), element_bytes)
         fast = np.asarray(_fast_reuse_curve(cs, extents, element_bytes), dtype=np.float64)
         assert fast.shape == (len(CURVE_POINTS),) and fast.tobytes() == reference.tobytes()
+
+
+def test_a_dead_worker_has_its_share_redone_here(llvm_candidates, monkeypatch):
+    import os
+
+    import extract.featurize as fz
+
+    parent, real = os.getpid(), fz._arrays_of
+
+    def dying_in_children(mods, offset):
+        if os.getpid() != parent:
+            os._exit(3)
+        return real(mods, offset)
+
+    monkeypatch.setattr(fz, "_arrays_of", dying_in_children)
+    items = llvm_candidates["matmul_512"]
+    with pytest.warns(RuntimeWarning, match=r"gave no answer \(exit code 3\); items 0\.\.1"):
+        arrays = fz.featurize_arrays(items, workers=2, min_per_worker=1)
+    for sch, (_edges, _types, features, _curve, _unknown) in zip(items, arrays):
+        assert features.tobytes() == both(sch.mod)[0].node_features.tobytes()
