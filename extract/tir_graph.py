@@ -44,6 +44,11 @@ spirit of AutoTVM's loop-context (itervar) features:
   dtype_bits, lanes, is_float   of the node's value (stores: the stored value)
 Division and modulo by constants are treated as scaling (x // c has coefficient 1/c,
 x % c keeps x's coefficient): exact for the tiled layouts of the templates here.
+
+Two walks build the same graph: `tir_to_graph` (fast: each TVM object read once; see
+"the fast walk" below) and `tir_to_graph_reference` (the walk as first written: the
+specification, kept for tests, which compare the two bit for bit). Featurizing many
+schedules at once, e.g. a MetaSchedule cost model's candidates, is `extract.featurize`.
 """
 from __future__ import annotations
 
@@ -525,6 +530,8 @@ _DTYPE_INFO: Dict[str, Tuple[int, int, bool]] = {}
 _TYPE_STRINGS: Dict[int, Tuple[object, str]] = {}  # type object handle → (the object, its string)
 _HAS_DTYPE: Dict[type, bool] = {}                  # class → whether it has a `dtype` attribute
 _BINARY: Dict[type, bool] = {}                     # class → whether it has operands a and b
+_HAS_BUFFER: Dict[type, bool] = {}                 # load class → whether it has `buffer`
+_LOOP_KIND_NAMES = {k: f"For.{k}" for k in LOOP_KINDS}
 
 
 def _dtype_info_cached(dtype: str) -> Tuple[int, int, bool]:
@@ -701,7 +708,11 @@ def _read(e) -> _Node:
     if name in _LEAVES:
         return _Node(e, name, _NO_CHILDREN)
     if name in _LOADS:
-        buffer = getattr(e, "buffer", None)
+        cls = type(e)
+        has_buffer = _HAS_BUFFER.get(cls)
+        if has_buffer is None:
+            has_buffer = _HAS_BUFFER[cls] = hasattr(cls, "buffer")
+        buffer = getattr(e, "buffer", None) if has_buffer else None  # `_load_buffer`
         if buffer is None:
             buffer = e.source
         indices = list(e.indices)
@@ -847,7 +858,7 @@ class _FastBuilder:
 
     # ---------------------------------------------------------------- statements
     def loop(self, kind: str, extent: int, var, body, parent: int, annotations) -> int:
-        node, row = self.add(f"For.{kind}", parent)
+        node, row = self.add(_LOOP_KIND_NAMES[kind], parent)
         row[_C_EXTENT] = _log(extent)
         row[_C_KIND[kind]] = 1
         if annotations:
