@@ -167,13 +167,20 @@ def stage_times(case: Case, model) -> Dict[str, Any]:
     return {"nodes": {"min": min(nodes), "mean": float(np.mean(nodes)), "max": max(nodes)}, "stages_ms": ms}
 
 
-def end_to_end(case: Case, model, workers: int, reference: bool = False) -> float:
-    """Candidates/s, Schedule → score, wall clock."""
+def cpu_seconds() -> float:
+    """CPU time of this process and of its waited-for children (forked workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def end_to_end(case: Case, model, workers: int, reference: bool = False) -> Dict[str, float]:
+    """Schedule → score for every candidate: candidates/s (wall) and CPU ms per
+    candidate (all processes)."""
     from extract.featurize import featurize_schedules
     from extract.sample import GraphSample
     from extract.tir_graph import lower_for_features, tir_to_graph_reference
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     if reference:
         samples = []
         for i, sch in enumerate(case.schedules):
@@ -183,7 +190,8 @@ def end_to_end(case: Case, model, workers: int, reference: bool = False) -> floa
     else:
         samples = featurize_schedules(case.schedules, case.target, case.name, workers=workers)
     score(model, samples)
-    return len(case.schedules) / (time.perf_counter() - start)
+    n = len(case.schedules)
+    return {"per_s": n / (time.perf_counter() - start), "cpu_ms": 1e3 * (cpu_seconds() - cpu) / n}
 
 
 def xgb_model(case: Case, threads: int, train: int = 64):
@@ -208,30 +216,32 @@ def candidate(sch):
     return ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]))
 
 
-def metaschedule_reference(case: Case, threads: int) -> Dict[str, float]:
-    """Candidates/s of XGBModel.predict (features + booster) and of its features alone."""
+def metaschedule_reference(case: Case, threads: int) -> Dict[str, Dict[str, float]]:
+    """XGBModel.predict (features + booster) and its features alone: candidates/s (wall),
+    CPU ms per candidate."""
     from tvm.s_tir import meta_schedule as ms
 
     model, ctx = xgb_model(case, threads)
     candidates = [candidate(s) for s in case.schedules]
-    start = time.perf_counter()
-    model.predict(ctx, candidates)
-    predict_s = time.perf_counter() - start
-    start = time.perf_counter()
-    ms.feature_extractor.PerStoreFeature().extract_from(ctx, candidates)
-    features_s = time.perf_counter() - start
-    return {"per_store_xgb": len(candidates) / predict_s, "per_store_only": len(candidates) / features_s}
+    n, out = len(candidates), {}
+    for key, run in (("per_store_xgb", lambda: model.predict(ctx, candidates)),
+                     ("per_store_only", lambda: ms.feature_extractor.PerStoreFeature().extract_from(ctx, candidates))):
+        start, cpu = time.perf_counter(), cpu_seconds()
+        run()
+        out[key] = {"per_s": n / (time.perf_counter() - start), "cpu_ms": 1e3 * (cpu_seconds() - cpu) / n}
+    return out
 
 
 def measure_case(case: Case, model, workers: Sequence[int]) -> Dict[str, Any]:
     log(f"{case.name}: {len(case.schedules)} candidates")
     result: Dict[str, Any] = {"name": case.name, "kind": case.kind, "target": str(case.target.kind.name),
                               "candidates": len(case.schedules), **stage_times(case, model)}
-    rates = {"reference_1proc": end_to_end(case, model, 1, reference=True)}
+    runs = {"reference_1proc": end_to_end(case, model, 1, reference=True)}
     for w in workers:
-        rates[f"fast_{w}proc"] = end_to_end(case, model, w)
-    rates.update(metaschedule_reference(case, max(workers)))
-    result["per_second"] = rates
+        runs[f"fast_{w}proc"] = end_to_end(case, model, w)
+    runs.update(metaschedule_reference(case, max(workers)))
+    result["per_second"] = {k: v["per_s"] for k, v in runs.items()}
+    result["cpu_ms_per_candidate"] = {k: v["cpu_ms"] for k, v in runs.items()}
     return result
 
 
@@ -247,7 +257,7 @@ def gnn_cost_model(model, workers: int):
     @derived_object
     class TimedGNN(ms.cost_model.PyCostModel):
         def __init__(self) -> None:
-            self.cache, self.seconds, self.scored = GraphCache(), 0.0, 0
+            self.cache, self.seconds, self.cpu_seconds, self.scored = GraphCache(), 0.0, 0.0, 0
 
         def load(self, path: str) -> None:
             pass
@@ -259,10 +269,11 @@ def gnn_cost_model(model, workers: int):
             pass
 
         def predict(self, context, candidates) -> np.ndarray:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_seconds()
             samples = featurize_schedules(candidates, context.target, "task", workers=workers, cache=self.cache)
             out = -score(model, samples).astype("float64")
             self.seconds += time.perf_counter() - start
+            self.cpu_seconds += cpu_seconds() - cpu
             self.scored += len(candidates)
             return out
 
@@ -280,7 +291,7 @@ def timed_xgb(threads: int):
     @derived_object
     class TimedXGB(ms.cost_model.PyCostModel):
         def __init__(self) -> None:
-            self.seconds, self.update_seconds, self.scored = 0.0, 0.0, 0
+            self.seconds, self.cpu_seconds, self.update_seconds, self.scored = 0.0, 0.0, 0.0, 0
 
         def load(self, path: str) -> None:
             pass
@@ -299,9 +310,10 @@ def timed_xgb(threads: int):
                          [ms.runner.RunnerResult(run_secs=[float(t)], error_msg=None) for t in times])
 
         def predict(self, context, candidates) -> np.ndarray:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_seconds()
             out = inner.predict(context, candidates)
             self.seconds += time.perf_counter() - start
+            self.cpu_seconds += cpu_seconds() - cpu
             self.scored += len(candidates)
             return out
 
@@ -344,7 +356,7 @@ def search(name: str, trials: int, cost_model, threads: int, seed: int = 0,
         search_s += time.perf_counter() - start
     ctx.post_tuning()
     out = {"search_s": search_s, "cost_model_s": cost_model.seconds + getattr(cost_model, "update_seconds", 0.0),
-           "predict_s": cost_model.seconds, "scored": cost_model.scored}
+           "predict_s": cost_model.seconds, "predict_cpu_s": cost_model.cpu_seconds, "scored": cost_model.scored}
     out["cost_model_share"] = out["cost_model_s"] / search_s if search_s else float("nan")
     out["scored_per_s"] = cost_model.scored / cost_model.seconds if cost_model.seconds else float("nan")
     if hasattr(cost_model, "cache"):
@@ -374,9 +386,11 @@ def table(result: Dict[str, Any]) -> str:
         lines.append(f"{c['name'][:44]:44s} {c['nodes']['mean']:6.1f} {s['lower']:7.3f} {s['walk_reference']:9.3f} "
                      f"{s['walk']:6.3f} {s['sample']:6.3f} {s['prepare']:5.3f} {s['batch']:5.3f} {s['forward']:5.3f}")
     keys = list(result["cases"][0]["per_second"]) if result["cases"] else []
-    lines += ["", "candidates/s end to end (wall):", f"{'case':44s} " + " ".join(f"{k:>15s}" for k in keys)]
-    for c in result["cases"]:
-        lines.append(f"{c['name'][:44]:44s} " + " ".join(f"{c['per_second'][k]:15.0f}" for k in keys))
+    for title, field, fmt in (("candidates/s end to end (wall)", "per_second", "15.0f"),
+                              ("CPU ms per candidate end to end (all processes)", "cpu_ms_per_candidate", "15.3f")):
+        lines += ["", f"{title}:", f"{'case':44s} " + " ".join(f"{k:>15s}" for k in keys)]
+        for c in result["cases"]:
+            lines.append(f"{c['name'][:44]:44s} " + " ".join(format(c[field][k], fmt) for k in keys))
     for row in result.get("search", []):
         for side in ("gnn", "xgb"):
             r = row[side]

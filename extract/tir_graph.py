@@ -53,7 +53,6 @@ schedules at once, e.g. a MetaSchedule cost model's candidates, is `extract.feat
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple

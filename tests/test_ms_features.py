@@ -22,6 +22,8 @@ def test_benchmark_reports_stages_rates_and_search(tmp_path):
     assert set(case["per_second"]) == {"reference_1proc", "per_store_xgb", "per_store_only",
                                        *(f"fast_{w}proc" for w in workers)}
     assert all(math.isfinite(v) and v > 0 for v in case["per_second"].values())
+    assert set(case["cpu_ms_per_candidate"]) == set(case["per_second"])
+    assert all(math.isfinite(v) and v > 0 for v in case["cpu_ms_per_candidate"].values())
     (row,) = result["search"]
     for side in ("gnn", "xgb"):
         assert row[side]["scored"] > 0 and 0 < row[side]["cost_model_s"] <= row[side]["search_s"]
