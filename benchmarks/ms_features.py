@@ -420,7 +420,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from extract.featurize import usable_cores
+
+    cores = usable_cores()
     workers = sorted({w for w in args.workers if 1 <= w <= cores}) or [1]
     if set(args.workers) - set(workers):
         log(f"only {cores} core(s) usable: --workers {' '.join(map(str, workers))}")

@@ -103,8 +103,8 @@ def can_fork() -> bool:
 def featurize_arrays(items: Sequence[Any], workers: int = 1, min_per_worker: int = 16,
                      cache: Optional["GraphCache"] = None) -> List[GraphArrays]:
     """`graph_arrays` of every item, in order, over `workers` processes (this one and
-    `workers` − 1 forked for the call; fewer when there are fewer than `min_per_worker`
-    items each). With a `cache`, items seen before (the same module, or one structurally
+    `workers` − 1 forked for the call; 0: one per usable core; fewer when there are
+    fewer than `min_per_worker` items each). With a `cache`, items seen before (the same module, or one structurally
     equal) are not lowered again, nor are repeats within `items`."""
     mods = [as_module(item) for item in items]
     if cache is None:
@@ -134,8 +134,18 @@ def featurize_arrays(items: Sequence[Any], workers: int = 1, min_per_worker: int
 CHILD_TIMEOUT_S, CHILD_TIMEOUT_PER_ITEM_S = 30.0, 1.0
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, e.g. under `taskset`)."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _featurize_mods(mods: Sequence[Any], workers: int, min_per_worker: int) -> List[GraphArrays]:
-    workers = max(1, min(int(workers), len(mods) // max(1, min_per_worker)))
+    workers = int(workers) or usable_cores()
+    workers = max(1, min(workers, len(mods) // max(1, min_per_worker)))
     if workers == 1 or not can_fork():
         return _arrays_of(mods, 0)
     import multiprocessing

@@ -263,3 +263,15 @@ def test_a_dead_worker_has_its_share_redone_here(llvm_candidates, monkeypatch):
         arrays = fz.featurize_arrays(items, workers=2, min_per_worker=1)
     for sch, (_edges, _types, features, _curve, _unknown) in zip(items, arrays):
         assert features.tobytes() == both(sch.mod)[0].node_features.tobytes()
+
+
+def test_workers_zero_means_one_per_usable_core(llvm_candidates, monkeypatch):
+    import extract.featurize as fz
+
+    forks = []
+    monkeypatch.setattr(fz, "usable_cores", lambda: 3)
+    real = fz._collect
+    monkeypatch.setattr(fz, "_collect", lambda *a: forks.append(a) or real(*a))
+    items = llvm_candidates["softmax_128x1024"] + llvm_candidates["layer_norm_128x768"]
+    arrays = fz.featurize_arrays(items, workers=0, min_per_worker=1)
+    assert len(forks) == 2 and len(arrays) == len(items)  # two children and this process
