@@ -84,7 +84,12 @@ def _arrays_of(mods: Sequence[Any], offset: int) -> List[GraphArrays]:
 
 
 def _child(mods: Sequence[Any], offset: int, conn) -> None:
-    """A forked worker: its share of the items, sent back as arrays (or the error)."""
+    """A forked worker: its share of the items, sent back as arrays (or the error).
+    The garbage collector stays off: the worker lives for one call, and a full
+    collection would touch every object inherited from the parent, copying its pages."""
+    import gc
+
+    gc.disable()
     try:
         payload = ("ok", _arrays_of(mods, offset))
     except FeaturizeError as e:
@@ -198,15 +203,17 @@ def _collect(process, receive, mods: Sequence[Any], lo: int, hi: int) -> List[Gr
 class GraphCache:
     """Graph arrays of modules featurized before, for a search that scores the same
     candidates again (MetaSchedule's evolutionary search re-scores its survivors every
-    generation: ~12% of the candidates of a 256-trial matmul search were the very same
-    module object, ~19% structurally equal to an earlier one).
+    generation: scoring at random, ~12% of the candidates of a 256-trial matmul search
+    were the very same module object, ~19% structurally equal to an earlier one; scoring
+    with a model, far more — the population gathers around what it ranks best).
 
     Keys: the structural hash of the scheduled module (`tvm_ffi.structural_hash`,
     40–100 µs; equal modules lower to equal graphs), found without hashing for the last
-    `recent` module objects seen (held, so that their handles stay theirs). At most
-    `maxsize` graphs are kept, least recently used dropped first."""
+    `recent` module objects seen (held, so that their handles stay theirs; a module
+    holds tens of kB). At most `maxsize` graphs (a few kB each) are kept, least recently
+    used dropped first."""
 
-    def __init__(self, maxsize: int = 16384, recent: int = 4096) -> None:
+    def __init__(self, maxsize: int = 16384, recent: int = 1024) -> None:
         from collections import OrderedDict
         self.maxsize, self.recent = int(maxsize), int(recent)
         self._graphs: "OrderedDict[int, GraphArrays]" = OrderedDict()
