@@ -485,19 +485,22 @@ def tir_to_graph_reference(func) -> TirGraph:
 
 # ====================================================================== the fast walk
 # `tir_to_graph` below produces exactly what `tir_to_graph_reference` (the `_Builder`
-# above) produces — same nodes, edges and float32 features, bit for bit — in about a
-# third of the time. Where the reference walk's time went, and what replaces it:
+# above) produces — same nodes, edges and float32 features, bit for bit — in about
+# 2/5 of the time. Where the reference walk's time went, and what replaces it:
 #   * reading TVM objects (one FFI call per attribute) again and again: `_is_value`
 #     re-scanned each value subtree at every level of it, `linear_coefficients` and
-#     `expr` each walked every index. Here an index is read once, by `_simple_coeffs`,
-#     which computes its coefficients and at the same time finds whether the walk of
-#     `expr` would make any node of it (index arithmetic alone makes none, so it is not
-#     walked again); value expressions are read once into `_Node` trees;
+#     `expr` each walked every index, `_reads_location` every stored value. Here an
+#     index is read once, by `_simple_coeffs`, which computes its coefficients and at the
+#     same time finds whether the walk of `expr` would make any node of it (index
+#     arithmetic alone makes none, so it is not walked again); a value is walked once,
+#     listing the loads it meets for the accumulation check; only integer-typed value
+#     nodes still look for loads below them (`_has_load`), as `_is_value` must;
 #   * dtype strings via `str(e.ty)` and `tvm.DataType` for every node: cached per type
 #     object and per dtype string;
 #   * an accumulating store compared its indices with a load's by printing both
-#     (TVMScript printer, ~12 µs per index): compared here as structures that print the
-#     same way (`_print_key`), with the printer as fallback wherever that is not certain;
+#     (TVMScript printer, ~12 µs per index): compared here by `structural_equal` (C++,
+#     ~2 µs; the same variables and structure print the same), then as structures that
+#     print the same way (`_print_key`), printing only where neither can decide;
 #   * dicts keyed by TVM `Var`s (whose `__eq__` builds an expression): keyed by handle;
 #     reuse curves as a running maximum over footprints that only grow; feature rows as
 #     Python lists, one numpy conversion at the end.
@@ -679,90 +682,26 @@ def _simple_coeffs(e) -> Optional[Dict[int, float]]:
     return out
 
 
-class _Node:
-    """One value expression, read from TVM once; `children` follow `_children`, except
-    that a load whose indices are all index arithmetic has none (nothing of them becomes
-    a node) and keeps their coefficients instead."""
-
-    __slots__ = ("obj", "name", "children", "is_load", "has_load", "buffer", "handle", "coeffs", "indices",
-                 "dtype_str")
-
-    def __init__(self, obj, name: str, children, is_load: bool = False, has_load: bool = False) -> None:
-        self.obj, self.name, self.children, self.is_load, self.has_load = obj, name, children, is_load, has_load
-        self.dtype_str: Optional[str] = None
-
-    @property
-    def dtype(self) -> str:
-        if self.dtype_str is None:
-            self.dtype_str = _fast_dtype(self.obj)
-        return self.dtype_str
+def _has_load(e) -> bool:
+    """Whether a load is below `e` (`_is_value`'s scan)."""
+    for child in _children_of(e, type(e).__name__):
+        name = type(child).__name__
+        if name in _LOADS:
+            return True
+        if name not in _LEAVES and _has_load(child):
+            return True
+    return False
 
 
-_NO_CHILDREN: Tuple[()] = ()
-
-
-def _read(e) -> _Node:
-    """A value expression as a `_Node` tree."""
-    name = type(e).__name__
-    if name in _LEAVES:
-        return _Node(e, name, _NO_CHILDREN)
-    if name in _LOADS:
-        cls = type(e)
-        has_buffer = _HAS_BUFFER.get(cls)
-        if has_buffer is None:
-            has_buffer = _HAS_BUFFER[cls] = hasattr(cls, "buffer")
-        buffer = getattr(e, "buffer", None) if has_buffer else None  # `_load_buffer`
-        if buffer is None:
-            buffer = e.source
-        indices = list(e.indices)
-        coeffs = [_simple_coeffs(i) for i in indices]
-        children = _NO_CHILDREN
-        if any(c is None for c in coeffs):  # indirect indexing, calls, float math: walk it all
-            children = [_read(i) for i in indices]
-            coeffs = [_coefficients(c) for c in children]
-        node = _Node(e, name, children, True)
-        node.buffer, node.handle, node.coeffs, node.indices = buffer, buffer.__chandle__(), coeffs, indices
-        return node
-    children = [_read(c) for c in _children_of(e, name)]
-    return _Node(e, name, children, False, any(c.is_load or c.has_load for c in children))
-
-
-def _coefficients(p: _Node) -> Dict[int, float]:
-    """`linear_coefficients` of a `_Node` tree, keyed by handle."""
-    name = p.name
-    if name in _VARS:
-        return {p.obj.__chandle__(): 1.0}
-    if name in _IMMS:
-        return {}
-    if p.is_load:  # the general case below, over its indices
-        out: Dict[int, float] = {}
-        for coeffs in p.coeffs:
-            for v in coeffs:
-                out[v] = 1.0
-        return out
-    sign = _ADD_SUB.get(name)
-    if sign is not None:
-        a, b = _coefficients(p.children[0]), _coefficients(p.children[1])
-        for v, c in b.items():
-            a[v] = a.get(v, 0.0) + sign * c
-        return a
-    if name == "Mul":
-        ca, cb = _const(p.children[0].obj), _const(p.children[1].obj)
-        if cb is not None:
-            return {v: c * cb for v, c in _coefficients(p.children[0]).items()}
-        if ca is not None:
-            return {v: c * ca for v, c in _coefficients(p.children[1]).items()}
-    if name in _DIVS:
-        cb = _const(p.children[1].obj)
-        if cb:
-            return {v: c / cb for v, c in _coefficients(p.children[0]).items()}
-    if name in _MODS or name in ("Cast", "Ramp"):  # Cast: value; Ramp: base
-        return _coefficients(p.children[0])
-    out = {}
-    for child in p.children:
-        for v in _coefficients(child):
-            out[v] = 1.0
-    return out
+def _load_parts(e, cls):
+    """A load's buffer (`_load_buffer`) and indices."""
+    has_buffer = _HAS_BUFFER.get(cls)
+    if has_buffer is None:
+        has_buffer = _HAS_BUFFER[cls] = hasattr(cls, "buffer")
+    buffer = getattr(e, "buffer", None) if has_buffer else None
+    if buffer is None:
+        buffer = e.source
+    return buffer, list(e.indices)
 
 
 def _print_key(e, names: Dict[str, int]):
@@ -927,18 +866,18 @@ class _FastBuilder:
             return self.stmt(body, node) if body is not None else 1
         if name == "IfThenElse":
             node, _ = self.add("IfThenElse", parent)
-            self.expr(_read(s.condition), node)
+            self.expr(s.condition, node, None)
             inner = self.stmt(s.then_case, node)
             if s.else_case is not None:
                 inner = max(inner, self.stmt(s.else_case, node))
             return inner
         if name in ("LetStmt", "Bind"):
             node, _ = self.add("LetStmt", parent)
-            self.expr(_read(s.value), node)
+            self.expr(s.value, node, None)
             return self.stmt(s.body, node) if hasattr(s, "body") else 1
         if name == "Evaluate":
             node, _ = self.add("Evaluate", parent)
-            self.expr(_read(s.value), node)
+            self.expr(s.value, node, None)
             return 1
         if name == "AssertStmt":
             node, _ = self.add("Assert", parent)
@@ -956,33 +895,53 @@ class _FastBuilder:
         indices = list(s.indices)
         self.access_row(row, info, [_coeffs_ffi(i) for i in indices], is_store=True)
         self.total_trips += self.trips[-1]
-        value = _read(s.value)
-        bits, lanes, is_float = _dtype_info_cached(value.dtype)
+        value = s.value
+        bits, lanes, is_float = _dtype_info_cached(_fast_dtype(value))
         row[_C_BITS], row[_C_LANES], row[_C_FLOAT] = bits, lanes, is_float
-        row[_C_ACCUMULATE] = float(self.reads_location(value, info.obj.__chandle__(), indices))
-        self.expr(value, node)
+        loads: List[Tuple[int, list]] = []
+        self.expr(value, node, loads)
+        handle = info.obj.__chandle__()
+        row[_C_ACCUMULATE] = float(any(  # `_reads_location`
+            buffer == handle and all(_same_print(a, b) for a, b in zip(load_indices, indices))
+            for buffer, load_indices in loads))
         return 1
 
     # ---------------------------------------------------------------- expressions
-    def expr(self, p: _Node, parent: int) -> None:
-        """`_Builder.expr`."""
-        name = p.name
+    def expr(self, e, parent: int, loads: Optional[List[Tuple[int, list]]]) -> None:
+        """`_Builder.expr`, in one pass: an index that is index arithmetic alone (no
+        node of it would enter the graph, see `_simple_coeffs`) is not walked again.
+        Every load met is listed in `loads` (buffer handle, indices), if given."""
+        cls = type(e)
+        name = cls.__name__
         if name in _LEAVES:
             return
         kind = _EXPR_TYPES.get(name)
         is_load = kind == "BufferLoad"
-        if kind is not None and not is_load and kind != "Call" \
-                and not (p.has_load or not p.dtype.startswith(_INDEX_TYPES)):
-            for child in p.children:
-                self.expr(child, parent)
-            return
+        dtype = None
+        if kind is not None and not is_load and kind != "Call":
+            dtype = _fast_dtype(e)
+            if dtype.startswith(_INDEX_TYPES) and not _has_load(e):  # not `_is_value`
+                for child in _children_of(e, name):
+                    self.expr(child, parent, loads)
+                return
         node, row = self.add(kind or name, parent)
-        bits, lanes, is_float = _dtype_info_cached(p.dtype)
+        bits, lanes, is_float = _dtype_info_cached(dtype or _fast_dtype(e))
         row[_C_BITS], row[_C_LANES], row[_C_FLOAT] = bits, lanes, is_float
-        if is_load:
-            self.access_row(row, self.buffer(p.buffer), p.coeffs)
-        for child in p.children:
-            self.expr(child, node)
+        if not is_load:
+            for child in _children_of(e, name):
+                self.expr(child, node, loads)
+            return
+        buffer, indices = _load_parts(e, cls)
+        coeffs = [_simple_coeffs(i) for i in indices]
+        simple = all(c is not None for c in coeffs)
+        if not simple:  # indirect indexing, calls, float math: coefficients of it all, walk it
+            coeffs = [_coeffs_ffi(i) for i in indices]
+        self.access_row(row, self.buffer(buffer), coeffs)
+        if loads is not None:
+            loads.append((buffer.__chandle__(), indices))
+        if not simple:
+            for index in indices:
+                self.expr(index, node, loads)
 
     def access_row(self, row: List[float], info: _Buffer, index_coeffs: List[Dict[int, float]],
                    is_store: bool = False) -> None:
@@ -1003,16 +962,6 @@ class _FastBuilder:
         row[_C_BUFFER] = info.log_bytes
         row[info.scope_column] = 1
         self.curves.append((is_store, _fast_reuse_curve(cs, extents, element_bytes)))
-
-    def reads_location(self, value: _Node, buffer: int, indices: list) -> bool:
-        """`_Builder._reads_location`."""
-        stack = [value]
-        while stack:
-            e = stack.pop()
-            if e.is_load and e.handle == buffer and all(_same_print(a, b) for a, b in zip(e.indices, indices)):
-                return True
-            stack.extend(e.children)
-        return False
 
 
 def _fast_reuse_curve(cs: List[float], extents: List[int], element_bytes: float) -> List[float]:
