@@ -432,11 +432,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.templates:
         cases += [lambda t=t: template_case(t, args.count) for t in ("conv2d_NCHWc.x86", "tutorial/conv2d_no_batching")]
     result: Dict[str, Any] = {"cores": cores, "workers": workers, "count": args.count, "batch": BATCH,
+                              "load_average_before": os.getloadavg()[0],
                               "cases": [measure_case(make(), model, workers) for make in cases]}
     if args.es_trials:
         result["search"] = search_comparison(args.es_workloads, args.es_trials, model, max(workers),
                                              args.es_population)
+    result["load_average_after"] = os.getloadavg()[0]  # other work on the machine skews the wall clock
     print(table(result))
+    print(f"load average (1 min) before {result['load_average_before']:.1f}, after "
+          f"{result['load_average_after']:.1f} on {os.cpu_count()} cores")
     if args.out:
         from extract.fileio import atomic_write
         with atomic_write(args.out) as f:
