@@ -305,9 +305,10 @@ def xgb_cost_model(seed: int = 0, warmup: int = 100, adaptive: bool = True):
     """MetaSchedule's XGBModel on one core (`warmup`: measurements before it stops
     predicting at random; TVM's default 100)."""
     from tvm.s_tir.meta_schedule.cost_model import XGBModel
+    from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
 
-    return XGBModel(num_warmup_samples=warmup, num_tuning_cores=1, verbose_eval=10 ** 6,
-                    adaptive_training=adaptive, seed=seed)
+    return XGBModel(config=XGBConfig(seed=seed, nthread=1), num_warmup_samples=warmup, num_tuning_cores=1,
+                    verbose_eval=10 ** 6, adaptive_training=adaptive)
 
 
 def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0, progress: bool = False):
@@ -374,10 +375,21 @@ def feature_context(mod, target):
     return context
 
 
+def _step_lr_class(base):
+    class StepLR(base):
+        """StepLR without the `verbose` argument TVM's MLPModel passes (removed in torch 2.x)."""
+
+        def __init__(self, *args, verbose=None, **kwargs):  # noqa: ARG002
+            super().__init__(*args, **kwargs)
+
+    return StepLR
+
+
 def mlp_cost_model(seed: int = 0):
     """MetaSchedule's MLPModel (segment-sum MLP on PerStoreFeature rows), untrained, with
-    one fix: its full training holds out `floor(0.2 × tasks)` tasks for validation, none
-    when fewer than 5 tasks are tuned, and then fails (`need at least one array to
+    two fixes: its full training passes `verbose` to torch's StepLR, which this torch no
+    longer takes (a subclass that drops it is swapped in for the call); and it holds out
+    `floor(0.2 × tasks)` tasks for validation, none when fewer than 5 tasks are tuned, and fails (`need at least one array to
     concatenate`); here it validates on the training tasks in that case."""
     import random
 
@@ -385,6 +397,14 @@ def mlp_cost_model(seed: int = 0):
 
     class Trainer(mlp_model.SegmentSumMLPTrainer):
         def train_full(self):  # noqa: D102
+            step_lr = mlp_model.torch.optim.lr_scheduler.StepLR
+            mlp_model.torch.optim.lr_scheduler.StepLR = _step_lr_class(step_lr)
+            try:
+                return self._train_full()
+            finally:
+                mlp_model.torch.optim.lr_scheduler.StepLR = step_lr
+
+        def _train_full(self):
             keys = list(self.state.data.keys())
             if math.floor(len(keys) * self.test_split) >= 1:
                 return super().train_full()

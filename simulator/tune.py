@@ -274,12 +274,12 @@ class TuneResult:
     tasks: List[Dict[str, Any]]
     history: List[Dict[str, Any]]
     wall_s: float
-    cost_model: Dict[str, Any] = field(default_factory=dict)
+    cost_model_stats: Dict[str, Any] = field(default_factory=dict)
     settings: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def cost_model_share(self) -> Optional[float]:
-        total = self.cost_model.get("total_s")
+        total = self.cost_model_stats.get("total_s")
         return total / self.wall_s if total is not None and self.wall_s > 0 else None
 
     def best_latency(self) -> Optional[float]:
@@ -360,7 +360,7 @@ def table(result: TuneResult, cost_model: str) -> str:
                 f"{sum(t['trials'] for t in result.tasks):>6}  {sum(t['errors'] for t in result.tasks):>6}  "
                 f"{_us(best):>12}")
     share = result.cost_model_share
-    cm = result.cost_model
+    cm = result.cost_model_stats
     rows.append(f"cost model {cost_model}: {cm.get('total_s', 0):.1f} s of {result.wall_s:.1f} s"
                 + (f" ({100 * share:.1f}%)" if share is not None else "")
                 + (f"; predict {cm['predict_s']:.1f} s for {cm['scored']} candidates, update {cm['update_s']:.1f} s"
