@@ -408,6 +408,8 @@ def build(results: str, out: str) -> str:
         lines += speed_section(speed)
     if tuning:
         lines += tuning_section(tuning)
+    from .ms_tuning import report_section
+    lines += report_section(results)
     text = "\n".join(lines).rstrip() + "\n"
     with atomic_write(out, "w") as f:
         f.write(text)
