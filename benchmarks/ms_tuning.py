@@ -335,6 +335,8 @@ def report_section(results: str) -> List[str]:
         lines += [f"Rank quality on the recorded held-out databases (every distinct measured schedule of the runs "
                   f"above; pre-trained models, no online update):", "",
                   markdown_table(["operator", "model", "τ", f"top-{k} recall", "records"], rq), ""]
+    if res.get("notes"):  # what the person who ran it found (kept in the JSON, so a rebuild keeps it)
+        lines += [*res["notes"], ""]
     return lines
 
 
