@@ -336,7 +336,8 @@ def report_section(results: str) -> List[str]:
                   f"above; pre-trained models, no online update):", "",
                   markdown_table(["operator", "model", "τ", f"top-{k} recall", "records"], rq), ""]
     if res.get("notes"):  # what the person who ran it found (kept in the JSON, so a rebuild keeps it)
-        lines += [*res["notes"], ""]
+        for note in res["notes"]:
+            lines += [note, ""]
     return lines
 
 
