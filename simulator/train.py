@@ -73,6 +73,10 @@ def _data_flags(add: Add) -> None:
     add("--split", default="cross-workload", help=f"one of: {', '.join(SPLITS.names())} (tpugraphs: official)")
     add("--train-workloads", nargs="+", default=None, metavar="W")
     add("--test-workloads", nargs="+", default=None, metavar="W")
+    add("--test-network", default=None, metavar="NET",
+        help="leave-network-out: the held-out network (e.g. bert; the networks dataset's tags)")
+    add("--test-op-kind", default=None, metavar="KIND",
+        help="leave-op-kind-out: the held-out operator kind (e.g. softmax)")
     add("--val-fraction", type=SHARE, default=0.2,
         help="cross-workload: share of each training workload's configs for validation")
     add("--feature-transform", choices=["none", "log1p"], default="none",
