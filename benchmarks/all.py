@@ -19,6 +19,9 @@ Stages (`--stages`, in this order):
             predictions against it, beside pass 1's (quiet_agreement.json)
   tuning    model-guided tuning, measured on this machine (benchmarks.tuning)
   speed     speed and memory vs xgb (benchmarks.speed)
+  networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
+            networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
+            ceiling, and with the shipped conv2d dataset added (benchmarks.networks)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
 (`--no-wait` fails instead). The results, runs, tuning-runs and spaces folders are held
@@ -35,11 +38,11 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, speed, sweep, tuning
+from . import accuracy, networks, speed, sweep, tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 
-STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "report"]
+STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "networks", "report"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ceiling-seed", type=SEED, default=2, help="picks them (pass 2 used seed 1)")
     p = ap.add_argument_group("speed")
     speed.add_arguments(p)
+    n = ap.add_argument_group("networks dataset (benchmarks.networks)")
+    networks.add_arguments(n)
     return ap
 
 
@@ -74,7 +79,7 @@ def protocol_notes(args) -> List[str]:
     """Each option that differs from the full protocol, in words."""
     defaults = build_parser().parse_args([])
     skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "extraction_log", "tuning_runs", "spaces",
-            "space_workers", "force", "split_run"}
+            "space_workers", "force", "split_run", "networks_data"}
     notes = []
     for key, value in vars(args).items():
         if key in skip or getattr(defaults, key, value) == value:
@@ -264,6 +269,7 @@ def run_stages(args, argv: Optional[Sequence[str]]) -> int:
     stage("ceiling", do_ceiling)
     stage("tuning", do_tuning)
     stage("speed", do_speed)
+    stage("networks", lambda: networks.run(args))
     info["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     write_json(info_path, info)
     if "report" in args.stages:

@@ -221,3 +221,41 @@ def test_train_cli_leave_network_out_on_the_tiny_dataset(tmp_path):
     bad = subprocess.run(cmd[:-1] + [str(tmp_path / "run2"), "--test-network", "gpt"], capture_output=True,
                          text=True, env=env, cwd=ROOT)
     assert bad.returncode == 2 and "(networks: bert, mobilenet_v2, resnet50)" in bad.stderr
+
+
+# ---------------------------------------------------------------- the benchmark
+def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
+    from benchmarks import networks as bench
+
+    out = tmp_path / "results"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
+    cmd = [sys.executable, "-m", "benchmarks.networks", "--networks-data", str(TINY), "--networks-models", "mlp",
+           "--held-networks", "bert", "--held-kinds", "dense", "--networks-epochs", "1", "--combined-models",
+           "--runs", str(tmp_path / "runs"), "--results", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((out / "networks.json").read_text())
+    assert {(r["axis"], r["held"]) for r in res["rows"]} == {("network", "bert"), ("kind", "dense")}
+    summary = json.loads((TINY / "summary.json").read_text())
+    # default kinds: those with a task of > 5 records (all three of the fixture, not a 1-record one)
+    assert bench.default_kinds(summary) == ["conv2d", "dense", "depthwise_conv2d"]
+    assert bench.default_kinds({"tasks": [{"kind": "elementwise", "valid": 1}]}) == []
+    dense = next(t for t in summary["tasks"] if t["kind"] == "dense")
+    assert res["ceilings"]["network:bert"] == {"tau": dense["tau"], "tasks": 1, "corrected": dense["tau_corrected"]}
+    text = "\n".join(bench.report_section(res))
+    assert "**Leave one network out**" in text and "| bert | 1 |" in text
+    assert "nan" not in text.lower()
+    row = next(r for r in res["rows"] if r["held"] == "bert")
+    assert row["tasks"] == 1 and "--test-network bert" in row["command"]
+
+
+def test_combined_table_compares_with_the_networks_alone_run():
+    from benchmarks.networks import report_section
+
+    rows = [{"axis": "network", "held": "vit", "model": "gcn", "shipped": s, "tasks": 3, "kendall_tau": tau,
+             "top1_slowdown": 0.1, "top5_slowdown": 0.0, "top5_recall": None} for s, tau in ((False, 0.5), (True, 0.6))]
+    res = {"rows": rows, "ceilings": {"network:vit": {"tau": 0.8, "tasks": 3, "corrected": None}},
+           "dataset": "d", "protocol": {}}
+    text = "\n".join(report_section(res))
+    assert "| vit | gcn | 0.500 | 0.600 | +0.100 |" in text
+    assert "0.800 / – (3)" in text and "no ceiling" in text
