@@ -259,3 +259,24 @@ def test_combined_table_compares_with_the_networks_alone_run():
     text = "\n".join(report_section(res))
     assert "| vit | gcn | 0.500 | 0.600 | +0.100 |" in text
     assert "0.800 / – (3)" in text and "no ceiling" in text
+
+
+def test_export_keeps_the_model_and_drops_the_run_state(tmp_path):
+    import torch
+
+    from simulator.costmodel import CostModel, load_trained
+    from simulator.export import main as export_main
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
+    run = tmp_path / "run"
+    subprocess.run([sys.executable, "-m", "simulator.train", "--data", str(TINY), "--split", "random",
+                    "--model", "gcn", "--epochs", "1", "--threads", "1", "--out", str(run)],
+                   check=True, capture_output=True, env=env, cwd=ROOT)
+    assert export_main([str(run), str(tmp_path / "gcn.pt")]) == 0
+    full, _ = load_trained(str(run))
+    small = CostModel.load(str(tmp_path / "gcn.pt"))
+    a, b = full.net.state_dict(), small.net.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert small.info.vocabulary == full.info.vocabulary
+    assert os.path.getsize(tmp_path / "gcn.pt") < os.path.getsize(run / "checkpoint.pt")
+    assert export_main([str(tmp_path / "missing"), str(tmp_path / "x.pt")]) == 2
