@@ -37,7 +37,7 @@ import numpy as np
 from extract.cli import output_folder
 from extract.fileio import OutputBusyError, atomic_write, output_lock
 
-from .networks import (FIRST_PASS, NETWORKS_X86, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
+from .networks import (FIRST_PASS, NETWORKS_X86, PRETRAIN_COMMANDS, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
                        find_file, iter_jsonl, open_text, read_tasks, summarize_agreement)
 
 METHODS = ("random", "evolutionary")
@@ -276,8 +276,25 @@ def readme(meta: Dict[str, Any], summary: Dict[str, Any], out: Path, work: Path)
     if summary["problems"] or summary["cut_off"]:
         lines += ["## Found while compacting", "", *[f"* {p}" for p in summary["problems"]],
                   *[f"* {f}: {n} cut-off last line left out" for f, n in summary["cut_off"].items()], ""]
-    lines += ["## Tasks", "", *table_lines(summary["tasks"]), ""]
+    lines += [*pretrained_lines(out), "## Tasks", "", *table_lines(summary["tasks"]), ""]
     return "\n".join(lines)
+
+
+def pretrained_lines(out: Path) -> List[str]:
+    """The pre-trained checkpoint's paragraph: how it is made, and its scores if present."""
+    lines = ["## Pre-trained checkpoint", "",
+             "`pretrained/gcn.pt`: a gcn trained on this dataset (`--split random`: 80% of every task's "
+             "records train, 10% validate for early stopping, 10% test), exported without its run state "
+             "(`simulator.export`); the default start of the MetaSchedule cost model "
+             "(`simulator.tune --checkpoint datasets/networks_x86/pretrained/gcn.pt`; `datasets.networks.PRETRAINED`). "
+             "Made by:", "", *[f"    {c}" for c in PRETRAIN_COMMANDS], ""]
+    scores = out / "pretrained" / "gcn.json"
+    if scores.exists():
+        with open(scores, encoding="utf-8") as f:
+            test = json.load(f).get("test", {})
+        lines += ["Its test scores (held-out records of every task): " + ", ".join(
+            f"{k} {v:.3f}" for k, v in sorted(test.items()) if isinstance(v, float)) + ".", ""]
+    return lines
 
 
 # ---------------------------------------------------------------- the command

@@ -272,7 +272,10 @@ def test_export_keeps_the_model_and_drops_the_run_state(tmp_path):
     subprocess.run([sys.executable, "-m", "simulator.train", "--data", str(TINY), "--split", "random",
                     "--model", "gcn", "--epochs", "1", "--threads", "1", "--out", str(run)],
                    check=True, capture_output=True, env=env, cwd=ROOT)
-    assert export_main([str(run), str(tmp_path / "gcn.pt")]) == 0
+    assert export_main([str(run), str(tmp_path / "gcn.pt"), "--scores", str(tmp_path / "gcn.json")]) == 0
+    saved = json.loads((tmp_path / "gcn.json").read_text())
+    ran = json.loads((run / "metrics.json").read_text())
+    assert saved["test"]["kendall_tau"] == ran["test"]["kendall_tau"]["mean"] and saved["config"]["model"] == "gcn"
     full, _ = load_trained(str(run))
     small = CostModel.load(str(tmp_path / "gcn.pt"))
     a, b = full.net.state_dict(), small.net.state_dict()
