@@ -101,6 +101,7 @@ def result_rows(results: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         test = r["metrics"].get("test", {})
         rows.append({"axis": r["axis"], "held": r["held"], "model": r["model"], "shipped": r["shipped"],
                      "tasks": test.get("kendall_tau", {}).get("count", 0),
+                     "samples": sum(int(v) for k, v in r["metrics"].get("run", {}).items() if k.endswith("_samples")),
                      **{m: _clean(test.get(m, {}).get("mean")) for m in METRICS},
                      "seconds": _clean(r["metrics"].get("bench", {}).get("seconds")),
                      "command": "python -m simulator.train " + " ".join(r["argv"])})
@@ -169,8 +170,10 @@ def _combined(res: Dict[str, Any]) -> List[str]:
 def report_section(res: Dict[str, Any]) -> List[str]:
     p = res.get("protocol", {})
     raw, cor = res.get("agreement_raw") or {}, res.get("agreement_corrected") or {}
+    used = max((r.get("samples", 0) for r in res["rows"] if not r["shipped"]), default=0)
     lines = ["## Cross-network and cross-operator generalisation (MetaSchedule networks dataset)", "",
-             f"`{res['dataset']}`: {p.get('tasks')} tasks, {p.get('valid_records')} valid records. One seed "
+             f"`{res['dataset']}`: {p.get('tasks')} tasks, {p.get('valid_records')} valid records now; the runs "
+             f"below trained and scored on {used} samples of it. One seed "
              f"({p.get('seed')}), {p.get('epochs')} epochs, every run pinned to one core "
              f"(`python -m benchmarks.networks`; every command in `docs/results/networks.json`). Metrics are "
              f"means over the held-out tasks with a value; the ceiling is the mean per-task τ between the "
