@@ -359,6 +359,37 @@ def read_databases(paths: Sequence[str], skip_bad: bool = False, report=None,
 
 
 # ---------------------------------------------------------------- any ms.database.Database
+def _ffi_record_json(record):
+    from tvm.s_tir.meta_schedule import _ffi_api
+
+    return _ffi_api.TuningRecordAsJSON(record)  # pylint: disable=no-member
+
+
+def _ffi_workload_json(workload):
+    from tvm.s_tir.meta_schedule import _ffi_api
+
+    return _ffi_api.WorkloadAsJSON(workload)  # pylint: disable=no-member
+
+
+def _json_of(obj):
+    """A record's or workload's JSON (TVM containers → Python), as JSONDatabase writes it:
+    MetaSchedule's own `TuningRecord.as_json` raises on the `IndexMap` that a
+    `TransformLayout` instruction keeps in its trace (layout rewriting), which the C++
+    writer saves as a TVM JSON graph string (`tvm.ir.save_json`); so do we."""
+    import tvm
+    from tvm_ffi import Array, Map
+
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+        return obj.value
+    if isinstance(obj, Array):
+        return [_json_of(i) for i in obj]
+    if isinstance(obj, Map):
+        return {_json_of(k): _json_of(v) for k, v in obj.items()}
+    return tvm.ir.save_json(obj)
+
+
 def database_jobs(db, name: str = "database", report=None) -> Tuple[List[TraceJob], Any]:
     """Jobs of any `ms.database.Database` (a JSONDatabase, a MemoryDatabase, one of the
     user's own), its records in the order it gives them (sources `name:index`)."""
@@ -369,10 +400,10 @@ def database_jobs(db, name: str = "database", report=None) -> Tuple[List[TraceJo
     workloads: Dict[int, Tuple[str, _Workloads]] = {}
     jobs: List[TraceJob] = []
     for i, record in enumerate(db.get_all_tuning_records()):
-        body = record.as_json()
+        body = _json_of(_ffi_record_json(record))
         wl_handle = record.workload.__chandle__()
         if wl_handle not in workloads:
-            text = json.dumps(record.workload.as_json())
+            text = json.dumps(_json_of(_ffi_workload_json(record.workload)))
             workloads[wl_handle] = (text, _Workloads(name, [(text, record.workload.mod)], {}))
         text, table = workloads[wl_handle]
         target = json.dumps(body[2], sort_keys=True) if len(body) > 2 and body[2] is not None else None
