@@ -78,8 +78,8 @@ def jobs(args, summary: Dict[str, Any]) -> List[Dict[str, Any]]:
     runs = os.path.join(args.runs, "networks")
     out = []
     plan = [("network", n, m, False) for n in args.held_networks for m in args.networks_models]
-    plan += [("kind", k, m, False) for k in kinds for m in args.networks_models]
     plan += [("network", n, m, True) for n in args.held_networks for m in args.combined_models]
+    plan += [("kind", k, m, False) for k in kinds for m in args.networks_models]
     for axis, held, model, shipped in plan:
         split, flag = SPLITS[axis]
         folder = os.path.join(runs, f"{split}-{held}-{model}-seed{args.networks_seed}"
