@@ -29,6 +29,8 @@ setup(
         "psutil",
         # one writer per output folder (extract/fileio.py)
         "filelock",
+        # TVM's RPC tracker (python -m tvm.exec.rpc_tracker; extract/rpc_measure.py) needs it
+        "tornado",
     ],
     extras_require={
         "jax": ["jax"],

@@ -13,6 +13,9 @@ AutoTVM's error_no. Configs are sampled uniformly without replacement from each
 workload's whole space (seeded) and measured in a shuffled order across workloads, so
 drift of the machine's speed spreads over all workloads. An existing log is resumed:
 configs already in it are skipped.
+
+With `--tracker HOST:PORT --rpc-key KEY`, configs are built here and checked and timed on
+remote devices through TVM's RPC tracker instead (see `extract.rpc_measure`).
 """
 from __future__ import annotations
 
@@ -97,11 +100,13 @@ def measure_one(template_name: str, wl: Workload, index: int, repeat: int,
         return failed(rec.RUNTIME_DEVICE, e)
 
 
-def check_and_time(module, wl: Workload, repeat: int, min_repeat_ms: int, start: float) -> MeasureResult:
-    """Run a built workload once against its NumPy reference, then time it."""
+def check_and_time(module, wl: Workload, repeat: int, min_repeat_ms: int, start: float,
+                   dev=None) -> MeasureResult:
+    """Run a built workload once against its NumPy reference, then time it (on `dev`:
+    this CPU by default, or a remote device of an RPC session)."""
     import tvm
 
-    dev = tvm.cpu()
+    dev = tvm.cpu() if dev is None else dev
     inputs, expected = reference_io(wl)
     args = ([tvm.runtime.tensor(x, dev) for x in inputs]
             + [tvm.runtime.tensor(np.zeros_like(e), dev) for e in expected])
@@ -243,7 +248,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per config (build + run)")
     ap.add_argument("--num-threads", type=int, default=1,
                     help="runtime threads; 1 keeps timings stable on a shared 2-core machine")
+    from . import rpc_measure  # (it builds on this module)
+
+    rpc_measure.add_arguments(ap).add_argument(
+        "--rpc-target", metavar="TARGET",
+        help="build for this TVM target (the devices'; JSON, e.g. '{\"kind\": \"llvm\", "
+             "\"mcpu\": \"skylake\"}') instead of this CPU's")
     args = ap.parse_args(argv)
+    try:
+        rpc = rpc_measure.from_args(args)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.rpc_target and rpc is None:
+        ap.error("--rpc-target goes with --tracker and --rpc-key")
 
     from tqdm import tqdm
     import tvm
@@ -258,6 +275,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {', '.join(unmeasurable)}: no reference implementation to check "
               f"measurements against", file=sys.stderr)
         return 2
+    if rpc is not None:
+        options = rpc_measure.Options(args.repeat, args.min_repeat_ms, args.timeout,
+                                      args.num_threads, args.rpc_target or "")
+        try:
+            return rpc_measure.measure_jobs(jobs, args.log, rpc, options)
+        except (ConnectionError, rpc_measure.TargetError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     done = done_keys(args.log)
     pending = [j for j in jobs if j not in done]
     print(f"{len(jobs)} configs planned, {len(jobs) - len(pending)} already in {args.log}, "
