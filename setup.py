@@ -34,6 +34,7 @@ setup(
     ],
     extras_require={
         "jax": ["jax"],
-        "test": ["pytest", "jax"],
+        # hypothesis: property-based tests of the readers (garbled, truncated, non-finite input)
+        "test": ["pytest", "jax", "hypothesis"],
     },
 )

@@ -164,6 +164,7 @@ def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
 
     from datasets import SHIPPED_LOG, SHIPPED_REMEASURE
     from datasets.noise_ceiling import noise_ceiling
+    from extract.fileio import atomic_write
     from simulator.data import load_data
     first, second = args.ceiling_logs or (str(SHIPPED_LOG), str(SHIPPED_REMEASURE))
     third = os.path.join(args.results, "pass3_quiet.jsonl.gz")  # committed compressed
@@ -174,7 +175,8 @@ def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
     subprocess.run([sys.executable, "-m", "extract.measure", "--remeasure", first, "--count",
                     str(args.ceiling_count), "--seed", str(args.ceiling_seed), "--also", second, "--log", log_file],
                    check=True, env=dict(os.environ, TQDM_DISABLE="1"))
-    with open(log_file, "rb") as src, gzip.open(third, "wb") as dst:
+    with open(log_file, "rb") as src, atomic_write(third, "wb") as raw, \
+            gzip.GzipFile(filename=third, mode="wb", fileobj=raw) as dst:
         shutil.copyfileobj(src, dst)
     os.remove(log_file)
     out = {"pass1_vs_pass3": noise_ceiling(first, third), "pass2_vs_pass3": noise_ceiling(second, third),

@@ -14,6 +14,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
+from extract.fileio import atomic_write
+
 MODELS = ["gcn", "sage", "gat", "cheb", "mlp", "curve-mlp", "xgb"]
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "l1_log", "mape"]
 METRIC_LABELS = {"kendall_tau": "Kendall τ", "top1_slowdown": "top-1 slowdown",
@@ -70,10 +72,8 @@ def run_training(argv: Sequence[str], out: str) -> Dict[str, Any]:
         raise RuntimeError(f"training in {out} failed (exit {proc.returncode}):\n{tail}")
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         metrics = json.load(f)
-    with open(os.path.join(out, "bench_argv.json"), "w", encoding="utf-8") as f:
-        json.dump(list(argv), f)
-    with open(os.path.join(out, "bench_seconds.json"), "w", encoding="utf-8") as f:
-        json.dump({"seconds": seconds}, f)
+    write_json(os.path.join(out, "bench_argv.json"), list(argv))
+    write_json(os.path.join(out, "bench_seconds.json"), {"seconds": seconds})
     metrics.setdefault("bench", {})["seconds"] = seconds
     return metrics
 
@@ -129,8 +129,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: 
 
 
 def write_csv(path: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    """Atomically; floats to 6 significant digits, None as an empty cell."""
+    with atomic_write(path, "w") as f:
         w = csv.writer(f)
         w.writerow(header)
         for r in rows:
@@ -143,12 +143,10 @@ def read_csv(path: str) -> List[Dict[str, str]]:
 
 
 def write_json(path: str, obj: Any) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    """Atomically, indented, numpy values as plain ones."""
+    with atomic_write(path, "w") as f:
         json.dump(obj, f, indent=1, default=_json_default)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 def _json_default(o):

@@ -16,7 +16,7 @@ Stages, each timed (wall clock) with the process RSS after it:
 3. configs: the layout npz arrays (`extract.tpugraphs_npz.layout_arrays`, validated)
    with `--configs` random layout configs on `--config-nodes` configurable nodes
    (convolutions, dots, reshapes, transposes).
-4. prepare: `simulator.tpugraphs.prepare_graph` on the whole graph (log1p, reverse
+4. prepare: `simulator.batching.prepare_graph` on the whole graph (log1p, reverse
    edges, self-loops) and with the default pruning (configurable nodes + `--depth` hops).
 5. forward: `GraphModel` (gcn, width 64, depth 3; torch.no_grad) over the whole graph:
    late join (the graph propagated once for all `--configs` configs) and early join
@@ -314,11 +314,11 @@ def _forward_passes(args: argparse.Namespace, arrays: Dict[str, np.ndarray], who
     import dataclasses
     import torch
     from simulator.batching import config_tensors, make_batch
+    from simulator.config import Normalization
     from simulator.model import GraphModel
 
     def with_configs(item, count):
-        fields = config_tensors(None, arrays["node_config_feat"][:count], arrays["node_config_ids"], "log1p")
-        fields.pop("config_nodes")
+        fields = config_tensors(None, arrays["node_config_feat"][:count], "log1p")
         return dataclasses.replace(item, y=torch.zeros(count), **fields)
 
     def model(join: str) -> GraphModel:
@@ -326,9 +326,9 @@ def _forward_passes(args: argparse.Namespace, arrays: Dict[str, np.ndarray], who
         m = GraphModel("gcn", 140, num_types, width=args.width, depth=args.depth,
                        node_config_dim=18, join=join)
         with torch.no_grad():
-            m.set_normalization({"feature_mean": whole.x.mean(0).tolist(),
-                                 "feature_std": whole.x.std(0).clamp(min=1e-6).tolist(),
-                                 "target_mean": 0.0, "target_std": 1.0})
+            m.set_normalization(Normalization(feature_mean=whole.x.mean(0).tolist(),
+                                              feature_std=whole.x.std(0).clamp(min=1e-6).tolist(),
+                                              target_mean=0.0, target_std=1.0))
         return m.eval()
 
     results = {}
@@ -353,7 +353,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     torch.set_num_threads(args.threads)
     from extract.hlo_graph import OPCODE_IDS, featurize_module
     from simulator.dgl_compat import dgl  # noqa: F401  (import cost outside the timings)
-    from simulator.tpugraphs import prepare_graph
+    from simulator.batching import prepare_graph
 
     out: Dict[str, Any] = {"nodes": args.nodes, "threads": args.threads, "width": args.width,
                            "depth": args.depth, "seconds": {}, "cpu_seconds": {}, "rss_gb_after": {},

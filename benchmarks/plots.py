@@ -25,14 +25,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .common import natural_key  # noqa: E402
+from extract.fileio import atomic_write  # noqa: E402
+
+from .common import natural_key, write_csv  # noqa: E402
 
 DPI = 110
 
 
 def _save(fig, path: str) -> str:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    """The figure as PNG at `path` (atomically)."""
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -80,29 +83,25 @@ def test_predictions(run_dir: str, data: Optional[Sequence[str]] = None, samples
                     "index": np.array([int(r["index"]) for r in rows]),
                     "measured": np.array([float(r["measured_s"]) for r in rows]),
                     "predicted": np.array([float(r["predicted_s"]) for r in rows])}
+    from simulator.costmodel import load_trained
     from simulator.data import load_data
-    from simulator.engine import load_trained, predict_log, prepare_samples
     from simulator.splits import make_split
-    model, state = load_trained(run_dir)
-    config, info = state["config"], state["info"]
+    model, _ = load_trained(run_dir)
+    d = model.config.data
     if samples is None:
-        samples = load_data(list(data or config["data"]), config.get("cache_dir"))
-    parts = make_split([s.group for s in samples], config["split"], config["seed"], config["train_workloads"],
-                       config["test_workloads"], config["val_fraction"], config["train_fraction"])
+        samples = load_data(list(data or d.data), d.cache_dir)
+    parts = make_split([s.group for s in samples], d.split, model.config.seed, d.train_workloads,
+                       d.test_workloads, d.val_fraction, d.train_fraction)
     test = [samples[i] for i in parts["test"]]
-    group_index = {g: i for i, g in enumerate(sorted({s.group for s in samples}))}
-    items = prepare_samples(test, config, info, group_index)
-    pred = np.exp(predict_log(model, items, 1024))
+    pred = np.exp(model.predict(test, 1024))
     out = {"workload": np.array([s.group for s in test for _ in range(s.num_configs)]),
            "index": np.array([int(s.meta.get("index", -1)) if s.num_configs == 1 else -1
                               for s in test for _ in range(s.num_configs)]),
            "measured": np.concatenate([s.runtimes for s in test]), "predicted": pred}
     if data is None:
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["workload", "index", "measured_s", "predicted_s"])
-            for row in zip(out["workload"], out["index"], out["measured"], out["predicted"]):
-                w.writerow([row[0], row[1], f"{row[2]:.6g}", f"{row[3]:.6g}"])
+        write_csv(path, ["workload", "index", "measured_s", "predicted_s"],
+                  ([w, int(i), float(m), float(p)] for w, i, m, p in
+                   zip(out["workload"], out["index"], out["measured"], out["predicted"])))
     return out
 
 

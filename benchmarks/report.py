@@ -16,6 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from extract.fileio import atomic_write
+
 from .common import DEFAULT_RESULTS, METRIC_LABELS, METRICS, fmt, markdown_table, natural_key
 
 
@@ -61,6 +63,27 @@ def exact_ceiling(tau12: float) -> float:
 # ---------------------------------------------------------------- sections
 def accuracy_section(acc: Dict[str, Any], results: str, out: str) -> List[str]:
     summary, ceiling = acc["summary"], acc.get("noise_ceiling")
+    workloads = [w for w in next(iter(summary.values())) if w != "mean"]
+    best_model = max(summary, key=lambda m: summary[m]["mean"].get("kendall_tau", [-1])[0])
+    lines = _accuracy_table(acc)
+    lines += _per_workload_tables(summary, ceiling, workloads, best_model)
+    if ceiling:
+        lines += _noise_ceiling(summary, ceiling, workloads, best_model)
+    lines += _quiet_pass(_load(results, "noise_ceiling_quiet.json"))
+    lines += _quiet_agreement(_load(results, "quiet_agreement.json"))
+    lines += [_fig(results, out, "accuracy.png", "τ per held-out workload"), ""]
+    header = ["model", "workload"] + [METRIC_LABELS.get(m, m) for m in METRICS]
+    rows = [[m, w] + [fmt(per[w].get(k, [np.nan])[0], k, per[w].get(k, [0, 0])[1]) for k in METRICS]
+            for m, per in summary.items() for w in ["mean"] + workloads]
+    lines += ["<details><summary>Every metric, every model, every held-out workload (one table)</summary>", "",
+              markdown_table(header, rows), "", "Every run's numbers: `docs/results/accuracy_runs.csv`; "
+              "the summary: `accuracy.csv`.", "", "</details>", ""]
+    return lines
+
+
+def _accuracy_table(acc: Dict[str, Any]) -> List[str]:
+    """The protocol in words and the mean ± std of every metric per model."""
+    summary = acc["summary"]
     seeds = sorted({r["seed"] for r in acc["runs"]})
     lines = ["## Accuracy: cross-workload split", "",
              f"Trained on C1 C2 C4 C8 C9 C12 (20% of their configs for validation / early stopping), tested "
@@ -69,97 +92,106 @@ def accuracy_section(acc: Dict[str, Any], results: str, out: str) -> List[str]:
              f"within a workload, averaged over workloads; top-k slowdown is how much slower the best of the "
              f"model's k favourite configs is than the workload's best measured config.", ""]
     header = ["model"] + [METRIC_LABELS[m] for m in METRICS] + ["train s / run"]
-    rows = []
-    secs = {}
+    secs: Dict[str, List[float]] = {}
     for r in acc["runs"]:
         if r.get("seconds"):
             secs.setdefault(r["model"], []).append(r["seconds"])
-    for model, per in summary.items():
-        rows.append([f"`{model}`"] + [fmt(per["mean"].get(m, [np.nan])[0], m, per["mean"].get(m, [0, 0])[1])
-                                      for m in METRICS] + [_num(np.mean(secs[model]), 0) if model in secs else "–"])
-    lines += [markdown_table(header, rows), ""]
-    workloads = [w for w in next(iter(summary.values())) if w != "mean"]
-    best_model = max(summary, key=lambda m: summary[m]["mean"].get("kendall_tau", [-1])[0])
+    rows = [[f"`{model}`"] + [fmt(per["mean"].get(m, [np.nan])[0], m, per["mean"].get(m, [0, 0])[1])
+                              for m in METRICS] + [_num(np.mean(secs[model]), 0) if model in secs else "–"]
+            for model, per in summary.items()]
+    return lines + [markdown_table(header, rows), ""]
+
+
+def _per_workload_tables(summary, ceiling, workloads: List[str], best_model: str) -> List[str]:
+    """τ and top-5 slowdown per held-out workload; τ with the noise-ceiling rows."""
+    lines: List[str] = []
     for metric in ("kendall_tau", "top5_slowdown"):
         header = ["model"] + workloads + ["mean"]
         rows = [[f"`{m}`"] + [fmt(per.get(w, {}).get(metric, [np.nan])[0], metric, per.get(w, {}).get(metric, [0, 0])[1])
                               for w in workloads + ["mean"]] for m, per in summary.items()]
         if metric == "kendall_tau" and ceiling:
-            rows.append(["**noise ceiling**"] + [fmt(ceiling.get(w, {}).get("kendall_tau", np.nan), metric)
-                                                 for w in workloads] +
-                        [fmt(np.mean([ceiling[w]["kendall_tau"] for w in workloads if w in ceiling]), metric)])
-            rows.append(["exact-predictor ceiling (est.)"] + [fmt(exact_ceiling(ceiling[w]["kendall_tau"]), metric)
-                                                              if w in ceiling else "–" for w in workloads] +
-                        [fmt(np.mean([exact_ceiling(ceiling[w]["kendall_tau"]) for w in workloads if w in ceiling]),
-                             metric)])
-            ratio = [summary[best_model].get(w, {}).get("kendall_tau", [np.nan])[0] /
-                     ceiling[w]["kendall_tau"] if w in ceiling else np.nan for w in workloads]
-            rows.append([f"`{best_model}` / ceiling"] + [f"{100 * r:.0f}%" if np.isfinite(r) else "–" for r in ratio]
-                        + [f"{100 * np.nanmean(ratio):.0f}%"])
+            rows += _ceiling_rows(summary, ceiling, workloads, best_model)
         lines += [f"**{METRIC_LABELS[metric]} per held-out workload** (mean ± std over seeds)", "",
                   markdown_table(header, rows), ""]
-    if ceiling:
-        cw = [w for w in workloads if w in ceiling]
-        c_mean = float(np.mean([ceiling[w]["kendall_tau"] for w in cw]))
-        b_mean = summary[best_model]["mean"]["kendall_tau"][0]
-        lines += [f"**Noise ceiling.** The shipped dataset's second pass re-measured "
-                  f"{ceiling.get('mean', {}).get('configs', '?')} configs of pass 1; per workload, Kendall τ "
-                  f"between the two passes is the usual noise ceiling (`noise_ceiling.json`). "
-                  f"On the held-out workloads it averages {c_mean:.3f} (all workloads: "
-                  f"{ceiling.get('mean', {}).get('kendall_tau', float('nan')):.3f}; median |Δt|/t between passes "
-                  f"{100 * ceiling.get('mean', {}).get('median_rel_diff', float('nan')):.1f}%). The best model, "
-                  f"`{best_model}` (τ {b_mean:.3f}), reaches {100 * b_mean / c_mean:.0f}% of it. Both passes are "
-                  f"noisy, so pass-vs-pass τ understates what an exact predictor of the mean runtime would reach "
-                  f"against pass 1; under a bivariate-normal noise model that is ≈ (2/π)·arcsin(√sin(πτ₁₂/2)) = "
-                  f"{np.mean([exact_ceiling(ceiling[w]['kendall_tau']) for w in cw]):.3f} here (the "
-                  f"\"exact-predictor ceiling\" row), and the best model reaches "
-                  f"{100 * b_mean / np.mean([exact_ceiling(ceiling[w]['kendall_tau']) for w in cw]):.0f}% of that. "
-                  f"With {ceiling[cw[0]]['configs']} re-measured configs per workload, each per-workload ceiling "
-                  f"has a standard error of ≈ ±{_tau_se(ceiling[cw[0]]['configs']):.2f}.", ""]
-        header = ["workload", "configs in both passes", "τ pass 1 vs 2", "median |Δt|/t", "p90 |Δt|/t",
-                  "median repeat spread"]
-        rows = [[w, c["configs"], f"{c['kendall_tau']:.3f}", f"{100 * c['median_rel_diff']:.1f}%",
-                 f"{100 * c['p90_rel_diff']:.1f}%", f"{100 * c['median_repeat_spread']:.1f}%"]
-                for w, c in sorted(ceiling.items(), key=lambda kv: natural_key(kv[0]))]
-        lines += ["<details><summary>Noise ceiling, every workload</summary>", "",
-                  markdown_table(header, rows), "", "</details>", ""]
-    quiet = _load(results, "noise_ceiling_quiet.json")
-    if quiet:
-        pairs = [("pass1_vs_pass2", "1 vs 2 (shipped)"), ("pass1_vs_pass3", "1 vs 3"), ("pass2_vs_pass3", "2 vs 3")]
-        names = sorted((w for w in quiet["pass1_vs_pass3"] if w != "mean"), key=natural_key) + ["mean"]
-        header = ["workload"] + [f"τ {label}" for _, label in pairs] + [f"median |Δt|/t {label}" for _, label in pairs]
-        rows = [[w] + [f"{quiet[k][w]['kendall_tau']:.3f}" if w in quiet[k] else "–" for k, _ in pairs]
-                + [f"{100 * quiet[k][w]['median_rel_diff']:.1f}%" if w in quiet[k] else "–" for k, _ in pairs]
-                for w in names]
-        lines += [f"**A third pass, measured quietly.** Pass 2's configs and more of pass 1's "
-                  f"({quiet['pass1_vs_pass3']['mean']['configs']} in all, ≈ "
-                  f"{quiet['pass1_vs_pass3']['mean']['configs'] / max(1, len(names) - 1):.0f} per workload), "
-                  "measured again by this benchmark (`ceiling` stage) while nothing else of ours ran on the "
-                  "machine:", "",
-                  markdown_table(header, rows), ""]
-    agree = _load(results, "quiet_agreement.json")
-    if agree:
-        names = [w for w in agree["pass1"] if w != "mean"]
-        header = ["against the quiet pass 3"] + [f"{w} ({agree['configs'][w]})" for w in names] + ["mean"]
-        rows = [["pass 1's measurements"] + [f"{agree['pass1'][w]:.3f}" for w in names + ["mean"]]]
-        rows += [[f"`{m}` predictions"] + [fmt(v[w][0], "kendall_tau", v[w][1] if v[w][2] > 1 else None)
-                                           for w in names + ["mean"]] for m, v in agree["models"].items()]
-        best = max(agree["models"], key=lambda m: agree["models"][m]["mean"][0])
-        lines += ["**Models against the quiet pass.** Kendall τ with pass 3 on the held-out configs it "
-                  "re-measured (count in brackets), mean ± std over seeds. Pass 1, the models' training and "
-                  "test labels, is one measurement of the same configs: a model that agrees with pass 3 as "
-                  "well as pass 1 does is as good as measuring once more. Here the best, "
-                  f"`{best}`, reaches {agree['models'][best]['mean'][0]:.3f} against pass 1's "
-                  f"{agree['pass1']['mean']:.3f}.", "", markdown_table(header, rows), ""]
-    lines += [_fig(results, out, "accuracy.png", "τ per held-out workload"), ""]
-    # everything
-    header = ["model", "workload"] + [METRIC_LABELS.get(m, m) for m in METRICS]
-    rows = [[m, w] + [fmt(per[w].get(k, [np.nan])[0], k, per[w].get(k, [0, 0])[1]) for k in METRICS]
-            for m, per in summary.items() for w in ["mean"] + workloads]
-    lines += ["<details><summary>Every metric, every model, every held-out workload (one table)</summary>", "",
-              markdown_table(header, rows), "", "Every run's numbers: `docs/results/accuracy_runs.csv`; "
-              "the summary: `accuracy.csv`.", "", "</details>", ""]
     return lines
+
+
+def _ceiling_rows(summary, ceiling, workloads: List[str], best_model: str) -> List[List[str]]:
+    metric = "kendall_tau"
+    held = [w for w in workloads if w in ceiling]
+    rows = [["**noise ceiling**"] + [fmt(ceiling.get(w, {}).get(metric, np.nan), metric) for w in workloads] +
+            [fmt(np.mean([ceiling[w][metric] for w in held]), metric)]]
+    rows.append(["exact-predictor ceiling (est.)"] +
+                [fmt(exact_ceiling(ceiling[w][metric]), metric) if w in ceiling else "–" for w in workloads] +
+                [fmt(np.mean([exact_ceiling(ceiling[w][metric]) for w in held]), metric)])
+    ratio = [summary[best_model].get(w, {}).get(metric, [np.nan])[0] / ceiling[w][metric] if w in ceiling
+             else np.nan for w in workloads]
+    rows.append([f"`{best_model}` / ceiling"] + [f"{100 * r:.0f}%" if np.isfinite(r) else "–" for r in ratio]
+                + [f"{100 * np.nanmean(ratio):.0f}%"])
+    return rows
+
+
+def _noise_ceiling(summary, ceiling, workloads: List[str], best_model: str) -> List[str]:
+    """The noise ceiling in words, and every workload's ceiling (folded)."""
+    cw = [w for w in workloads if w in ceiling]
+    c_mean = float(np.mean([ceiling[w]["kendall_tau"] for w in cw]))
+    exact = float(np.mean([exact_ceiling(ceiling[w]["kendall_tau"]) for w in cw]))
+    b_mean = summary[best_model]["mean"]["kendall_tau"][0]
+    lines = [f"**Noise ceiling.** The shipped dataset's second pass re-measured "
+             f"{ceiling.get('mean', {}).get('configs', '?')} configs of pass 1; per workload, Kendall τ "
+             f"between the two passes is the usual noise ceiling (`noise_ceiling.json`). "
+             f"On the held-out workloads it averages {c_mean:.3f} (all workloads: "
+             f"{ceiling.get('mean', {}).get('kendall_tau', float('nan')):.3f}; median |Δt|/t between passes "
+             f"{100 * ceiling.get('mean', {}).get('median_rel_diff', float('nan')):.1f}%). The best model, "
+             f"`{best_model}` (τ {b_mean:.3f}), reaches {100 * b_mean / c_mean:.0f}% of it. Both passes are "
+             f"noisy, so pass-vs-pass τ understates what an exact predictor of the mean runtime would reach "
+             f"against pass 1; under a bivariate-normal noise model that is ≈ (2/π)·arcsin(√sin(πτ₁₂/2)) = "
+             f"{exact:.3f} here (the \"exact-predictor ceiling\" row), and the best model reaches "
+             f"{100 * b_mean / exact:.0f}% of that. "
+             f"With {ceiling[cw[0]]['configs']} re-measured configs per workload, each per-workload ceiling "
+             f"has a standard error of ≈ ±{_tau_se(ceiling[cw[0]]['configs']):.2f}.", ""]
+    header = ["workload", "configs in both passes", "τ pass 1 vs 2", "median |Δt|/t", "p90 |Δt|/t",
+              "median repeat spread"]
+    rows = [[w, c["configs"], f"{c['kendall_tau']:.3f}", f"{100 * c['median_rel_diff']:.1f}%",
+             f"{100 * c['p90_rel_diff']:.1f}%", f"{100 * c['median_repeat_spread']:.1f}%"]
+            for w, c in sorted(ceiling.items(), key=lambda kv: natural_key(kv[0]))]
+    return lines + ["<details><summary>Noise ceiling, every workload</summary>", "",
+                    markdown_table(header, rows), "", "</details>", ""]
+
+
+def _quiet_pass(quiet: Optional[Dict[str, Any]]) -> List[str]:
+    """τ and differences between the three measurement passes."""
+    if not quiet:
+        return []
+    pairs = [("pass1_vs_pass2", "1 vs 2 (shipped)"), ("pass1_vs_pass3", "1 vs 3"), ("pass2_vs_pass3", "2 vs 3")]
+    names = sorted((w for w in quiet["pass1_vs_pass3"] if w != "mean"), key=natural_key) + ["mean"]
+    header = ["workload"] + [f"τ {label}" for _, label in pairs] + [f"median |Δt|/t {label}" for _, label in pairs]
+    rows = [[w] + [f"{quiet[k][w]['kendall_tau']:.3f}" if w in quiet[k] else "–" for k, _ in pairs]
+            + [f"{100 * quiet[k][w]['median_rel_diff']:.1f}%" if w in quiet[k] else "–" for k, _ in pairs]
+            for w in names]
+    return [f"**A third pass, measured quietly.** Pass 2's configs and more of pass 1's "
+            f"({quiet['pass1_vs_pass3']['mean']['configs']} in all, ≈ "
+            f"{quiet['pass1_vs_pass3']['mean']['configs'] / max(1, len(names) - 1):.0f} per workload), "
+            "measured again by this benchmark (`ceiling` stage) while nothing else of ours ran on the "
+            "machine:", "", markdown_table(header, rows), ""]
+
+
+def _quiet_agreement(agree: Optional[Dict[str, Any]]) -> List[str]:
+    """τ of pass 1 and of each model's predictions against the quiet pass."""
+    if not agree:
+        return []
+    names = [w for w in agree["pass1"] if w != "mean"]
+    header = ["against the quiet pass 3"] + [f"{w} ({agree['configs'][w]})" for w in names] + ["mean"]
+    rows = [["pass 1's measurements"] + [f"{agree['pass1'][w]:.3f}" for w in names + ["mean"]]]
+    rows += [[f"`{m}` predictions"] + [fmt(v[w][0], "kendall_tau", v[w][1] if v[w][2] > 1 else None)
+                                       for w in names + ["mean"]] for m, v in agree["models"].items()]
+    best = max(agree["models"], key=lambda m: agree["models"][m]["mean"][0])
+    return ["**Models against the quiet pass.** Kendall τ with pass 3 on the held-out configs it "
+            "re-measured (count in brackets), mean ± std over seeds. Pass 1, the models' training and "
+            "test labels, is one measurement of the same configs: a model that agrees with pass 3 as "
+            "well as pass 1 does is as good as measuring once more. Here the best, "
+            f"`{best}`, reaches {agree['models'][best]['mean'][0]:.3f} against pass 1's "
+            f"{agree['pass1']['mean']:.3f}.", "", markdown_table(header, rows), ""]
 
 
 def sweep_section(sweep: Dict[str, Any], results: str, out: str) -> List[str]:
@@ -377,8 +409,7 @@ def build(results: str, out: str) -> str:
     if tuning:
         lines += tuning_section(tuning)
     text = "\n".join(lines).rstrip() + "\n"
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    with open(out, "w", encoding="utf-8") as f:
+    with atomic_write(out, "w") as f:
         f.write(text)
     return text
 

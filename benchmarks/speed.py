@@ -38,81 +38,59 @@ from .common import DEFAULT_RESULTS, MODELS, busy_measuring, log, peak_rss_mib, 
 
 
 def child(args) -> Dict[str, Any]:
-    import torch
-
-    from simulator.batching import batch_indices, make_batch
+    """One model's figures, in this process (see the module docstring)."""
+    from simulator.costmodel import TorchCostModel, build_cost_model
     from simulator.data import load_data
-    from simulator.engine import model_info, predict_log, prepare_samples, setup_determinism
-    from simulator.losses import build_loss
-    from simulator.model import build_model, normalization_stats
+    from simulator.engine import setup_determinism
+    from simulator.samples_source import SampleSource
     from simulator.splits import make_split
-    from simulator.train import build_parser as train_parser
+    from simulator.train import build_parser as train_parser, config_from_flags, validate
 
-    config = vars(train_parser().parse_args(["--model", args.child, "--threads", str(args.threads)]))
+    config = validate(config_from_flags(vars(train_parser().parse_args(
+        ["--model", args.child, "--threads", str(args.threads), "--loss", "huber", "--batch-size", "64"]))))
     setup_determinism(0, args.threads)
     t0 = time.perf_counter()
     samples = load_data(args.data)
     load_s = time.perf_counter() - t0
     parts = make_split([s.group for s in samples], "cross-workload", 0, None, None, 0.2, 1.0)
-    group_index = {g: i for i, g in enumerate(sorted({s.group for s in samples}))}
-    info = model_info(samples, config)
+    source = SampleSource(samples)
+    model = build_cost_model(config, source.info)
     t0 = time.perf_counter()
-    items = prepare_samples(samples, config, info, group_index)
+    items = source.items(model.batch_spec)
     prepare_s = time.perf_counter() - t0
-    train = [items[i] for i in parts["train"]]
-    val = [items[i] for i in parts["val"]]
-    model = build_model(config, info)
+    train, val = source.subset(parts["train"]), source.subset(parts["val"])
+    model.set_normalization(train.normalization(model.batch_spec, 0))
     out: Dict[str, Any] = {"model": args.child, "configs": len(items), "train_configs": len(train),
                            "load_s": load_s, "prepare_configs_per_s": len(items) / prepare_s}
-    if isinstance(model, torch.nn.Module):
-        with torch.no_grad():
-            model.set_normalization(normalization_stats(train))
-        loss_fn = build_loss("huber", 1.0, 1.0)
-        opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
-        rng = np.random.default_rng(0)
-        with_graph = model.uses_graph
-        with_vector = model.vector_name is not None and not with_graph
+    if isinstance(model, TorchCostModel):  # SGD steps (CostModel.update: the fit loop's steps, no validation)
+        steps = -(-len(train) // config.fit.batch_size)
         rates = []
         for _ in range(args.epochs):
-            model.train()
-            start, seen = time.perf_counter(), 0
-            for idx in batch_indices(len(train), 64, rng):
-                batch = make_batch([train[i] for i in idx], with_graph, with_vector)
-                loss = loss_fn(model(batch), batch.y, batch.group)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                seen += len(idx)
-            rates.append(seen / (time.perf_counter() - start))
+            start = time.perf_counter()
+            model.update(train, steps=steps)
+            rates.append(len(train) / (time.perf_counter() - start))
         out["train_graphs_per_s"] = float(np.median(rates))
         out["train_note"] = f"median of {args.epochs} epochs of SGD, batch 64"
-    else:
-        x = torch.cat([it.vector for it in train]).numpy()
-        y = torch.cat([it.y for it in train]).numpy()
-        g = np.concatenate([[it.group] * len(it.y) for it in train])
-        vx = torch.cat([it.vector for it in val]).numpy()
-        vy = torch.cat([it.y for it in val]).numpy()
-        vg = np.concatenate([[it.group] * len(it.y) for it in val])
+    else:  # boosting: one full fit, early stopping on validation
         start = time.perf_counter()
-        model.fit(x, y, g, vx, vy, vg)
-        seconds = time.perf_counter() - start
-        out["train_graphs_per_s"] = len(x) / seconds
-        out["train_note"] = f"one full fit ({model.booster.num_boosted_rounds()} rounds), configs/s"
-    # inference: model cost on prepared tensors, then including prepare
+        summary = model.fit(train, val)
+        out["train_graphs_per_s"] = len(train) / (time.perf_counter() - start)
+        out["train_note"] = f"one full fit (best iteration {summary.get('best_iteration')}), configs/s"
+
     def rate(batch_size: int) -> float:
-        predict_log(model, items[:batch_size], batch_size)  # warm-up
+        """Configs/s scoring the prepared data (the model's own cost), median of 3 passes."""
+        model.predict(source.subset(range(min(batch_size, len(source)))), batch_size)  # warm-up
         rates = []
         for _ in range(3):
             start = time.perf_counter()
-            predict_log(model, items, batch_size)
+            model.predict(source, batch_size)
             rates.append(len(items) / (time.perf_counter() - start))
         return float(np.median(rates))
 
     out["infer_configs_per_s"] = rate(args.batch_size)
     out["infer_configs_per_s_by_batch"] = {str(b): rate(b) for b in args.batches}
     start = time.perf_counter()
-    predict_log(model, prepare_samples(samples, config, info, group_index), args.batch_size)
+    model.predict(samples, args.batch_size)  # a list of samples: prepared on the way
     out["infer_with_prepare_configs_per_s"] = len(items) / (time.perf_counter() - start)
     out["peak_rss_mib"] = peak_rss_mib()
     return out
@@ -216,9 +194,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        out = child(args)
-        with open(args.child_out, "w", encoding="utf-8") as f:
-            json.dump(out, f)
+        write_json(args.child_out, child(args))
         return 0
     result = run(args)
     for m, r in result["models"].items():

@@ -96,15 +96,14 @@ def train_jobs(workloads: Sequence[str], mode: str, model: str, runs: str, data:
 
 def rank_space(run: str, samples) -> np.ndarray:
     """Predicted log runtimes of the space samples (index order) by the run's best weights."""
-    from simulator.engine import load_trained, predict_log, prepare_samples, setup_determinism
-    model, state = load_trained(run)
-    config, info = state["config"], state["info"]
-    if config["model"] == "xgb":
+    from simulator.costmodel import load_trained
+    from simulator.engine import setup_determinism
+    model, _ = load_trained(run)
+    if model.config.model.model == "xgb":
         raise SystemExit("--model xgb: the space samples carry no per_store features; tune with a "
                          "graph model or curve-mlp")
-    setup_determinism(config["seed"], 1)
-    items = prepare_samples(samples, config, info, {s.group: 0 for s in samples})
-    return predict_log(model, items, 1024)
+    setup_determinism(model.config.seed, 1)
+    return model.predict(samples, 1024)
 
 
 def dataset_runtimes(data: Sequence[str]) -> Dict[str, Dict[int, float]]:

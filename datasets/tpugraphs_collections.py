@@ -84,12 +84,15 @@ def _open(path: Path, collection: Optional[str], split: Optional[str]) -> TpuGra
 
 
 def open_paths(paths: Sequence[Union[str, Path]]) -> List[TpuGraphsFile]:
-    """TpuGraphs npz files given as files or folders (searched recursively)."""
+    """TpuGraphs npz files given as files or folders (searched recursively for `*.npz`,
+    any case). A file reached twice (the same path given twice, or a file and its
+    folder) is a TpuGraphsError naming both: its configs would be counted twice."""
     files: List[TpuGraphsFile] = []
+    seen: dict = {}
     for spec in paths:
         path = Path(spec).expanduser()
         if path.is_dir():
-            found = sorted(path.rglob("*.npz"))
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() == ".npz" and p.is_file())
             if not found:
                 raise TpuGraphsError(f"{path}: folder holds no .npz files")
         elif path.is_file():
@@ -97,6 +100,11 @@ def open_paths(paths: Sequence[Union[str, Path]]) -> List[TpuGraphsFile]:
         else:
             raise TpuGraphsError(f"{path}: no such file or folder")
         for p in found:
+            key = p.resolve()
+            if key in seen:
+                raise TpuGraphsError(f"{p}: given twice (as {seen[key]} and as {spec}); "
+                                     "each file's configs would be read twice")
+            seen[key] = spec
             files.append(_open(p, None, None))
     return files
 

@@ -37,6 +37,22 @@ Graph (identical to TpuGraphs' `HloEncoder`, tpu_graphs/process_data/xla/hlo_enc
   window_size_product = 1). Fields an opcode lacks are 0. Element types newer than
   TpuGraphs (F8*, S4, …) have an all-zero one-hot.
 
+Checks
+------
+`module_problem(module)` says why a parsed module is not usable, or None; the
+featurizer, `kernel_modules` and the readers refuse such a module with a ValueError
+naming the file and the first problem. Besides the basics (computations, instructions,
+opcodes, unique ids) everything the module declares must resolve: operands are earlier
+instructions of the same computation, control predecessors instructions of the same
+computation, called computations exist, have instructions and come before their caller
+(XLA writes callees first), the entry computation named by `entry_computation_name` /
+`entry_computation_id` is there, parameters are numbered 0..k-1, and program shapes
+(`host_program_shape`, each computation's `program_shape`) declare as many parameters
+as there are. A module cut short between two computations still parses — the wire
+format has no end marker — but has lost its entry computation, which XLA writes last,
+and is refused. A feature float32 cannot hold (a product of huge dimensions) is refused
+too, naming the instruction and the feature: node_feat is always finite.
+
 Kernels (tile graphs)
 ---------------------
 TpuGraphs' tile samples are small modules holding one kernel: an entry computation
@@ -230,21 +246,19 @@ class HloGraph:
 def featurize_module(module: Any, source: str = "") -> HloGraph:
     """An `HloModuleProto` → its TpuGraphs graph (see the module docstring).
 
-    Raises ValueError naming `source` and the instruction when the module references
-    an instruction or computation it does not contain.
+    Raises ValueError naming `source` and the first problem when the module does not
+    hold together (`module_problem`: a reference that does not resolve, an entry
+    computation it does not hold, …) or when a feature does not fit float32.
     """
     label = source or module.name or "<module>"
+    problem = module_problem(module)
+    if problem is not None:
+        raise ValueError(f"{label}: {problem}")
     computation_roots = {c.id: c.root_id for c in module.computations}
-    if len(computation_roots) != len(module.computations):
-        raise ValueError(f"{label}: two computations share an id")
     node_of_instruction: Dict[int, int] = {}
     for computation in module.computations:
         for inst in computation.instructions:
-            if inst.id in node_of_instruction:
-                raise ValueError(f"{label}: instruction id {inst.id} ({inst.name}) occurs twice")
             node_of_instruction[inst.id] = len(node_of_instruction)
-    if not node_of_instruction:
-        raise ValueError(f"{label}: module {module.name!r} has no instructions")
 
     opcodes: List[int] = []
     features: List[List[int]] = []
@@ -253,10 +267,6 @@ def featurize_module(module: Any, source: str = "") -> HloGraph:
     unknown: Counter = collections.Counter()
     splits = [0]
     for computation in module.computations:
-        if computation.instructions and \
-                computation.root_id not in {inst.id for inst in computation.instructions}:
-            raise ValueError(f"{label}: computation {computation.name!r} has root id "
-                             f"{computation.root_id}, which is none of its instructions")
         for inst in computation.instructions:
             node = len(opcodes)
             opcode_id = OPCODE_IDS.get(inst.opcode, UNKNOWN_OPCODE_ID)
@@ -266,42 +276,168 @@ def featurize_module(module: Any, source: str = "") -> HloGraph:
             features.append(instruction_features(inst, computation.root_id))
             names.append(inst.name)
             for operand in inst.operand_ids:
-                if operand not in node_of_instruction:
-                    raise ValueError(f"{label}: instruction {inst.name} (id {inst.id}) in "
-                                     f"{computation.name!r} has operand id {operand}, "
-                                     "which the module does not contain")
                 edges.add((node, node_of_instruction[operand]))
             for called in inst.called_computation_ids:
-                if computation_roots.get(called) not in node_of_instruction:
-                    raise ValueError(f"{label}: instruction {inst.name} (id {inst.id}) calls "
-                                     f"computation id {called}, which the module does not "
-                                     "contain (or which has no instructions)")
                 edges.add((node, node_of_instruction[computation_roots[called]]))
         if any(marker in computation.name for marker in _SPLIT_COMPUTATION_MARKERS):
             splits.append(len(opcodes))
     if splits[-1] < len(opcodes):
         splits.append(len(opcodes))
     edge_index = np.array(sorted(edges), dtype=np.int64).reshape(-1, 2)
-    # Via float64: exact for integers below 2**53, then one rounding to float32.
-    node_feat = np.array(features, dtype=np.float64).astype(np.float32)
     return HloGraph(name=module.name, node_opcode=np.array(opcodes, dtype=np.uint8),
-                    node_feat=node_feat, edge_index=edge_index,
+                    node_feat=_feature_array(features, names, label), edge_index=edge_index,
                     node_splits=np.array(splits, dtype=np.int64), node_names=names,
                     unknown_opcodes=unknown)
 
 
-# ---------------------------------------------------------------------------- reading
+def _feature_array(features: List[List[int]], names: List[str], label: str) -> np.ndarray:
+    """The integer features as float32 (via float64: exact for integers below 2**53, then
+    one rounding); a value float32 cannot hold (a product of huge dimensions, say) is a
+    ValueError naming the instruction and the feature."""
+    try:
+        with np.errstate(over="ignore"):
+            node_feat = np.array(features, dtype=np.float64).astype(np.float32)
+        if np.isfinite(node_feat).all():
+            return node_feat
+    except OverflowError:  # an integer beyond float64
+        pass
+    limit = float(np.finfo(np.float32).max)
+    for node, row in enumerate(features):
+        for column, value in enumerate(row):
+            if abs(value) > limit:
+                text = str(value)
+                text = text if len(text) <= 24 else f"{text[:8]}… ({len(text)} digits)"
+                raise ValueError(f"{label}: instruction {names[node]} (node {node}) has "
+                                 f"{NODE_FEATURE_NAMES[column]} {text}, more than float32 "
+                                 "holds (not a plausible module)")
+    raise AssertionError(f"{label}: a feature overflowed float32, but none is out of range")
+
+
+# ---------------------------------------------------------------------------- checking
+
+def _declared_parameters(program_shape: Any) -> Optional[int]:
+    """How many parameters a ProgramShapeProto declares, or None where it is absent."""
+    if not (program_shape.parameters or program_shape.parameter_names
+            or program_shape.HasField("result")):
+        return None
+    return len(program_shape.parameters)
+
+
+def _computation_problem(computation: Any, index: int, position: Dict[int, int],
+                         module_ids: set) -> Optional[str]:
+    """Why the `index`-th computation does not hold together, or None: its root, each
+    instruction's operands (earlier instructions of the same computation), control
+    predecessors (of the same computation) and callees (earlier computations;
+    `position`: computation id → index), its parameter numbers and program shape."""
+    name = computation.name
+    ids = {inst.id for inst in computation.instructions}
+    if computation.instructions and computation.root_id not in ids:
+        return (f"computation {name!r} has root id {computation.root_id}, which is none of "
+                "its instructions")
+    earlier: set = set()
+    parameters: List[int] = []
+    for inst in computation.instructions:
+        for operand in inst.operand_ids:
+            if operand not in earlier:
+                why = ("comes after it" if operand in ids else "is in another computation"
+                       if operand in module_ids else "the module does not contain")
+                return (f"instruction {inst.name} (id {inst.id}) in {name!r} has operand id "
+                        f"{operand}, which {why}")
+        for predecessor in inst.control_predecessor_ids:
+            if predecessor not in ids:
+                return (f"instruction {inst.name} (id {inst.id}) in {name!r} has control "
+                        f"predecessor id {predecessor}, which is none of {name!r}'s instructions")
+        for called in inst.called_computation_ids:
+            if position.get(called, index) >= index:
+                why = ("the module does not contain" if called not in position else
+                       "does not come before its caller (XLA writes callees first)")
+                return (f"instruction {inst.name} (id {inst.id}) in {name!r} calls computation "
+                        f"id {called}, which {why}")
+        if inst.opcode == "parameter":
+            parameters.append(inst.parameter_number)
+        earlier.add(inst.id)
+    if sorted(parameters) != list(range(len(parameters))):
+        return (f"computation {name!r} has parameters numbered {sorted(parameters)[:8]}, "
+                f"not 0..{len(parameters) - 1}")
+    declared = _declared_parameters(computation.program_shape)
+    if declared is not None and declared != len(parameters):
+        return (f"computation {name!r} declares {declared} parameters in its program shape "
+                f"but has {len(parameters)} parameter instructions")
+    return None
+
+
+def _declared_entry(module: Any, position: Dict[int, int]) -> Any:
+    """The entry computation the module names (by id and/or name), None when it names
+    none, or a string saying why the one it names is not there."""
+    count = len(module.computations)
+    if module.entry_computation_id:
+        if module.entry_computation_id not in position:
+            return (f"its entry computation id {module.entry_computation_id} is none of its "
+                    f"{count} computations (a file cut short?)")
+        entry = module.computations[position[module.entry_computation_id]]
+        if module.entry_computation_name and entry.name != module.entry_computation_name:
+            return (f"its entry computation id {module.entry_computation_id} names "
+                    f"{entry.name!r}, its entry_computation_name {module.entry_computation_name!r}")
+        return entry
+    if not module.entry_computation_name:
+        return None
+    entry = next((c for c in module.computations if c.name == module.entry_computation_name),
+                 None)
+    if entry is None:
+        return (f"its entry computation {module.entry_computation_name!r} is none of its "
+                f"{count} computations (a file cut short?)")
+    return entry
+
 
 def module_problem(module: Any) -> Optional[str]:
-    """Why `module` is not a usable HloModuleProto, or None."""
+    """Why `module` is not a usable, complete HloModuleProto, or None.
+
+    Besides the basics (computations, instructions, opcodes, unique ids), everything the
+    module declares must resolve: every operand is an earlier instruction of the same
+    computation, every control predecessor one of the same computation, every called
+    computation exists, has instructions and comes before its caller, the entry
+    computation named by `entry_computation_name` / `entry_computation_id` is there,
+    parameters are numbered 0..k-1 and program shapes declare as many. A module cut
+    short between two computations parses (the wire format has no end marker) but loses
+    its entry computation, which XLA writes last, and fails here."""
     if not module.computations:
         return "it has no computations"
     if not any(c.instructions for c in module.computations):
         return "its computations have no instructions"
-    if not all(i.opcode for c in module.computations for i in c.instructions):
-        return "an instruction has no opcode"
+    position: Dict[int, int] = {}
+    module_ids: set = set()
+    for index, computation in enumerate(module.computations):
+        if computation.id in position:
+            return f"two computations share id {computation.id}"
+        position[computation.id] = index
+        for inst in computation.instructions:
+            if not inst.opcode:
+                return f"instruction {inst.name!r} (id {inst.id}) has no opcode"
+            if inst.id in module_ids:
+                return f"instruction id {inst.id} ({inst.name}) occurs twice"
+            module_ids.add(inst.id)
+    entry = _declared_entry(module, position)
+    if isinstance(entry, str):
+        return entry
+    for index, computation in enumerate(module.computations):
+        problem = _computation_problem(computation, index, position, module_ids)
+        if problem is not None:
+            return problem
+    called = {c for computation in module.computations for inst in computation.instructions
+              for c in inst.called_computation_ids}
+    empty = next((c for c in module.computations if c.id in called and not c.instructions), None)
+    if empty is not None:
+        return f"computation {empty.name!r} (id {empty.id}) is called but has no instructions"
+    declared = _declared_parameters(module.host_program_shape)
+    if entry is not None and declared is not None:
+        parameters = sum(inst.opcode == "parameter" for inst in entry.instructions)
+        if declared != parameters:
+            return (f"its program shape declares {declared} parameters, its entry "
+                    f"computation {entry.name!r} has {parameters}")
     return None
 
+
+# ---------------------------------------------------------------------------- reading
 
 def read_hlo_module(source: Union[str, Path, bytes], name: str = "") -> Any:
     """Parse a serialized `HloModuleProto`, or an `HloProto` (XLA dump) wrapping one.
@@ -355,24 +491,24 @@ _NO_KERNEL_OPCODES = _CONTROL_FLOW_OPCODES | {
 
 
 def _entry_computation(module: Any) -> Any:
-    for computation in module.computations:
-        if module.entry_computation_id:
-            if computation.id == module.entry_computation_id:
-                return computation
-        elif computation.name == module.entry_computation_name:
-            return computation
-    return module.computations[-1]  # XLA writes the entry last (callees first)
+    """The entry computation of a module `module_problem` accepts."""
+    entry = _declared_entry(module, {c.id: k for k, c in enumerate(module.computations)})
+    return entry if entry is not None else module.computations[-1]  # XLA writes it last
 
 
-def kernel_modules(module: Any, fusions_only: bool = False) -> List[Any]:
+def kernel_modules(module: Any, fusions_only: bool = False, source: str = "") -> List[Any]:
     """One TpuGraphs-style kernel module per kernel of `module` (see module docstring).
 
     Kernels are the instructions of the top-level computations (the entry and what
     it reaches through control flow) other than parameters, constants, tuples,
     bitcasts and control flow: fusions, and standalone ops such as a copy or an
     unfused convolution (TpuGraphs' tile collection has both kinds). With
-    `fusions_only`, only fusion instructions.
+    `fusions_only`, only fusion instructions. A module `module_problem` refuses is a
+    ValueError naming `source` (default: the module's name).
     """
+    problem = module_problem(module)
+    if problem is not None:
+        raise ValueError(f"{source or module.name or '<module>'}: {problem}")
     by_id = {c.id: c for c in module.computations}
     top_level, stack = [], [_entry_computation(module).id]
     while stack:
@@ -404,9 +540,6 @@ def kernel_modules(module: Any, fusions_only: bool = False) -> List[Any]:
             for operand in inst.operand_ids:
                 if operand in parameter_of:
                     continue
-                if operand not in shape_of:
-                    raise ValueError(f"{module.name}: instruction {inst.name} (id {inst.id}) has "
-                                     f"operand id {operand}, which the module does not contain")
                 number = len(parameter_of)
                 parameter_of[operand] = next_id
                 parameter = entry.instructions.add(
@@ -418,6 +551,8 @@ def kernel_modules(module: Any, fusions_only: bool = False) -> List[Any]:
             root.CopyFrom(inst)
             root.ClearField("operand_ids")
             root.operand_ids.extend(parameter_of[o] for o in inst.operand_ids)
+            # Its control predecessors are instructions of the computation it was cut from.
+            root.ClearField("control_predecessor_ids")
             kernels.append(kernel)
     return kernels
 

@@ -38,9 +38,21 @@ layout (`node_config_feat` present; one config = a layout for each configurable 
 
 Every integer dtype that occurs in the wild is read. New files get the dtypes TpuGraphs'
 own extractor emits (uint8 opcodes, int64 ids and runtimes; `DEFAULT_DTYPES`).
-`check_arrays(arrays, source)` validates a file's arrays (kinds, dtypes, shapes, node
-ids, runtimes) and raises ValueError naming the source and the array; every reader
-and writer here calls it. Arrays other than these are not read into samples.
+Arrays other than these are not read into samples.
+
+Validation: nothing unchecked reaches a model
+---------------------------------------------
+`check_arrays(arrays, source)` validates a file's arrays — kinds, dtypes (integers
+where ids and runtimes are, real numbers for features), shapes, at least one node, node
+ids in range — and every value (`check_values`): features finite (no NaN, no ±inf),
+opcodes in 0..255, runtimes and normalizers in 0..`MAX_RUNTIME_NS` (a day), and a
+positive normalizer for every measured tile runtime (`check_runtime_pairs`). A bad
+file raises one ValueError naming the file, the array and the first bad entry
+(`<file>: node_feat has a non-finite value (nan) at node 3, feature 7`,
+`<file>: config_runtime 2 is negative (-5)`). Every writer here calls it, and the lazy
+reader applies the same checks to exactly what it reads (below), so the whole-file
+reader and the chunked reads of training, evaluation and prediction refuse a file the
+same way, with the same message.
 
 The one runtime rule
 --------------------
@@ -54,8 +66,10 @@ reader of this format:
 * layout: `config_runtime` in seconds (TpuGraphs uses no normalizer for layout:
   whole-program runtimes vary little between machines).
 * Unmeasured configs — runtime 0, or runtime arrays left out as in a split whose
-  runtimes are withheld — are NaN. A runtime without a positive normalizer is invalid
-  (`check_arrays` refuses it).
+  runtimes are withheld — are NaN. Nothing else is: a negative or absurd runtime, or a
+  tile runtime without a positive normalizer, is an error, never "unmeasured" (the
+  rule itself refuses such rows, and `TpuGraphsFile.runtimes` refuses tile runtime rows
+  read without the normalizers the file holds).
 
 Reading lazily
 --------------
@@ -64,14 +78,22 @@ on request: `graph_arrays()`, `config_arrays(rows)` (a compressed member is stre
 to the last requested row and the rest dropped as it passes), `iter_config_chunks(chunk)`
 (every config, a chunk at a time, each member decompressed once), `runtimes(rows)`,
 `measured_configs()`. So a 40k-node graph with thousands of configs never sits in RAM
-whole. A truncated or corrupted file raises ValueError naming the file (and the array).
+whole. Opening checks the headers: dtypes, shapes, at least one node, and that each
+header's shape accounts for its member's bytes (a damaged header never makes a reader
+allocate what the data does not hold). Every read checks the values it read
+(`check_values`, naming the config index), so a NaN feature or a negative runtime
+raises when a training step, an evaluation chunk or a prediction meets it;
+`validate()` reads the whole file once (O(chunk) memory) to find such a value up
+front. A truncated or corrupted file raises ValueError naming the file (and the array).
 
 Writing
 -------
 `write_arrays(path, arrays)` validates and writes one file atomically (compressed, as
 the dataset ships), through `extract.fileio.atomic_write`. `tile_arrays` /
 `layout_arrays` assemble a file's arrays from a graph's and its runs'; `NpzGraph` is one
-such file before it is written, as the converters return them.
+such file before it is written, as the converters return them. The converters' command
+lines write into their output folder through `extract.npz_output.NpzOutput` (one
+writer per folder, no npz files of an earlier run left beside the new ones).
 
 As a GraphSample
 ----------------
@@ -95,6 +117,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import struct
+import tokenize
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -127,6 +151,13 @@ REQUIRED_KEYS = {"tile": GRAPH_KEYS + ("config_feat",),
                  "layout": GRAPH_KEYS + ("node_config_ids", "node_config_feat")}
 INTEGER_KEYS = ("node_opcode", "edge_index", "config_runtime", "config_runtime_normalizers",
                 "node_config_ids", "node_splits")
+# Float arrays: every value must be finite.
+FEATURE_KEYS = ("node_feat", "config_feat", "node_config_feat")
+# Runtime arrays (ns): 0 (unmeasured) up to MAX_RUNTIME_NS; a measured tile runtime
+# needs a positive normalizer.
+RUNTIME_ARRAYS = ("config_runtime", "config_runtime_normalizers")
+MAX_RUNTIME_NS = 86_400 * 10**9  # a day: no single run of one program takes longer
+MAX_OPCODE = 255  # TpuGraphs stores opcode ids as uint8 (ids 0..120 are assigned)
 # What tpu_graphs' graph_features extractor emits; used when a sample has no source dtypes.
 DEFAULT_DTYPES = {"node_feat": "<f4", "node_opcode": "|u1", "edge_index": "<i8",
                   "config_feat": "<f4", "config_runtime": "<i8",
@@ -167,7 +198,8 @@ def list_files(root: Union[str, Path], collection: str, split: str) -> List[Path
         raise FileNotFoundError(f"{folder}: no such folder; expected TpuGraphs' layout "
                                 f"<root>/npz/{'/'.join(collection_folders(collection))}/"
                                 f"{{{','.join(SPLITS)}}}/*.npz")
-    return sorted(folder.glob("*.npz"))
+    # `.NPZ` too: a file is not skipped for the case of its suffix.
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".npz" and p.is_file())
 
 
 def collection_of_path(path: Union[str, Path]) -> Optional[str]:
@@ -206,16 +238,88 @@ def detect_kind(keys: Sequence[str], source: str = "") -> str:
     return kinds[0]
 
 
+def check_dtypes(dtypes: Mapping[str, np.dtype], source: str = "") -> None:
+    """Integer arrays hold integers, feature arrays real numbers (what a file's npy
+    headers say, before any data is read)."""
+    for key, dtype in dtypes.items():
+        dtype = np.dtype(dtype)
+        if key in INTEGER_KEYS and dtype.kind not in "iu":
+            raise ValueError(f"{source}: {key} has dtype {dtype}, expected integers")
+        if key in FEATURE_KEYS and dtype.kind not in "fiu":
+            raise ValueError(f"{source}: {key} has dtype {dtype}, expected real numbers")
+
+
+def _position(key: str, index: Tuple[int, ...], rows: Optional[np.ndarray]) -> str:
+    """Where element `index` of array `key` (of its rows `rows`, if given) is, in words."""
+    index = tuple(int(i) for i in index)
+    if key == "node_feat" and len(index) == 2:
+        return f"node {index[0]}, feature {index[1]}"
+    config = int(rows[index[0]]) if rows is not None else index[0]
+    if key == "config_feat" and len(index) == 2:
+        return f"config {config}, feature {index[1]}"
+    if key == "node_config_feat" and len(index) == 3:
+        return f"config {config}, configurable node {index[1]}, feature {index[2]}"
+    return f"index {index}"
+
+
+def check_values(key: str, values: np.ndarray, source: str = "",
+                 rows: Optional[Sequence[int]] = None) -> None:
+    """The values of one array (or of its rows `rows`, which name the configs in
+    messages): features finite, runtimes and normalizers in 0..MAX_RUNTIME_NS, opcodes in
+    0..MAX_OPCODE. Raises ValueError naming `source`, the array and the first bad entry."""
+    if values.size == 0:
+        return
+    rows = None if rows is None else np.asarray(rows, dtype=np.int64).reshape(-1)
+    if key in FEATURE_KEYS:
+        finite = np.isfinite(values)
+        if not finite.all():
+            where = np.unravel_index(int(np.argmin(finite)), values.shape)
+            raise ValueError(f"{source}: {key} has a non-finite value ({values[where]}) at "
+                             f"{_position(key, where, rows)}")
+    elif key in RUNTIME_ARRAYS:
+        bad = (values < 0) | (values > MAX_RUNTIME_NS)
+        if bad.any():
+            first = int(np.argmax(bad))
+            config = int(rows[first]) if rows is not None else first
+            value = int(values[first])
+            what = "is negative" if value < 0 else \
+                f"is more than a day ({MAX_RUNTIME_NS} ns), not a measured runtime"
+            raise ValueError(f"{source}: {key} {config} {what} ({value})")
+    elif key == "node_opcode":
+        bad = (values < 0) | (values > MAX_OPCODE)
+        if bad.any():
+            first = int(np.argmax(bad))
+            raise ValueError(f"{source}: node_opcode of node {first} is {int(values[first])}, "
+                             f"outside TpuGraphs' opcode ids 0..{MAX_OPCODE}")
+
+
+def check_runtime_pairs(kind: str, rows: Mapping[str, np.ndarray], source: str = "",
+                        indices: Optional[Sequence[int]] = None) -> None:
+    """Tile: every config with a runtime has a positive normalizer (the runtime rule
+    cannot be applied otherwise). `indices` name the rows' configs in messages."""
+    runtime = rows.get("config_runtime")
+    if kind != "tile" or runtime is None or not runtime.size:
+        return
+    normalizers = rows.get("config_runtime_normalizers")
+    unnormalizable = (runtime > 0) & (normalizers <= 0 if normalizers is not None else True)
+    if np.any(unnormalizable):
+        first = int(np.argmax(unnormalizable))
+        config = int(np.asarray(indices)[first]) if indices is not None else first
+        raise ValueError(f"{source}: config {config} has a runtime but no positive "
+                         "config_runtime_normalizers entry")
+
+
 def check_graph_arrays(arrays: Mapping[str, np.ndarray], source: str = "") -> int:
-    """Validate the graph arrays (dtypes, node/edge shapes, node ids); the node count."""
-    for key in INTEGER_KEYS:
-        if key in arrays and arrays[key].dtype.kind not in "iu":
-            raise ValueError(f"{source}: {key} has dtype {arrays[key].dtype}, expected integers")
+    """Validate the graph arrays (dtypes, node/edge shapes, node ids, values); the node
+    count (at least 1)."""
+    check_dtypes({k: a.dtype for k, a in arrays.items()}, source)
     node_feat, node_opcode, edge_index = (arrays[k] for k in GRAPH_KEYS)
-    num_nodes = node_opcode.shape[0]
+    num_nodes = node_opcode.shape[0] if node_opcode.ndim else 0
     if node_opcode.ndim != 1 or node_feat.ndim != 2 or node_feat.shape[0] != num_nodes:
         raise ValueError(f"{source}: node_feat {node_feat.shape} and node_opcode "
                          f"{node_opcode.shape} do not describe the same nodes")
+    if num_nodes == 0:
+        raise ValueError(f"{source}: the graph has 0 nodes (node_opcode is empty)")
     if edge_index.ndim != 2 or edge_index.shape[1] != 2:
         raise ValueError(f"{source}: edge_index has shape {edge_index.shape}, expected (m, 2)")
     if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
@@ -223,11 +327,15 @@ def check_graph_arrays(arrays: Mapping[str, np.ndarray], source: str = "") -> in
     ids = arrays.get("node_config_ids")
     if ids is not None and ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
         raise ValueError(f"{source}: node_config_ids refer to nodes outside 0..{num_nodes - 1}")
+    for key in ("node_feat", "node_opcode"):
+        check_values(key, arrays[key], source)
     return num_nodes
 
 
 def check_config_arrays(kind: str, arrays: Mapping[str, np.ndarray], source: str = "") -> int:
-    """Validate the per-config arrays of a `kind` file (shapes, runtimes); the config count."""
+    """Validate the per-config arrays of a `kind` file (dtypes, shapes, values, runtimes);
+    the config count."""
+    check_dtypes({k: a.dtype for k, a in arrays.items()}, source)
     first = CONFIG_KEYS[kind][0]
     features = arrays[first]
     num_configs = features.shape[0] if features.ndim else 0
@@ -235,24 +343,19 @@ def check_config_arrays(kind: str, arrays: Mapping[str, np.ndarray], source: str
         if key in arrays and arrays[key].shape != (num_configs,):
             raise ValueError(f"{source}: {key} has shape {arrays[key].shape}, but {first}"
                              f" {features.shape} has {num_configs} configs")
-    runtime = arrays.get("config_runtime")
-    if runtime is not None and (runtime < 0).any():
-        raise ValueError(f"{source}: config_runtime {int(np.argmax(runtime < 0))} is negative")
     if kind == "tile":
         if features.ndim != 2:
             raise ValueError(f"{source}: config_feat has shape {features.shape}, "
                              "expected (configs, 24)")
-        if runtime is not None:
-            normalizers = arrays.get("config_runtime_normalizers", np.zeros(num_configs, np.int64))
-            unnormalizable = (runtime > 0) & (normalizers <= 0)
-            if unnormalizable.any():
-                raise ValueError(f"{source}: config {int(np.argmax(unnormalizable))} has a "
-                                 "runtime but no positive config_runtime_normalizers entry")
     else:
         ids = arrays["node_config_ids"].reshape(-1)
         if features.ndim != 3 or features.shape[1] != ids.shape[0]:
             raise ValueError(f"{source}: node_config_feat {features.shape} is not "
                              f"(configs, configurable nodes {ids.shape[0]}, 18)")
+    for key in CONFIG_KEYS[kind]:
+        if key in arrays:
+            check_values(key, arrays[key], source)
+    check_runtime_pairs(kind, arrays, source)
     return num_configs
 
 
@@ -266,16 +369,21 @@ def check_arrays(arrays: Mapping[str, np.ndarray], source: str = "") -> str:
 
 # ---------------------------------------------------------------------------- runtimes
 
-def config_runtimes(kind: str, rows: Mapping[str, np.ndarray]) -> np.ndarray:
+def config_runtimes(kind: str, rows: Mapping[str, np.ndarray], source: str = "") -> np.ndarray:
     """The one runtime rule (module docstring): float64 runtimes of the config rows
     `rows` (per-config arrays of a `kind` file, all of the same length), NaN where
-    unmeasured: tile runtime / normalizer, layout seconds."""
+    unmeasured: tile runtime / normalizer, layout seconds. A negative or absurd runtime,
+    or (tile) a runtime without a positive normalizer, is an error, never NaN."""
     if not rows:
-        raise ValueError("config_runtimes: no config rows given")
+        raise ValueError(f"{source or 'config_runtimes'}: no config rows given")
     out = np.full(len(next(iter(rows.values()))), np.nan)
     runtime = rows.get("config_runtime")
     if runtime is None:
         return out
+    for key in RUNTIME_KEYS[kind]:
+        if key in rows:
+            check_values(key, rows[key], source or "config rows")
+    check_runtime_pairs(kind, rows, source or "config rows")
     runtime = runtime.astype(np.float64)
     measured = runtime > 0
     if kind == "tile":
@@ -492,13 +600,17 @@ def is_tpugraphs_npz(path: Union[str, Path]) -> bool:
     try:
         with zipfile.ZipFile(path) as archive:
             return "node_feat.npy" in archive.namelist()
-    except (OSError, zipfile.BadZipFile):
+    except _READ_ERRORS:
         return False
 
 
 # ---------------------------------------------------------------------------- lazy file
 
-_READ_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error)
+# What a damaged npz makes zipfile and numpy raise (an unsupported compression method or
+# zip version, a "password-protected" member, a header that does not tokenize, …).
+_READ_ERRORS = (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error,
+                NotImplementedError, RuntimeError, SyntaxError, tokenize.TokenError,
+                struct.error, OverflowError, TypeError)
 _SEEK_CHUNK_BYTES = 1 << 20
 
 
@@ -511,7 +623,7 @@ class TpuGraphsFile:
     def __init__(self, path: Union[str, Path], collection: Optional[str] = None,
                  split: Optional[str] = None, cache_graph: bool = False) -> None:
         self.path = Path(path)
-        self.name = self.path.name.removesuffix(".npz")
+        self.name = self.path.name[:-4] if self.path.suffix.lower() == ".npz" else self.path.name
         self.collection, self.split = collection, split
         self.cache_graph = cache_graph
         self._graph_cache: Optional[Dict[str, np.ndarray]] = None
@@ -519,17 +631,30 @@ class TpuGraphsFile:
         self._headers: Dict[str, Tuple[Tuple[int, ...], bool, np.dtype, int]] = {}
         try:
             with zipfile.ZipFile(self.path) as archive:
-                for member in archive.namelist():
-                    if member.endswith(".npy"):
-                        with archive.open(member) as stream:
-                            self._headers[member[:-4]] = self._read_header(stream)
+                for info in archive.infolist():
+                    if info.filename.endswith(".npy"):
+                        with archive.open(info) as stream:
+                            header = self._read_header(stream)
+                        self._check_member_size(info.filename[:-4], header, info.file_size)
+                        self._headers[info.filename[:-4]] = header
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             raise ValueError(f"{self.path}: cannot open ({e.strerror or e})") from None
         except _READ_ERRORS as e:
             raise ValueError(f"{self.path}: not a readable npz file, truncated or corrupted "
                              f"({type(e).__name__}: {e})") from None
         self.kind = detect_kind(list(self._headers), str(self.path))
+        check_dtypes({k: h[2] for k, h in self._headers.items()}, str(self.path))
         self._check_shapes()
+
+    def _check_member_size(self, key: str, header: Tuple[Tuple[int, ...], bool, np.dtype, int],
+                           member_size: int) -> None:
+        """The npy header's shape and dtype account for the member's bytes exactly (a
+        damaged header must not make a reader allocate or read past the data)."""
+        shape, _, dtype, offset = header
+        expected = offset + math.prod(shape) * dtype.itemsize
+        if expected != member_size:
+            raise ValueError(f"array {key}: its header says {shape} {dtype} ({expected} bytes "
+                             f"with the header), the archive member holds {member_size} bytes")
 
     @staticmethod
     def _read_header(stream: Any) -> Tuple[Tuple[int, ...], bool, np.dtype, int]:
@@ -591,6 +716,8 @@ class TpuGraphsFile:
                             if shape(key)[:1] != shape(first)[:1]), None)
         if problem:
             raise ValueError(f"{self.path}: inconsistent array shapes: {problem}")
+        if shape("node_opcode")[0] == 0:
+            raise ValueError(f"{self.path}: the graph has 0 nodes (node_opcode is empty)")
 
     def read(self, key: str, rows: Optional[Sequence[int]] = None) -> np.ndarray:
         """Array `key`, or only its rows `rows` (streamed: memory O(len(rows)))."""
@@ -607,11 +734,14 @@ class TpuGraphsFile:
                     array = self._read_exact(stream, math.prod(shape) * dtype.itemsize, dtype,
                                              shape[::-1] if fortran_order else shape)
                     array = array.T if fortran_order else array
-                    return array if rows is None else array[np.asarray(rows, dtype=np.int64)]
-                return self._read_rows(stream, shape, dtype, offset, rows)
+                    if rows is not None:
+                        array = array[np.asarray(rows, dtype=np.int64)]
+                else:
+                    array = self._read_rows(stream, shape, dtype, offset, rows)
         except _READ_ERRORS as e:
-            raise ValueError(f"{self.path}: array {key} is truncated or corrupted "
-                             f"({type(e).__name__}: {e})") from None
+            raise self._corrupted(key, e) from None
+        check_values(key, array, str(self.path), rows)
+        return array
 
     def _read_rows(self, stream: Any, shape: Tuple[int, ...], dtype: np.dtype, offset: int,
                    rows: Sequence[int]) -> np.ndarray:
@@ -655,8 +785,23 @@ class TpuGraphsFile:
     def config_arrays(self, config_indices: Optional[Sequence[int]] = None,
                       keys: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
         """The per-config arrays (`keys`, default all this file holds), for all configs
-        or the given ones (in that order)."""
-        return {k: self.read(k, config_indices) for k in (keys or self.config_keys)}
+        or the given ones (in that order), their values checked (`check_values`,
+        `check_runtime_pairs`: errors name the file, the array and the config)."""
+        rows = {k: self.read(k, config_indices) for k in (keys or self.config_keys)}
+        check_runtime_pairs(self.kind, self._with_normalizers(rows, config_indices),
+                            str(self.path), config_indices)
+        return rows
+
+    def _with_normalizers(self, rows: Dict[str, np.ndarray],
+                          config_indices: Optional[Sequence[int]]) -> Dict[str, np.ndarray]:
+        """`rows`, plus the tile normalizers of the same configs when `rows` has runtimes
+        but not them (a runtime is only valid with its normalizer)."""
+        if self.kind == "tile" and "config_runtime" in rows and \
+                "config_runtime_normalizers" not in rows and \
+                "config_runtime_normalizers" in self._headers:
+            return {**rows, "config_runtime_normalizers":
+                    self.read("config_runtime_normalizers", config_indices)}
+        return rows
 
     def iter_config_chunks(self, chunk: int, keys: Optional[Sequence[str]] = None
                            ) -> Iterator[Tuple[int, Dict[str, np.ndarray]]]:
@@ -666,45 +811,82 @@ class TpuGraphsFile:
         memory is O(chunk) and the file is decompressed once (reading chunk after chunk
         with `read(key, rows)` would restart decompression for every chunk)."""
         keys = list(keys or self.config_keys)
+        if int(chunk) < 1:
+            raise ValueError(f"{self.path}: config chunks of {chunk} rows; give at least 1")
+        chunk = int(chunk)
+        # A runtime is only valid with its normalizer: stream them together.
+        if self.kind == "tile" and "config_runtime" in keys and \
+                "config_runtime_normalizers" not in keys and \
+                "config_runtime_normalizers" in self._headers:
+            keys.append("config_runtime_normalizers")
+            wanted = keys[:-1]
+        else:
+            wanted = keys
         total = self.num_configs
         if total == 0:
             return
-        key = keys[0]
-        try:
-            with contextlib.ExitStack() as stack:
-                streams: Dict[str, Any] = {}
+        with contextlib.ExitStack() as stack:
+            streams = {key: self._open_stream(stack, key) for key in keys}
+            for start in range(0, total, chunk):
+                count = min(chunk, total - start)
+                rows = {key: self._next_rows(streams[key], key, start, count) for key in keys}
+                indices = np.arange(start, start + count)
                 for key in keys:
-                    shape, fortran_order, dtype, offset = self._headers[key]
-                    if fortran_order:  # never written so; fall back to a whole-array read
-                        streams[key] = self.read(key)
-                        continue
-                    archive = stack.enter_context(zipfile.ZipFile(self.path))
-                    stream = stack.enter_context(archive.open(key + ".npy"))
-                    stream.seek(offset)
-                    streams[key] = stream
-                for start in range(0, total, chunk):
-                    count = min(chunk, total - start)
-                    rows = {}
-                    for key in keys:
-                        shape, _, dtype, _ = self._headers[key]
-                        source = streams[key]
-                        if isinstance(source, np.ndarray):
-                            rows[key] = source[start:start + count]
-                        else:
-                            row_shape = tuple(shape[1:])
-                            rows[key] = self._read_exact(
-                                source, count * math.prod(row_shape) * dtype.itemsize, dtype,
-                                (count,) + row_shape)
-                    yield start, rows
+                    check_values(key, rows[key], str(self.path), indices)
+                check_runtime_pairs(self.kind, rows, str(self.path), indices)
+                yield start, {k: rows[k] for k in wanted}
+
+    def _corrupted(self, key: str, error: Exception) -> ValueError:
+        return ValueError(f"{self.path}: array {key} is truncated or corrupted "
+                          f"({type(error).__name__}: {error})")
+
+    def _open_stream(self, stack: contextlib.ExitStack, key: str) -> Any:
+        """Member `key` opened at its first row (kept open by `stack`), or the whole
+        array for a Fortran-ordered one (never written so)."""
+        _, fortran_order, _, offset = self._headers[key]
+        if fortran_order:
+            return self.read(key)
+        try:
+            archive = stack.enter_context(zipfile.ZipFile(self.path))
+            stream = stack.enter_context(archive.open(key + ".npy"))
+            stream.seek(offset)
         except _READ_ERRORS as e:
-            raise ValueError(f"{self.path}: array {key} is truncated or corrupted "
-                             f"({type(e).__name__}: {e})") from None
+            raise self._corrupted(key, e) from None
+        return stream
+
+    def _next_rows(self, source: Any, key: str, start: int, count: int) -> np.ndarray:
+        """Rows start..start+count of `key` from `_open_stream`'s result (read in order)."""
+        if isinstance(source, np.ndarray):
+            return source[start:start + count]
+        shape, _, dtype, _ = self._headers[key]
+        row_shape = tuple(shape[1:])
+        try:
+            return self._read_exact(source, count * math.prod(row_shape) * dtype.itemsize,
+                                    dtype, (count,) + row_shape)
+        except _READ_ERRORS as e:
+            raise self._corrupted(key, e) from None
 
     def runtimes(self, config_rows: Mapping[str, np.ndarray]) -> np.ndarray:
         """Runtimes of config rows read from this file (`config_arrays`,
         `iter_config_chunks`), by the one runtime rule (`config_runtimes`): tile
-        runtime / normalizer, layout seconds, NaN where unmeasured or withheld."""
-        return config_runtimes(self.kind, config_rows)
+        runtime / normalizer, layout seconds, NaN where unmeasured or withheld. Tile rows
+        with runtimes but without the normalizers this file holds are an error (they
+        would read as unmeasured), as are bad runtimes (`check_values`)."""
+        if self.kind == "tile" and "config_runtime" in config_rows and \
+                "config_runtime_normalizers" not in config_rows and \
+                "config_runtime_normalizers" in self._headers:
+            raise ValueError(f"{self.path}: tile runtimes need their config_runtime_normalizers "
+                             "rows too (read both: config_arrays(rows))")
+        return config_runtimes(self.kind, config_rows, source=str(self.path))
+
+    def validate(self, chunk: int = 4096) -> "TpuGraphsFile":
+        """Read every array of the file once (config rows `chunk` at a time, memory
+        O(chunk)) and check every value: what a lazy reader would otherwise only meet
+        when it reads the bad row. Raises ValueError naming the file, array and row."""
+        self.graph_arrays()
+        for _ in self.iter_config_chunks(chunk):
+            pass
+        return self
 
     def runtimes_ns(self) -> np.ndarray:
         """config_runtime (0 = unmeasured), cheap to read: choose configs by it before
@@ -736,6 +918,8 @@ class TpuGraphsFile:
     def sample_configs(self, max_configs: int, rng: Optional[np.random.Generator] = None
                        ) -> GraphSample:
         """GraphSample with a uniform random subset of at most `max_configs` configs."""
+        if max_configs < 0:
+            raise ValueError(f"{self.path}: at most {max_configs} configs; give a count ≥ 0")
         rng = rng if rng is not None else np.random.default_rng()
         chosen = (np.arange(self.num_configs) if self.num_configs <= max_configs
                   else np.sort(rng.choice(self.num_configs, size=max_configs, replace=False)))

@@ -13,12 +13,28 @@ with runtime ≤ 1 ns are left out and counted in `meta["skipped_runs"]`; the ti
 normalizer is the runtime of the run marked `is_default`. `read_raw(path)` gives the
 same as GraphSamples.
 
+Bad values are counted, never kept or dropped silently: a run with a negative runtime
+(`negative_runtime`), one longer than a day (`absurd_runtime`, see
+extract/tpugraphs_npz.py MAX_RUNTIME_NS) or whose config features float32 cannot hold
+or which has more tensor layouts than TpuGraphs has room for (`bad_config`) is left
+out under that reason in `meta["skipped_runs"]`, which the command line prints. If the
+default run is among them the kernel cannot be normalized: ValueError.
+
+What a record declares is cross-checked, so a file cut short (the wire format has no
+end marker) is refused rather than read as a smaller record: the module must hold
+together (extract/hlo_graph.py `module_problem`), a layout record needs runs, and every
+run's layout must configure exactly the nodes `config_index_to_node` lists (each once,
+each a node of the graph). One limit: a `TuningData` is a bare list of kernel records
+with no count, so one cut exactly between two records reads as the records before the
+cut — each complete and exact; the command line prints how many kernels it read.
+
 Names: one tile file per kernel, `<file stem>.<kernel>` (kernel names repeat across
 programs); one layout file per record, `<file stem>` (TpuGraphs names each layout npz
 after its pb).
 """
 from __future__ import annotations
 
+import collections
 import math
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -28,8 +44,8 @@ import numpy as np
 from extract import proto
 from extract.hlo_graph import featurize_module, module_problem
 from extract.sample import GraphSample
-from extract.tpugraphs_npz import (LAYOUT_CONFIG_FEATURES, TILE_CONFIG_FEATURES, NpzGraph,
-                                   layout_arrays, tile_arrays)
+from extract.tpugraphs_npz import (LAYOUT_CONFIG_FEATURES, MAX_RUNTIME_NS, TILE_CONFIG_FEATURES,
+                                   NpzGraph, layout_arrays, tile_arrays)
 
 # Layout config vectors: up to 3 tensors (output, input, kernel) × 6 dims, -1 = unset.
 _LAYOUT_TENSORS, _LAYOUT_DIMS, _LAYOUT_PADDING = 3, 6, -1
@@ -63,14 +79,27 @@ def layout_config_features(layout_config: Any, where: str) -> np.ndarray:
     return out
 
 
-def _runs_to_keep(runs: Sequence[Any], has_config: Callable[[Any], bool], min_runtime_ns: int
-                  ) -> Tuple[List[int], Dict[str, int]]:
-    """Indices of usable runs and counts of the left-out ones, by reason."""
-    kept, skipped = [], {"error": 0, "no_profile": 0, "no_config": 0, "no_runtime": 0}
+_REASONS = ("error", "no_profile", "no_config", "negative_runtime", "no_runtime",
+            "absurd_runtime", "bad_config")
+
+
+def _runs_to_keep(runs: Sequence[Any], config_problem: Callable[[Any], Optional[str]],
+                  min_runtime_ns: int) -> Tuple[List[int], Dict[str, int]]:
+    """Indices of usable runs and counts of the left-out ones, by reason (`_REASONS`):
+    `config_problem(run)` is "no_config", "bad_config" or None."""
+    kept, skipped = [], dict.fromkeys(_REASONS, 0)
     for index, run in enumerate(runs):
-        reason = ("error" if run.error else "no_profile" if not run.HasField("profile")
-                  else "no_config" if not has_config(run)
-                  else "no_runtime" if run.profile.compute_time_ns < min_runtime_ns else None)
+        runtime = run.profile.compute_time_ns
+        if run.error:
+            reason = "error"
+        elif not run.HasField("profile"):
+            reason = "no_profile"
+        else:
+            reason = config_problem(run)
+            if reason != "no_config":
+                reason = ("negative_runtime" if runtime < 0 else
+                          "no_runtime" if runtime < min_runtime_ns else
+                          "absurd_runtime" if runtime > MAX_RUNTIME_NS else reason)
         if reason:
             skipped[reason] += 1
         else:
@@ -87,6 +116,18 @@ def _run_meta(record: Any, kept: Sequence[int], skipped: Dict[str, int]) -> Dict
             "skipped_runs": skipped, "default_config_index": _default_index(record.runs, kept)}
 
 
+def _tile_config_problem(run: Any) -> Optional[str]:
+    if not run.op_config.HasField("tile_size_config"):
+        return "no_config"
+    return None if _fits_float32(tile_config_features(run.op_config.tile_size_config)) \
+        else "bad_config"
+
+
+def _fits_float32(values: Sequence[int]) -> bool:
+    limit = float(np.finfo(np.float32).max)
+    return all(abs(v) <= limit for v in values)
+
+
 def tile_graphs(tuning_data: Any, source: str) -> List[NpzGraph]:
     """A `TuningData` (one kernel per `ModuleTuningData`) → one tile file per kernel."""
     stem = Path(source).name.removesuffix(".pb")
@@ -95,14 +136,16 @@ def tile_graphs(tuning_data: Any, source: str) -> List[NpzGraph]:
         where = f"{source}: modules[{module_index}] ({record.module.name or 'unnamed'})"
         graph = featurize_module(record.module, source=where)
         runs = record.runs
+        if not runs:
+            raise ValueError(f"{where}: the record has no runs")
         # TpuGraphs drops runs that failed or report ≤ 1 ns (tuning_data_iterator.cc).
-        kept, skipped = _runs_to_keep(
-            runs, lambda run: run.op_config.HasField("tile_size_config"), min_runtime_ns=2)
+        kept, skipped = _runs_to_keep(runs, _tile_config_problem, min_runtime_ns=2)
         meta = _run_meta(record, kept, skipped)
         default = meta["default_config_index"]
         if default is None:
+            left_out = f" (runs left out: {skipped})" if skipped else ""
             raise ValueError(f"{where}: no usable run is marked is_default, so runtimes "
-                             "cannot be normalized")
+                             f"cannot be normalized{left_out}")
         runtime = np.array([runs[i].profile.compute_time_ns for i in kept], dtype=np.int64)
         config_feat = np.array([tile_config_features(runs[i].op_config.tile_size_config)
                                 for i in kept], dtype=np.float32).reshape(-1, TILE_CONFIG_FEATURES)
@@ -113,24 +156,50 @@ def tile_graphs(tuning_data: Any, source: str) -> List[NpzGraph]:
     return graphs
 
 
+def _layout_config_problem(run: Any) -> Optional[str]:
+    if not run.module_config.HasField("layout_config"):
+        return "no_config"
+    nodes = run.module_config.layout_config.nodes
+    return "bad_config" if any(len(node.tensors) > _LAYOUT_TENSORS for node in nodes) else None
+
+
+def _config_nodes(record: Any, num_nodes: int, source: str) -> np.ndarray:
+    """`config_index_to_node` as int64 node ids, checked against the graph and the runs
+    (every run's layout configures exactly these nodes)."""
+    listed = list(record.config_index_to_node)
+    if listed and max(listed) >= num_nodes:  # (uint64: compared before any conversion)
+        raise ValueError(f"{source}: config_index_to_node names node {max(listed)}, "
+                         f"but the module has {num_nodes} instructions")
+    for index, run in enumerate(record.runs):
+        if run.module_config.HasField("layout_config") and \
+                len(run.module_config.layout_config.nodes) != len(listed):
+            raise ValueError(f"{source}: runs[{index}] configures "
+                             f"{len(run.module_config.layout_config.nodes)} nodes, "
+                             f"config_index_to_node lists {len(listed)}"
+                             + (" (a file cut short before it?)" if not listed else ""))
+    counts = collections.Counter(listed)
+    twice = next((node for node in listed if counts[node] > 1), None)
+    if twice is not None:
+        raise ValueError(f"{source}: config_index_to_node lists node {twice} twice")
+    return np.array(listed, dtype=np.int64)
+
+
 def layout_graph(record: Any, source: str) -> NpzGraph:
     """A `ModuleTuningData` with layout runs → one layout file, named after the source."""
+    if not record.runs:
+        raise ValueError(f"{source}: the record has no runs (a file cut short after its "
+                         "module?)")
+    problem = module_problem(record.module)
+    if problem is not None:
+        raise ValueError(f"{source}: {problem}")
+    # The cheap cross-checks before the featurizer's work.
+    num_nodes = sum(len(c.instructions) for c in record.module.computations)
+    node_config_ids = _config_nodes(record, num_nodes, source)
     graph = featurize_module(record.module, source=source)
-    node_config_ids = np.array(record.config_index_to_node, dtype=np.int64)
-    if node_config_ids.size and node_config_ids.max() >= graph.num_nodes:
-        raise ValueError(f"{source}: config_index_to_node names node {node_config_ids.max()}, "
-                         f"but the module has {graph.num_nodes} instructions")
     runs = record.runs
-    kept, skipped = _runs_to_keep(
-        runs, lambda run: run.module_config.HasField("layout_config"), min_runtime_ns=1)
-    features = []
-    for index in kept:
-        config = layout_config_features(runs[index].module_config.layout_config,
-                                        where=f"{source}: runs[{index}]")
-        if config.shape[0] != node_config_ids.shape[0]:
-            raise ValueError(f"{source}: runs[{index}] configures {config.shape[0]} nodes, "
-                             f"config_index_to_node lists {node_config_ids.shape[0]}")
-        features.append(config)
+    kept, skipped = _runs_to_keep(runs, _layout_config_problem, min_runtime_ns=1)
+    features = [layout_config_features(runs[index].module_config.layout_config,
+                                       where=f"{source}: runs[{index}]") for index in kept]
     node_config_feat = (np.stack(features) if features else
                         np.zeros((0, node_config_ids.shape[0], LAYOUT_CONFIG_FEATURES), np.float32))
     runtime = np.array([runs[i].profile.compute_time_ns for i in kept], dtype=np.int64)

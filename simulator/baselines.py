@@ -13,32 +13,36 @@ ranking `--loss` and `reg` otherwise.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+import sys
+import time
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .batching import Batch, BatchSpec
+from .config import ModelInfo, TrainConfig
+from .costmodel import UPDATE_STEPS, CostModel, Items, register_cost_model, require_vector
 from .losses import LOSSES
+from .registry import SimulatorError
+from .sgd import RunContext
+from .sources import Source
 
 TVM_PARAMS = {"max_depth": 6, "gamma": 1e-4, "min_child_weight": 1, "subsample": 1.0,
               "lambda": 1.0, "alpha": 0.0}
 OBJECTIVES = {"reg": ("reg:squarederror", "rmse"), "rank": ("rank:pairwise", "auc")}
 
 
-class XGBModel:
+class XGBEstimator:
     """XGBoost through its native API (`xgboost.train`; the sklearn wrappers would need
-    scikit-learn): equivalent to XGBRegressor / XGBRanker(objective="rank:pairwise")."""
+    scikit-learn) on arrays: equivalent to XGBRegressor / XGBRanker(objective="rank:pairwise")."""
 
-    uses_graph = False
-    vector_name = "per_store"
-
-    def __init__(self, config: Dict[str, Any]):
-        objective = config.get("xgb_objective", "auto")
-        if objective == "auto":
-            objective = "rank" if LOSSES.get(config.get("loss", "huber")).ranking else "reg"
+    def __init__(self, objective: str = "reg", rounds: int = 500, eta: float = 0.3, early_stopping: int = 25,
+                 threads: int = 1, seed: int = 0):
         if objective not in OBJECTIVES:
-            raise ValueError(f"unknown xgb objective {objective!r} (reg, rank, auto)")
+            raise SimulatorError(f"unknown xgb objective {objective!r} (reg, rank, auto)")
         self.objective = objective
-        self.config = config
+        self.rounds, self.eta, self.early_stopping = rounds, eta, early_stopping
+        self.threads, self.seed = threads, seed
         self.booster = None
 
     def _matrix(self, x: np.ndarray, y: np.ndarray, groups: np.ndarray):
@@ -51,25 +55,23 @@ class XGBModel:
 
     def fit(self, x: np.ndarray, y: np.ndarray, groups: np.ndarray,
             val_x: Optional[np.ndarray] = None, val_y: Optional[np.ndarray] = None,
-            val_groups: Optional[np.ndarray] = None) -> "XGBModel":
+            val_groups: Optional[np.ndarray] = None) -> "XGBEstimator":
         """x: (n, k) features, y: (n,) log runtimes, groups: (n,) int workload ids."""
         import xgboost as xgb
         objective, metric = OBJECTIVES[self.objective]
         params = dict(TVM_PARAMS, objective=objective, eval_metric=metric, tree_method="hist",
-                      eta=self.config.get("xgb_eta", 0.3), nthread=self.config.get("threads", 1),
-                      seed=self.config.get("seed", 0), verbosity=0)
+                      eta=self.eta, nthread=self.threads, seed=self.seed, verbosity=0)
         train = self._matrix(x, y, groups)
         has_val = val_x is not None and len(val_x) > 0
         evals = [(self._matrix(val_x, val_y, val_groups), "val")] if has_val else []
-        self.booster = xgb.train(params, train, num_boost_round=self.config.get("xgb_rounds", 500),
-                                 evals=evals, verbose_eval=False,
-                                 early_stopping_rounds=self.config.get("xgb_early_stopping", 25) if has_val else None)
+        self.booster = xgb.train(params, train, num_boost_round=self.rounds, evals=evals, verbose_eval=False,
+                                 early_stopping_rounds=self.early_stopping if has_val else None)
         return self
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         import xgboost as xgb
         if self.booster is None:
-            raise RuntimeError("XGBModel.predict before fit")
+            raise RuntimeError("XGBEstimator.predict before fit")
         best = getattr(self.booster, "best_iteration", None)
         out = self.booster.predict(xgb.DMatrix(x),
                                    iteration_range=(0, best + 1) if best is not None else (0, 0))
@@ -78,8 +80,72 @@ class XGBModel:
     def to_json(self) -> str:
         return bytes(self.booster.save_raw("json")).decode()
 
-    def load_json(self, text: str) -> "XGBModel":
+    def load_json(self, text: str) -> "XGBEstimator":
         import xgboost as xgb
         self.booster = xgb.Booster()
         self.booster.load_model(bytearray(text.encode()))
         return self
+
+
+@register_cost_model("xgb")
+class XGBCostModel(CostModel):
+    """XGBoost on MetaSchedule's PerStoreFeature, pooled per config (TVM's own cost model).
+
+    `update` refits on everything seen so far plus the new items (as MetaSchedule's
+    `XGBModel.update` does); each update's groups are queries of their own."""
+
+    VECTOR = "per_store"
+
+    def __init__(self, config: TrainConfig, info: ModelInfo):
+        super().__init__(config, info)
+        require_vector(config, info, self.VECTOR)
+        objective = config.model.xgb_objective
+        if objective == "auto":
+            objective = "rank" if LOSSES.get(config.fit.loss).ranking else "reg"
+        fit = config.fit
+        self.estimator = XGBEstimator(objective, fit.xgb_rounds, fit.xgb_eta, fit.xgb_early_stopping,
+                                      config.threads, config.seed)
+        self._seen: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    @property
+    def batch_spec(self) -> BatchSpec:
+        return BatchSpec(graph=False, vector=self.VECTOR)
+
+    def arrays(self, source: Source) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(vectors, log runtimes, group ids) of every config row of `source`."""
+        batch = source.batch(np.arange(len(source)), np.random.default_rng(self.config.seed), self.batch_spec)
+        return batch.vector.numpy(), batch.y.numpy(), batch.group.numpy()
+
+    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
+        if run is not None and run.resume is not None and run.resume.get("finished") and run.resume.get("xgb"):
+            self.load_weights(run.resume)
+            return run.resume.get("run", {})
+        start = time.perf_counter()
+        x, y, g = self.arrays(train)
+        self.estimator.fit(x, y, g, *(self.arrays(val) if val else (None, None, None)))
+        seconds = time.perf_counter() - start
+        print(f"xgb ({self.estimator.objective}): {len(x)} configs in {seconds:.1f} s, "
+              f"{len(x) / seconds:.0f} configs/s", file=sys.stderr)
+        self._seen = [(x, y, g)]
+        best = getattr(self.estimator.booster, "best_iteration", None)
+        summary = {"best_iteration": None if best is None else int(best)}
+        if run is not None:
+            run.save(dict(self.weights(), run=summary, finished=True))
+        return summary
+
+    def update(self, items: Items, steps: int = UPDATE_STEPS) -> None:
+        x, y, g = self.arrays(self.source_of(items))
+        offset = 1 + max((int(old[2].max()) for old in self._seen if len(old[2])), default=-1)
+        self._seen.append((x, y, g + offset))
+        self.estimator.fit(*(np.concatenate(parts) for parts in zip(*self._seen)))
+
+    def predict_batch(self, batch: Batch) -> np.ndarray:
+        return self.estimator.predict(batch.vector.numpy())
+
+    def weights(self) -> Dict[str, Any]:
+        return {"xgb": self.estimator.to_json()}
+
+    def load_weights(self, state: Dict[str, Any], which: str = "best_model") -> None:
+        if not state.get("xgb"):
+            raise SimulatorError("checkpoint holds no trained XGBoost model")
+        self.estimator.load_json(state["xgb"])

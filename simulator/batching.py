@@ -1,12 +1,14 @@
-"""Samples → tensors once (`prepare`), then tensors → one batch (`make_batch`).
+"""Samples → tensors once (`prepare_graph`, `prepare`), then tensors → one batch
+(`make_batch`, as a model's `BatchSpec` asks).
 
 Graph preparation. TIR AST edges run parent → child. Every graph model sees the
 graph with **reverse edges added** (child → parent), so information flows both up
 and down the tree, and **a self-loop on every node**, so that GCN's normalised sum
 D^-½ (A + I) D^-½ keeps each node's own state and no node has zero in-degree (which
-DGL's GraphConv and GATConv refuse). Node features go through sign(x)·log1p(|x|)
-(loop extents span 1…10⁶) here; the standardisation with training-set mean/std is part
-of the model (buffers saved in its state dict), as is the target's (log runtime).
+DGL's GraphConv and GATConv refuse). With `--feature-transform log1p` node features,
+vectors and config features go through sign(x)·log1p(|x|) here (`transform_features`,
+in float32); the standardisation with training-set mean/std is part of the model
+(buffers saved in its state dict), as is the target's (log runtime).
 
 `make_batch` is the single place a batch is built. A batch holds B graphs and C ≥ B
 target rows: row r belongs to graph `config_graph[r]`. TVM samples have one config
@@ -25,12 +27,12 @@ Two ways to give the model those features (`GraphModel`'s `join`):
   copies), node i of the copies is base node `node_index[i]` (x and types stay the B
   graphs' rows; the model gathers them) of config row `node_row[i]`, and pooled row
   r is config row r. Memory grows with C × nodes, which is why layout graphs are
-  pruned and batches are capped by node count (see `simulator.tpugraphs`).
+  pruned and batches are capped by node count (see `simulator.tpugraphs_source`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -41,10 +43,36 @@ from .dgl_compat import dgl
 from .registry import SimulatorError
 
 
-TRANSFORMS = {
-    "none": lambda x: x,
-    "log1p": lambda x: np.sign(x) * np.log1p(np.abs(x)),   # sign(x)·log(1 + |x|)
-}
+TRANSFORMS = ("none", "log1p")
+
+
+def transform_features(values: np.ndarray, transform: str = "none") -> np.ndarray:
+    """`values` as a new float32 array, transformed: "none" (a copy) or "log1p",
+    sign(x)·log(1 + |x|), computed in float32 in place (one allocation: a 500k × 140
+    array takes ~1 s this way, ~5–15 s through float64 temporaries)."""
+    transform = transform or "none"
+    if transform not in TRANSFORMS:
+        raise SimulatorError(f"unknown feature transform {transform!r} (known: {', '.join(TRANSFORMS)})")
+    out = np.array(values, dtype=np.float32, copy=True)
+    if transform == "log1p":
+        sign = np.signbit(out)
+        np.abs(out, out=out)
+        np.log1p(out, out=out)
+        np.negative(out, out=out, where=sign)
+    return out
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """What a model needs in a batch; asked of the model (`CostModel.batch_spec`)."""
+
+    graph: bool = True              # the batched graph, node features and types
+    vector: Optional[str] = None    # a `sample.vectors` entry (vector models)
+    expand: bool = False            # one graph copy per config row (early join)
+
+    def make(self, items: Sequence["Prepared"]) -> "Batch":
+        return make_batch(items, with_graph=self.graph, with_vector=self.vector is not None and not self.graph,
+                          expand=self.expand)
 
 
 @dataclass
@@ -66,52 +94,103 @@ class Prepared:
     def num_nodes(self) -> int:
         return int(self.types.shape[0])
 
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.x, self.types, self.src, self.dst))
+
+
+def khop_nodes(num_nodes: int, edges: np.ndarray, seeds: np.ndarray, hops: int) -> Optional[np.ndarray]:
+    """Sorted ids of the nodes within `hops` undirected hops of a seed (seeds included);
+    None (keep every node) when hops < 0 or there are no seeds."""
+    seeds = np.asarray(seeds, np.int64).reshape(-1)
+    if hops < 0 or seeds.size == 0:
+        return None
+    import scipy.sparse as sp
+    reach = np.zeros(num_nodes, bool)
+    reach[seeds] = True
+    if hops and len(edges):
+        ones = np.ones(len(edges), np.float32)
+        adjacency = sp.csr_matrix((ones, (edges[:, 0], edges[:, 1])), shape=(num_nodes, num_nodes))
+        adjacency = (adjacency + adjacency.T).tocsr()
+        frontier = reach.copy()
+        for _ in range(hops):
+            nxt = (adjacency @ frontier.astype(np.float32)) > 0
+            frontier = nxt & ~reach
+            if not frontier.any():
+                break
+            reach |= frontier
+    return np.flatnonzero(reach)
+
+
+def type_ids(node_types: np.ndarray, num_types: int, type_map: Optional[np.ndarray] = None) -> np.ndarray:
+    """Node-type ids in the model's vocabulary: through `type_map` (data id → model id) when
+    the data's vocabulary differs from the model's; ids outside 0…num_types-1 become the
+    unknown slot num_types (the model's embedding has num_types + 1 rows)."""
+    types = np.asarray(node_types, np.int64)
+    if type_map is not None:
+        known = (types >= 0) & (types < len(type_map))
+        types = np.where(known, type_map[np.clip(types, 0, len(type_map) - 1)], num_types)
+    return np.where((types >= 0) & (types < num_types), types, num_types).astype(np.int64)
+
+
+def prepare_graph(node_features: np.ndarray, node_types: np.ndarray, edges: np.ndarray,
+                  num_types: int, transform: str = "none", config_ids: Optional[np.ndarray] = None,
+                  keep_hops: int = -1, group: int = 0, type_map: Optional[np.ndarray] = None) -> Prepared:
+    """A graph as a Prepared item without configs (y empty): pruned to the configurable
+    nodes' `keep_hops` neighbourhood (layout; -1 keeps every node), features transformed,
+    reverse edges and self-loops added; `config_nodes` are the configurable nodes' ids
+    after pruning. The one place a graph becomes tensors."""
+    n = int(node_types.shape[0])
+    keep = khop_nodes(n, edges, config_ids, keep_hops) if config_ids is not None else None
+    if keep is not None:
+        new_id = np.full(n, -1, np.int64)
+        new_id[keep] = np.arange(len(keep))
+        mask = (new_id[edges[:, 0]] >= 0) & (new_id[edges[:, 1]] >= 0)
+        edges = new_id[edges[mask]]
+        node_features, node_types = node_features[keep], node_types[keep]
+        config_ids = new_id[np.asarray(config_ids, np.int64)]
+        n = len(keep)
+    src, dst = graph_edges(edges, n)
+    return Prepared(x=torch.from_numpy(transform_features(node_features, transform)),
+                    types=torch.from_numpy(type_ids(node_types, num_types, type_map)), src=src, dst=dst,
+                    y=torch.zeros(0), group=group,
+                    config_nodes=None if config_ids is None else torch.from_numpy(
+                        np.asarray(config_ids, np.int64).reshape(-1)))
+
 
 def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_types: int,
             vector_name: Optional[str] = None, feature_dim: Optional[int] = None,
-            transform: str = "none") -> List[Prepared]:
-    """Tensors for each sample. Type ids outside 0…num_types-1 map to the unknown slot
-    num_types (the model's embedding has num_types + 1 rows)."""
-    transform = transform or "none"
-    if transform not in TRANSFORMS:
-        raise SimulatorError(f"unknown feature transform {transform!r} (known: {', '.join(TRANSFORMS)})")
-    fn = TRANSFORMS[transform]
+            transform: str = "none", type_map: Optional[np.ndarray] = None) -> List[Prepared]:
+    """Tensors for each sample (`prepare_graph` plus its configs' log runtimes, vector
+    `vector_name` and config features). `feature_dim`: check the node feature width."""
     out = []
     for s in samples:
         if feature_dim is not None and s.node_features.shape[1] != feature_dim:
             raise SimulatorError(f"{s.name}: {s.node_features.shape[1]} node features, the model "
                                  f"expects {feature_dim} (different extractor version?)")
-        types = np.where((s.node_types >= 0) & (s.node_types < num_types), s.node_types, num_types)
-        src, dst = graph_edges(s.edges, s.num_nodes)
+        item = prepare_graph(s.node_features, s.node_types, s.edges, num_types, transform,
+                             s.node_config_ids, -1, group_index[s.group], type_map)
         with np.errstate(divide="ignore", invalid="ignore"):
-            y = np.log(s.runtimes)
-        vector = None
+            item.y = torch.from_numpy(np.log(s.runtimes).astype(np.float32))
         if vector_name is not None:
             if vector_name not in s.vectors:
                 raise SimulatorError(f"{s.name}: sample has no vectors[{vector_name!r}] "
                                      f"(has: {', '.join(sorted(s.vectors)) or 'none'})")
-            vector = torch.from_numpy(fn(np.asarray(s.vectors[vector_name], np.float64))
-                                      .astype(np.float32).reshape(s.num_configs, -1))
-        out.append(Prepared(
-            x=torch.from_numpy(fn(s.node_features.astype(np.float64)).astype(np.float32)),
-            types=torch.from_numpy(types.astype(np.int64)),
-            src=src, dst=dst, y=torch.from_numpy(y.astype(np.float32)), group=group_index[s.group], vector=vector,
-            **config_tensors(s.config_features, s.node_config_features, s.node_config_ids, transform)))
+            item.vector = torch.from_numpy(transform_features(s.vectors[vector_name], transform)
+                                           .reshape(s.num_configs, -1))
+        fields = config_tensors(s.config_features, s.node_config_features, transform)
+        item.config_x, item.node_config_x = fields["config_x"], fields["node_config_x"]
+        out.append(item)
     return out
 
 
 def config_tensors(config_features: Optional[np.ndarray], node_config_features: Optional[np.ndarray],
-                   node_config_ids: Optional[np.ndarray], transform: str = "none") -> Dict[str, Any]:
-    """Prepared's per-config fields (transformed like the node features)."""
-    fn = TRANSFORMS[transform or "none"]
-    out: Dict[str, Any] = {}
-    if config_features is not None:
-        out["config_x"] = torch.from_numpy(fn(np.asarray(config_features, np.float64)).astype(np.float32))
-    if node_config_features is not None:
-        out["node_config_x"] = torch.from_numpy(fn(np.asarray(node_config_features, np.float64))
-                                                .astype(np.float32))
-        out["config_nodes"] = torch.from_numpy(np.asarray(node_config_ids, np.int64).reshape(-1))
-    return out
+                   transform: str = "none") -> Dict[str, Optional[torch.Tensor]]:
+    """Prepared's per-config fields `config_x`, `node_config_x` (transformed like the node
+    features; None where absent)."""
+    def tensor(values):
+        return None if values is None else torch.from_numpy(transform_features(values, transform))
+    return {"config_x": tensor(config_features), "node_config_x": tensor(node_config_features)}
 
 
 def graph_edges(edges: np.ndarray, num_nodes: int) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -1,14 +1,17 @@
-"""Atomic checkpoints: written to a temporary file beside the target, then `os.replace`d,
-so a kill leaves either the old checkpoint or the new one, never half of one.
+"""Atomic checkpoints (`extract.fileio.atomic_write`): a kill leaves either the old
+checkpoint or the new one, never half of one.
 
 A checkpoint is a dict of tensors and plain Python values (loadable with
-`torch.load(weights_only=True)`):
+`torch.load(weights_only=True)`); the typed objects are stored as dicts:
 
     format          CHECKPOINT_FORMAT
-    config          the run's full config (argparse flags)
-    info            feature_dim, num_types, vector_dims, vocabulary, feature_names,
-                    extractor_version, groups
-    normalization   training-set mean/std of node features, vectors and log runtimes
+    config          the run's config, `TrainConfig.to_dict()` (flat, the flags' names)
+    info            `ModelInfo.to_dict()`: feature_dim, num_types, vector_dims, vocabulary
+                    (the data's node-type names, used to map other data's types on load),
+                    feature_names, extractor_version, groups, config dims, tpugraphs
+    normalization   `Normalization.to_dict()`: training-set mean/std of node features,
+                    vectors, config features and log runtimes
+    split           item names of each part (train, val, test)
     model           state dict of the current weights (includes the normalisation buffers)
     best_model      state dict of the weights with the best validation score so far
     optimizer, scheduler, epoch, step, rng, best_score, best_epoch, bad_epochs,
@@ -19,11 +22,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 import zipfile
 from typing import Any, Dict
 
 import torch
+
+from extract.fileio import atomic_write
 
 from .registry import SimulatorError
 
@@ -33,19 +37,8 @@ REQUIRED = ("format", "config", "info", "normalization")
 
 
 def save_checkpoint(path: str, state: Dict[str, Any]) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(dict(state, format=CHECKPOINT_FORMAT), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_write(path, "wb") as f:
+        torch.save(dict(state, format=CHECKPOINT_FORMAT), f)
 
 
 def load_checkpoint(path: str) -> Dict[str, Any]:

@@ -3,29 +3,34 @@
 Everything the simulator needs from outside `simulator/` goes through these functions,
 so a change of those interfaces is fixed here only:
 
-* `load_data(paths)`        -> list[GraphSample]  (datasets.load_dataset)
-* `extractor_info()`        -> node-type vocabulary, feature names, extractor version
-                               (extract.tir_graph)
+* `load_collection(paths)`  -> (samples, CollectionInfo): the samples and the node-type
+                               vocabulary, feature names and extractor of their
+                               collection (datasets.load_collection)
+* `load_data(paths)`        -> the samples only
+* `collection_info(samples)`-> that info, from the samples themselves
+* `hlo_collection_info()`   -> the same for HLO graphs (TpuGraphs; extract.hlo_graph)
+* `extractor_info()`        -> the installed TIR extractor's (extract.tir_graph)
 * `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
 * `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
                                space (extract.tvm_graph.extract_configs)
 * `is_tpugraphs(data)`      -> whether `--data` is `tpugraphs:<collection>`, read lazily
-                               through datasets.tpugraphs_collections by simulator.tpugraphs
+                               (datasets.tpugraphs_collections) by simulator.tpugraphs_source
 """
 from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from datasets import load_dataset
-from extract.sample import GraphSample
+import datasets
+from extract.sample import EXTRACTORS, ExtractorInfo, GraphSample
 
+from .config import SHIPPED
 from .registry import SimulatorError
 
-SHIPPED = "shipped"
 DEFAULT_TEMPLATE = "conv2d_NCHWc.x86"
 
 
@@ -50,8 +55,24 @@ def _refuse_tpugraphs_files(paths: Sequence[str]) -> None:
                                      f"python -m simulator.predict RUN {path}")
 
 
-def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[str] = None) -> List[GraphSample]:
-    """Samples from the shipped dataset, AutoTVM logs / folders, or `.npz` collections.
+@dataclass
+class CollectionInfo:
+    """What made a collection's node types and features: names by id, and the extractor."""
+
+    vocabulary: Optional[List[str]] = None     # node-type name of each id
+    feature_names: Optional[List[str]] = None  # name of each node-feature column
+    extractor: Optional[str] = None            # extractor version
+
+    @classmethod
+    def of(cls, extractor: "ExtractorInfo") -> "CollectionInfo":
+        return cls(list(extractor.vocabulary), list(extractor.feature_names), extractor.extractor)
+
+
+def load_collection(paths: Union[str, Sequence[str]] = SHIPPED,
+                    cache_dir: Optional[str] = None) -> Tuple[List[GraphSample], CollectionInfo]:
+    """Samples from the shipped dataset, AutoTVM logs / folders, or `.npz` collections, and
+    the info of their collection: the extractor its info names (`datasets.load_collection`),
+    else what the samples say (`collection_info`).
 
     Any failure (missing path, unreadable file, unknown template) is a `SimulatorError`
     whose message names the culprit.
@@ -66,23 +87,57 @@ def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[st
         if p != SHIPPED and not os.path.exists(p):
             raise SimulatorError(f"{p}: no such dataset file or folder")
     _refuse_tpugraphs_files([p for p in paths if p != SHIPPED])
-    try:  # load_dataset refuses an empty result itself
-        return load_dataset(paths[0] if len(paths) == 1 else paths, cache=cache_dir)
+    try:  # load_collection refuses an empty result itself
+        collection = datasets.load_collection(paths[0] if len(paths) == 1 else paths, cache=cache_dir)
     except (OSError, ValueError, KeyError) as e:  # DatasetError, RecordFormatError, unknown template
         raise SimulatorError(str(e)) from None
+    if collection.extractor is not None:
+        return collection.samples, CollectionInfo.of(collection.extractor)
+    return collection.samples, collection_info(collection.samples)
 
 
-def extractor_info() -> Dict[str, Any]:
-    """The extractor's vocabulary and version, recorded in checkpoints ({} parts are None)."""
-    info: Dict[str, Any] = {"vocabulary": None, "feature_names": None, "extractor_version": None}
+def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[str] = None) -> List[GraphSample]:
+    """The samples of `load_collection`."""
+    return load_collection(paths, cache_dir)[0]
+
+
+def extractor_info() -> CollectionInfo:
+    """The installed TIR extractor's vocabulary, feature names and version (None parts
+    when unknown)."""
     try:
         from extract import tir_graph
     except ImportError:
-        return info
-    info["vocabulary"] = list(getattr(tir_graph, "VOCABULARY", None) or []) or None
-    info["feature_names"] = list(getattr(tir_graph, "FEATURE_NAMES", None) or []) or None
+        return CollectionInfo()
     version = getattr(tir_graph, "EXTRACTOR_VERSION", None)
-    info["extractor_version"] = None if version is None else str(version)
+    return CollectionInfo(list(getattr(tir_graph, "VOCABULARY", None) or []) or None,
+                          list(getattr(tir_graph, "FEATURE_NAMES", None) or []) or None,
+                          None if version is None else str(version))
+
+
+def hlo_collection_info() -> CollectionInfo:
+    """HLO graphs (TpuGraphs, `extract.hlo_graph`): the opcode table as the vocabulary."""
+    from extract import hlo_graph as hlo
+    num_types = max(hlo.OPCODE_IDS.values()) + 1
+    vocabulary = [hlo.OPCODE_NAMES.get(i, "unknown" if i == hlo.UNKNOWN_OPCODE_ID else f"retired-{i}")
+                  for i in range(num_types)]
+    return CollectionInfo(vocabulary, list(getattr(hlo, "NODE_FEATURE_NAMES", []) or []) or None, None)
+
+
+def collection_info(samples: Sequence[GraphSample]) -> CollectionInfo:
+    """What the samples themselves say made them, for a collection whose info names no
+    extractor (samples made in memory, synthetic data): HLO samples (they carry
+    `meta["tpugraphs"]`) the HLO opcode table; samples naming a registered extractor
+    (`meta["extractor"]`, `extract.sample.EXTRACTORS`) that one; else the installed TIR
+    extractor's vocabulary, with the extractor version the samples record."""
+    if samples and all("tpugraphs" in s.meta for s in samples):
+        return hlo_collection_info()
+    versions = {s.meta.get("extractor") for s in samples}
+    version = versions.pop() if len(versions) == 1 else None
+    if version in EXTRACTORS:
+        return CollectionInfo.of(EXTRACTORS[version])
+    info = extractor_info()
+    if version is not None:  # what made these samples, if they say
+        info.extractor = str(version)
     return info
 
 

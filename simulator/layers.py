@@ -3,28 +3,85 @@
 A propagation layer maps node states (N, W) → (N, W) on a batched DGLGraph that
 already has reverse edges and self-loops (see `simulator.batching`). Activation,
 normalisation, dropout and the residual are added around it by `PropagationBlock`, so
-a new layer is just the formula::
+a new layer is just the formula, in the manner of DGL's conv modules (a docstring with
+the formula, its parameters and shapes; `reset_parameters`)::
 
-    @register_propagation("mine")
-    class MyLayer(nn.Module):
-        def __init__(self, width, **options): ...
+    @register_propagation("gin")
+    class GINLayer(PropagationLayer):
+        r'''h'_v = MLP((1 + ε) h_v + Σ_{u ∈ N(v)} h_u) …'''
+        OPTIONS = {"eps": 0.0}           # the layer's options and their defaults
+
+        def __init__(self, width: int, eps: float = 0.0): ...
+        def reset_parameters(self): ...
         def forward(self, graph, h): ...
 
-and `--model mine` then trains a graph model with it.
+and `--model gin [--layer-option eps=0.1]` then trains a graph model with it. Options
+reach the layer as one keyword dict, checked by `PropagationLayer.resolve_options`: an
+unknown option is an error naming the layer and its known options.
 """
 from __future__ import annotations
+
+from typing import Any, ClassVar, Dict, Mapping, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .dgl_compat import dglnn
-from .registry import Registry
+from .registry import Registry, SimulatorError
 
 PROPAGATIONS: Registry = Registry("model/propagation layer")
 POOLINGS: Registry = Registry("pooling")
 register_propagation = PROPAGATIONS.register
 register_pooling = POOLINGS.register
+
+
+class PropagationLayer(nn.Module):
+    """Base of the propagation layers: `OPTIONS` names the layer's options (beyond the
+    width) with their defaults; `resolve_options` checks and completes a given dict."""
+
+    OPTIONS: ClassVar[Dict[str, Any]] = {}
+
+    @classmethod
+    def resolve_options(cls, given: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """`OPTIONS` updated with `given`, values cast to the defaults' types; an unknown
+        option is a `SimulatorError` naming the layer and the options it knows."""
+        name = getattr(cls, "registered_name", cls.__name__)
+        out = dict(cls.OPTIONS)
+        for key, value in (given or {}).items():
+            if key not in cls.OPTIONS:
+                known = ", ".join(cls.OPTIONS) or "none"
+                raise SimulatorError(f"propagation layer {name!r} has no option {key!r} (known: {known})")
+            default = cls.OPTIONS[key]
+            try:
+                out[key] = _cast(value, default)
+            except (TypeError, ValueError):
+                raise SimulatorError(f"propagation layer {name!r}: option {key}={value!r} is not "
+                                     f"a {type(default).__name__}") from None
+        return out
+
+    def reset_parameters(self) -> None:
+        raise NotImplementedError
+
+    def forward(self, graph, h: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def _cast(value: Any, default: Any) -> Any:
+    """`value` (possibly a command-line string) as the type of the option's default."""
+    if default is None:
+        return value
+    if isinstance(default, bool) and isinstance(value, str):
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(value)
+        return value.lower() in ("true", "1")
+    return type(default)(value)
+
+
+def build_layer(name: str, width: int, options: Optional[Mapping[str, Any]] = None) -> PropagationLayer:
+    """The propagation layer `name` of `width`, its options checked."""
+    cls = PROPAGATIONS.get(name)
+    return cls(width, **cls.resolve_options(options))
 
 
 # ---------------------------------------------------------------- encode
@@ -56,64 +113,160 @@ class NodeEncoder(nn.Module):
 
 # ---------------------------------------------------------------- propagate
 @register_propagation("gcn")
-class GCNLayer(nn.Module):
-    """H' = D^-½ Â D^-½ H W (Kipf & Welling), Â = A + Aᵀ + I (reverse edges, self-loops)."""
+class GCNLayer(PropagationLayer):
+    r"""Graph convolution (Kipf & Welling, 2017).
 
-    def __init__(self, width: int, **_):
+    .. math:: H' = \tilde D^{-1/2} \hat A \tilde D^{-1/2} H W + b,
+              \quad \hat A = A + A^\top + I
+
+    (the graph's reverse edges and self-loops make Â; D̃ is its degree matrix).
+
+    Parameters
+    ----------
+    width : int
+        Node-state width W (input and output).
+
+    Shapes
+    ------
+    graph : batched DGLGraph of N nodes, with reverse edges and a self-loop per node
+    h : (N, width) node states in; the output is (N, width)
+    """
+
+    def __init__(self, width: int):
         super().__init__()
         self.conv = dglnn.GraphConv(width, width, norm="both")
+
+    def reset_parameters(self) -> None:
+        self.conv.reset_parameters()
 
     def forward(self, graph, h):
         return self.conv(graph, h)
 
 
 @register_propagation("sage")
-class SAGELayer(nn.Module):
-    """h'_v = W₁ h_v + W₂ mean_{u ∈ N(v)} h_u (GraphSAGE, mean aggregator)."""
+class SAGELayer(PropagationLayer):
+    r"""GraphSAGE with the mean aggregator (Hamilton et al., 2017).
 
-    def __init__(self, width: int, **_):
+    .. math:: h'_v = W_1 h_v + W_2 \operatorname{mean}_{u \in N(v)} h_u + b
+
+    Parameters
+    ----------
+    width : int
+        Node-state width W (input and output).
+
+    Shapes
+    ------
+    graph : batched DGLGraph of N nodes, with reverse edges and a self-loop per node
+    h : (N, width) node states in; the output is (N, width)
+    """
+
+    def __init__(self, width: int):
         super().__init__()
         self.conv = dglnn.SAGEConv(width, width, "mean")
+
+    def reset_parameters(self) -> None:
+        self.conv.reset_parameters()
 
     def forward(self, graph, h):
         return self.conv(graph, h)
 
 
 @register_propagation("gat")
-class GATLayer(nn.Module):
-    """h'_i = ‖_k Σ_j α^k_ij W^k h_j, α^k_ij = softmax_j LeakyReLU(a_kᵀ [W^k h_i ‖ W^k h_j])
-    (GAT; `heads` heads of width/heads concatenated)."""
+class GATLayer(PropagationLayer):
+    r"""Graph attention (Veličković et al., 2018), K heads of width W/K concatenated.
 
-    def __init__(self, width: int, heads: int = 4, **_):
+    .. math:: h'_i = \Big\Vert_{k=1}^{K} \sum_{j \in N(i)} \alpha^k_{ij} W^k h_j,
+              \quad \alpha^k_{ij} = \operatorname{softmax}_j
+              \operatorname{LeakyReLU}(a_k^\top [W^k h_i \Vert W^k h_j])
+
+    Parameters
+    ----------
+    width : int
+        Node-state width W (input and output); a multiple of `heads`.
+    heads : int, default 4
+        Attention heads K (`--heads`).
+
+    Shapes
+    ------
+    graph : batched DGLGraph of N nodes, with reverse edges and a self-loop per node
+    h : (N, width) node states in; the output is (N, width)
+    """
+
+    OPTIONS = {"heads": 4}
+
+    def __init__(self, width: int, heads: int = 4):
         super().__init__()
-        if width % heads:
-            raise ValueError(f"width {width} is not a multiple of heads {heads}")
+        if heads < 1 or width % heads:
+            raise SimulatorError(f"propagation layer 'gat': width {width} is not a multiple of heads {heads}")
         self.conv = dglnn.GATConv(width, width // heads, heads)
+
+    def reset_parameters(self) -> None:
+        self.conv.reset_parameters()
 
     def forward(self, graph, h):
         return self.conv(graph, h).flatten(1)
 
 
 @register_propagation("cheb")
-class ChebLayer(nn.Module):
-    """H' = Σ_{k<K} T_k(L̃) H W_k (Chebyshev), L̃ = 2L/λ_max − I with λ_max = 2, i.e.
-    L̃ = −D^-½ Â D^-½; T_0 = I, T_1 = L̃, T_k = 2L̃T_{k−1} − T_{k−2}."""
+class ChebLayer(PropagationLayer):
+    r"""Chebyshev spectral convolution (Defferrard et al., 2016).
 
-    def __init__(self, width: int, cheb_k: int = 3, **_):
+    .. math:: H' = \sum_{k<K} T_k(\tilde L) H W_k + b, \quad
+              \tilde L = 2L/\lambda_{max} - I = -\tilde D^{-1/2} \hat A \tilde D^{-1/2}
+
+    with λ_max = 2, T_0 = I, T_1 = L̃, T_k = 2 L̃ T_{k−1} − T_{k−2}.
+
+    Parameters
+    ----------
+    width : int
+        Node-state width W (input and output).
+    k : int, default 3
+        Polynomial order K (`--cheb-k`).
+
+    Shapes
+    ------
+    graph : batched DGLGraph of N nodes, with reverse edges and a self-loop per node
+    h : (N, width) node states in; the output is (N, width)
+    """
+
+    OPTIONS = {"k": 3}
+
+    def __init__(self, width: int, k: int = 3):
         super().__init__()
-        self.conv = dglnn.ChebConv(width, width, cheb_k, activation=None)
+        if k < 1:
+            raise SimulatorError(f"propagation layer 'cheb': k {k} must be at least 1")
+        self.conv = dglnn.ChebConv(width, width, k, activation=None)
+
+    def reset_parameters(self) -> None:
+        self.conv.linear.reset_parameters()  # DGL's ChebConv: one Linear over the K stacked terms
 
     def forward(self, graph, h):
         return self.conv(graph, h, lambda_max=[2.0] * graph.batch_size)
 
 
 @register_propagation("mlp")
-class NodeMLPLayer(nn.Module):
-    """h'_v = W h_v: no messages; nodes share information only after pooling (baseline)."""
+class NodeMLPLayer(PropagationLayer):
+    r"""No messages: nodes share information only after pooling (a baseline).
 
-    def __init__(self, width: int, **_):
+    .. math:: h'_v = W h_v + b
+
+    Parameters
+    ----------
+    width : int
+        Node-state width W (input and output).
+
+    Shapes
+    ------
+    graph : batched DGLGraph of N nodes, with reverse edges and a self-loop per node
+    h : (N, width) node states in; the output is (N, width)
+    """
+
+    def __init__(self, width: int):
         super().__init__()
         self.linear = nn.Linear(width, width)
+
+    def reset_parameters(self) -> None:
+        self.linear.reset_parameters()
 
     def forward(self, graph, h):
         return self.linear(h)

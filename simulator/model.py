@@ -1,59 +1,26 @@
-"""Model variants chosen by `--model`.
+"""The networks behind the torch cost models (see `simulator.costmodel`).
 
-* every registered propagation layer (`gcn`, `sage`, `gat`, `cheb`, `mlp`) is a
-  `GraphModel`: encode → propagate × depth → pool → predict;
-* `curve-mlp`: an MLP on the fixed-width `vectors["curve"]` of each config;
-* `xgb`: XGBoost on `vectors["per_store"]` (see `simulator.baselines`), trained by
-  boosting, not by the SGD loop.
+* `GraphModel`: encode → propagate × depth (any registered propagation layer: `gcn`,
+  `sage`, `gat`, `cheb`, `mlp`) → pool → predict;
+* `VectorMLP`: an MLP on one fixed-width vector per config (`curve-mlp`).
 
-A model maps a `Batch` to one predicted log runtime (natural log of seconds) per
-target row, and `set_normalization` installs the training set's statistics.
+A network maps a `Batch` to one predicted log runtime (natural log of seconds) per
+target row; `set_normalization` installs the training set's statistics into its
+buffers (so a state dict carries them).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Mapping, Optional
 
 import torch
 from torch import nn
 
-from .batching import Batch, Prepared
-from .layers import POOLINGS, PROPAGATIONS, NodeEncoder, PredictHead, PropagationBlock
-from .registry import Registry, UnknownNameError
+from .batching import Batch
+from .config import Normalization
+from .layers import POOLINGS, NodeEncoder, PredictHead, PropagationBlock, build_layer
+from .registry import UnknownNameError
 
-MODELS: Registry = Registry("model")
-register_model = MODELS.register
-
-# options of the model architecture, as they appear in the run config
-MODEL_OPTIONS = ("width", "depth", "type_dim", "dropout", "residual", "norm", "pooling", "heads", "cheb_k",
-                 "join")
 JOINS = ("early", "late")
-
-
-def _std(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
-    s = x.std(dim=dim, unbiased=False) if x.shape[dim] > 1 else torch.ones_like(x.mean(dim))
-    return torch.where(s > 1e-6, s, torch.ones_like(s))
-
-
-def normalization_stats(items: Sequence[Prepared]) -> Dict[str, List[float]]:
-    """Mean/std of the (signed-log1p) node features, of the vectors if any, and of the log
-    runtimes of the training items."""
-    y = torch.cat([it.y for it in items]).double()
-    y = y[torch.isfinite(y)]
-    stats: Dict[str, Any] = {"target_mean": float(y.mean()), "target_std": float(_std(y))}
-    x = torch.cat([it.x for it in items]).double()
-    stats["feature_mean"] = x.mean(0).tolist()
-    stats["feature_std"] = _std(x).tolist()
-    if items[0].vector is not None:
-        v = torch.cat([it.vector for it in items]).double()
-        stats["vector_mean"] = v.mean(0).tolist()
-        stats["vector_std"] = _std(v).tolist()
-    if items[0].config_x is not None:
-        c = torch.cat([it.config_x for it in items]).double()
-        stats["config_mean"], stats["config_std"] = c.mean(0).tolist(), _std(c).tolist()
-    if items[0].node_config_x is not None:
-        c = torch.cat([it.node_config_x.reshape(-1, it.node_config_x.shape[-1]) for it in items]).double()
-        stats["node_config_mean"], stats["node_config_std"] = c.mean(0).tolist(), _std(c).tolist()
-    return stats
 
 
 class GraphModel(nn.Module):
@@ -74,20 +41,17 @@ class GraphModel(nn.Module):
     Config vectors are standardised with training-set mean/std buffers like x.
     """
 
-    uses_graph = True
-    vector_name: Optional[str] = None
-
     def __init__(self, propagation: str, feature_dim: int, num_types: int, width: int = 64,
                  depth: int = 3, type_dim: int = 32, dropout: float = 0.0, residual: bool = True,
-                 norm: str = "layer", pooling: str = "mean", heads: int = 4, cheb_k: int = 3,
-                 config_dim: int = 0, node_config_dim: int = 0, join: str = "early", **_):
+                 norm: str = "layer", pooling: str = "mean",
+                 layer_options: Optional[Mapping[str, Any]] = None,
+                 config_dim: int = 0, node_config_dim: int = 0, join: str = "early"):
         super().__init__()
         if join not in JOINS:
             raise UnknownNameError(f"unknown join {join!r} (known: {', '.join(JOINS)})")
-        layer_cls = PROPAGATIONS.get(propagation)
         self.encoder = NodeEncoder(feature_dim, num_types, width, type_dim)
         self.blocks = nn.ModuleList(
-            PropagationBlock(layer_cls(width, heads=heads, cheb_k=cheb_k), width, residual, norm, dropout)
+            PropagationBlock(build_layer(propagation, width, layer_options), width, residual, norm, dropout)
             for _ in range(depth))
         self.pool = POOLINGS.get(pooling)()
         self.config_dim, self.node_config_dim, self.join = config_dim, node_config_dim, join
@@ -144,26 +108,24 @@ class GraphModel(nn.Module):
             raise ValueError(f"the model joins {name} features, the batch has none")
         return (c - getattr(self, f"{name}_mean")) / getattr(self, f"{name}_std")
 
-    def set_normalization(self, stats: Dict[str, Any]) -> None:
-        self.encoder.feature_mean.copy_(torch.tensor(stats["feature_mean"]))
-        self.encoder.feature_std.copy_(torch.tensor(stats["feature_std"]))
-        self.head.target_mean.fill_(stats["target_mean"])
-        self.head.target_std.fill_(stats["target_std"])
+    @torch.no_grad()
+    def set_normalization(self, stats: Normalization) -> None:
+        self.encoder.feature_mean.copy_(torch.tensor(stats.feature_mean))
+        self.encoder.feature_std.copy_(torch.tensor(stats.feature_std))
+        self.head.target_mean.fill_(stats.target_mean)
+        self.head.target_std.fill_(stats.target_std)
         for name in ("config", "node_config"):
-            if getattr(self, f"{name}_dim") and f"{name}_mean" in stats:
-                getattr(self, f"{name}_mean").copy_(torch.tensor(stats[f"{name}_mean"]))
-                getattr(self, f"{name}_std").copy_(torch.tensor(stats[f"{name}_std"]))
+            mean, std = getattr(stats, f"{name}_mean"), getattr(stats, f"{name}_std")
+            if getattr(self, f"{name}_dim") and mean is not None:
+                getattr(self, f"{name}_mean").copy_(torch.tensor(mean))
+                getattr(self, f"{name}_std").copy_(torch.tensor(std))
 
 
 class VectorMLP(nn.Module):
     """ŷ = Head(MLP((v − μ) / σ)) on one fixed-width vector per config."""
 
-    uses_graph = False
-
-    def __init__(self, vector_name: str, vector_dim: int, width: int = 64, depth: int = 3,
-                 dropout: float = 0.0, **_):
+    def __init__(self, vector_dim: int, width: int = 64, depth: int = 3, dropout: float = 0.0):
         super().__init__()
-        self.vector_name = vector_name
         layers: List[nn.Module] = []
         dims = [vector_dim] + [width] * max(1, depth - 1)
         for a, b in zip(dims[:-1], dims[1:]):
@@ -176,56 +138,9 @@ class VectorMLP(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         return self.head(self.mlp((batch.vector - self.vector_mean) / self.vector_std))
 
-    def set_normalization(self, stats: Dict[str, Any]) -> None:
-        self.vector_mean.copy_(torch.tensor(stats["vector_mean"]))
-        self.vector_std.copy_(torch.tensor(stats["vector_std"]))
-        self.head.target_mean.fill_(stats["target_mean"])
-        self.head.target_std.fill_(stats["target_std"])
-
-
-def _reads(vector_name: str):
-    def mark(fn):
-        fn.vector_name = vector_name
-        return fn
-    return mark
-
-
-@register_model("curve-mlp")
-@_reads("curve")
-def curve_mlp(config: Dict[str, Any], info: Dict[str, Any]) -> VectorMLP:
-    """AutoTVM-style context-relation ("curve") features of each config, MLP predictor."""
-    return VectorMLP("curve", info["vector_dims"]["curve"], **_options(config))
-
-
-@register_model("xgb")
-@_reads("per_store")
-def xgb(config: Dict[str, Any], info: Dict[str, Any]):
-    """XGBoost on MetaSchedule's PerStoreFeature, pooled per config (TVM's own cost model)."""
-    from .baselines import XGBModel
-    return XGBModel(config)
-
-
-def _options(config: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: config[k] for k in MODEL_OPTIONS if k in config}
-
-
-def model_names() -> List[str]:
-    return PROPAGATIONS.names() + MODELS.names()
-
-
-def vector_name_of(name: str) -> Optional[str]:
-    """The `sample.vectors` entry a model reads (None: it reads the graph)."""
-    return getattr(MODELS.get(name), "vector_name", None) if name in MODELS else None
-
-
-def build_model(config: Dict[str, Any], info: Dict[str, Any]):
-    """The model named config["model"]; `info` has feature_dim, num_types, vector_dims and,
-    for XLA data, config_dim (tile) or node_config_dim (layout)."""
-    name = config["model"]
-    if name in MODELS:
-        return MODELS.get(name)(config, info)
-    if name in PROPAGATIONS:
-        return GraphModel(name, info["feature_dim"], info["num_types"],
-                          config_dim=info.get("config_dim", 0), node_config_dim=info.get("node_config_dim", 0),
-                          **_options(config))
-    raise UnknownNameError(f"unknown model {name!r} (known: {', '.join(model_names())})")
+    @torch.no_grad()
+    def set_normalization(self, stats: Normalization) -> None:
+        self.vector_mean.copy_(torch.tensor(stats.vector_mean))
+        self.vector_std.copy_(torch.tensor(stats.vector_std))
+        self.head.target_mean.fill_(stats.target_mean)
+        self.head.target_std.fill_(stats.target_std)

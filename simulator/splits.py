@@ -7,7 +7,7 @@
   ever in train or validation.
 * `random`: 80/10/10 of each workload's configs.
 * `official`: TpuGraphs' own train/valid/test folders (`--data tpugraphs:…` only; the
-  folders are the split, see `simulator.tpugraphs`).
+  folders are the split, see `simulator.tpugraphs_source`).
 
 `train_fraction` F then keeps a seeded ⌈F·n⌉ of each workload's training configs (the
 data-efficiency sweep); validation and test stay whole.

@@ -338,8 +338,8 @@ def test_from_jax_and_cli(jax_modules, tmp_path):
     wrapped.write_bytes(proto.HloProto(hlo_module=compiled).SerializeToString())
     assert hlo_graph.read_hlo_module(wrapped) == compiled
     # The pre-fusion module has no kernels; the CLI says so and writes the layout graph.
-    result = subprocess.run([sys.executable, "-m", "extract.hlo", str(pre), "--out", str(out)],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "extract.hlo", str(pre), "--out", str(out),
+                             "--overwrite"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert (out / "layout" / "f.npz").exists() and "no fusion instructions" in result.stderr
 

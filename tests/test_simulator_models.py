@@ -4,28 +4,24 @@ import pytest
 import torch
 
 from simulator.batching import batch_indices, make_batch
-from simulator.engine import model_info, predict_log, prepare_samples
+from simulator.costmodel import build_cost_model
 from simulator.layers import POOLINGS, PROPAGATIONS
 from simulator.losses import LOSSES, build_loss
-from simulator.model import build_model, normalization_stats
 from simulator.registry import UnknownNameError
-from simulator.train import build_parser
+from simulator.samples_source import SampleSource
+from simulator.train import build_parser, config_from_flags, validate
 
 GRAPH_MODELS = ["gcn", "sage", "gat", "cheb", "mlp"]
 
 
 def setup(samples, **overrides):
-    config = vars(build_parser().parse_args([]))
-    config.update(overrides)
-    info = model_info(samples, config)
-    groups = {g: i for i, g in enumerate(sorted({s.group for s in samples}))}
-    items = prepare_samples(samples, config, info, groups)
+    """(config, cost model with the samples' statistics, prepared items, source)."""
+    config = validate(config_from_flags(dict(vars(build_parser().parse_args([])), **overrides)))
+    source = SampleSource(samples)
     torch.manual_seed(0)
-    model = build_model(config, info)
-    if isinstance(model, torch.nn.Module):
-        with torch.no_grad():
-            model.set_normalization(normalization_stats(items))
-    return config, model, items
+    model = build_cost_model(config, source.info)
+    model.set_normalization(source.normalization(model.batch_spec, config.seed))
+    return config, model, source.items(model.batch_spec), source
 
 
 def test_registries_hold_the_issue_names():
@@ -41,25 +37,25 @@ def test_registries_hold_the_issue_names():
 def test_model_forward_backward(synthetic_samples, name, pooling):
     if name == "curve-mlp" and pooling == "max":
         pytest.skip("vector model has no pooling")
-    config, model, items = setup(synthetic_samples[:24], model=name, pooling=pooling, width=16, depth=2)
-    batch = make_batch(items[:8], with_graph=model.uses_graph, with_vector=not model.uses_graph)
-    pred = model(batch)
+    config, model, items, _ = setup(synthetic_samples[:24], model=name, pooling=pooling, width=16, depth=2)
+    batch = model.batch_spec.make(items[:8])
+    pred = model.net(batch)
     assert pred.shape == (8,) and torch.isfinite(pred).all()
     build_loss("huber")(pred, batch.y, batch.group).backward()
-    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    grads = [p.grad for p in model.net.parameters() if p.requires_grad]
     assert all(g is not None for g in grads) and any(float(g.abs().sum()) > 0 for g in grads)
 
 
 def test_sum_pooling_and_no_residual(synthetic_samples):
-    config, model, items = setup(synthetic_samples[:8], pooling="sum", residual=False, norm="none", width=8)
-    assert model(make_batch(items)).shape == (8,)
+    config, model, items, _ = setup(synthetic_samples[:8], pooling="sum", residual=False, norm="none", width=8)
+    assert model.net(make_batch(items)).shape == (8,)
 
 
 @pytest.mark.parametrize("loss", ["huber", "l1", "mse", "listmle", "pairwise-hinge"])
 def test_loss_forward_backward(synthetic_samples, loss):
-    config, model, items = setup(synthetic_samples[:32], width=16, depth=1)
+    config, model, items, _ = setup(synthetic_samples[:32], width=16, depth=1)
     batch = make_batch(items[:12] + items[16:28])   # two workloads, 12 configs each
-    value = build_loss(loss, delta=0.5, temperature=0.5)(model(batch), batch.y, batch.group)
+    value = build_loss(loss, delta=0.5, temperature=0.5)(model.net(batch), batch.y, batch.group)
     assert value.ndim == 0 and torch.isfinite(value) and value.item() > 0
     value.backward()
 
@@ -94,13 +90,13 @@ def test_grouped_batches_keep_workloads_together():
 
 @pytest.mark.parametrize("loss", ["huber", "listmle"])
 def test_loss_goes_down_on_a_tiny_dataset(synthetic_samples, loss):
-    config, model, items = setup(synthetic_samples[:48], width=32, depth=2)
+    config, model, items, _ = setup(synthetic_samples[:48], width=32, depth=2)
     loss_fn = build_loss(loss)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = torch.optim.Adam(model.net.parameters(), lr=3e-3)
     batch = make_batch(items)
     losses = []
     for _ in range(60):
-        value = loss_fn(model(batch), batch.y, batch.group)
+        value = loss_fn(model.net(batch), batch.y, batch.group)
         opt.zero_grad()
         value.backward()
         opt.step()
@@ -110,14 +106,12 @@ def test_loss_goes_down_on_a_tiny_dataset(synthetic_samples, loss):
 
 @pytest.mark.parametrize("objective", ["reg", "rank"])
 def test_xgb_fits_and_ranks(synthetic_samples, objective):
-    config, model, items = setup(synthetic_samples, model="xgb", xgb_objective=objective, xgb_rounds=30,
-                                 threads=1)
-    x = torch.cat([it.vector for it in items]).numpy()
-    y = torch.cat([it.y for it in items]).numpy()
-    g = np.array([it.group for it in items])
-    model.fit(x[:150], y[:150], g[:150], x[150:], y[150:], g[150:])
-    pred = predict_log(model, items)
+    config, model, items, source = setup(synthetic_samples, model="xgb", xgb_objective=objective, xgb_rounds=30,
+                                         threads=1)
+    model.fit(source.subset(range(150)), source.subset(range(150, len(source))))
+    pred = model.predict(source)
     assert pred.shape == (len(items),) and np.isfinite(pred).all()
     # the booster round-trips through the checkpoint's JSON text
-    again = build_model(config, {}).load_json(model.to_json())
-    assert np.allclose(predict_log(again, items), pred)
+    again = build_cost_model(config, source.info)
+    again.load_weights(model.weights())
+    assert np.allclose(again.predict(source), pred)

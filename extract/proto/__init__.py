@@ -54,6 +54,10 @@ _XLA_MESSAGES: List[MessageSpec] = [
         ("repeated", ".xla.ShapeProto", "tuple_shapes", 4),
         ("optional", ".xla.LayoutProto", "layout", 5),
         ("repeated", "bool", "is_dynamic_dimension", 6)], []),
+    ("ProgramShapeProto", [
+        ("repeated", ".xla.ShapeProto", "parameters", 1),
+        ("optional", ".xla.ShapeProto", "result", 2),
+        ("repeated", "string", "parameter_names", 3)], []),
     ("WindowDimension", [
         ("optional", "int64", "size", 1), ("optional", "int64", "stride", 2),
         ("optional", "int64", "padding_low", 3), ("optional", "int64", "padding_high", 4),
@@ -91,6 +95,7 @@ _XLA_MESSAGES: List[MessageSpec] = [
         ("optional", ".xla.PaddingConfig", "padding_config", 21),
         ("optional", "int64", "id", 35),
         ("repeated", "int64", "operand_ids", 36),
+        ("repeated", "int64", "control_predecessor_ids", 37),
         ("repeated", "int64", "called_computation_ids", 38),
         ("optional", "int64", "feature_group_count", 50),
         ("optional", "int64", "batch_group_count", 58),
@@ -101,12 +106,14 @@ _XLA_MESSAGES: List[MessageSpec] = [
     ("HloComputationProto", [
         ("optional", "string", "name", 1),
         ("repeated", ".xla.HloInstructionProto", "instructions", 2),
+        ("optional", ".xla.ProgramShapeProto", "program_shape", 4),
         ("optional", "int64", "id", 5),
         ("optional", "int64", "root_id", 6)], []),
     ("HloModuleProto", [
         ("optional", "string", "name", 1),
         ("optional", "string", "entry_computation_name", 2),
         ("repeated", ".xla.HloComputationProto", "computations", 3),
+        ("optional", ".xla.ProgramShapeProto", "host_program_shape", 4),
         ("optional", "int64", "id", 5),
         ("optional", "int64", "entry_computation_id", 6)], []),
     ("HloProto", [("optional", ".xla.HloModuleProto", "hlo_module", 1)], []),
