@@ -16,6 +16,11 @@ holds the weights, optimizer, schedule, the loop's counters and all three RNG st
 
 `update_sgd(model, items, steps)` takes a few optimizer steps on new items (online
 updates, `CostModel.update`).
+
+Under torchrun (`RunContext.cluster` distributed) the same loop is data-parallel: every
+rank builds the same global batches, trains on its shard of each (`train_epoch_shard`,
+`shard_step`), rank 0 scores validation and writes checkpoints; see
+`simulator.distributed`. A single process never enters those functions.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ import torch
 
 from .batching import Batch, batch_indices
 from .checkpoint import save_checkpoint
+from .distributed import Cluster
 from .losses import Loss, build_loss
 from .metrics import higher_is_better
 
@@ -39,14 +45,17 @@ class RunContext:
     """Where a fit checkpoints and what it continues from.
 
     `base`: plain data saved with every checkpoint (config, info, normalization, split);
-    `resume`: the checkpoint a resumed run continues from (None: a new run)."""
+    `resume`: the checkpoint a resumed run continues from (None: a new run);
+    `cluster`: this process's place in a torchrun run (only rank 0 writes)."""
 
     path: str
     base: Dict[str, Any]
     resume: Optional[Dict[str, Any]] = None
+    cluster: Cluster = field(default_factory=Cluster)
 
     def save(self, state: Dict[str, Any]) -> None:
-        save_checkpoint(self.path, dict(self.base, **state))
+        if self.cluster.is_main:
+            save_checkpoint(self.path, dict(self.base, **state))
 
 
 @dataclass
@@ -85,12 +94,30 @@ def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch
     return loss.item()
 
 
+def shard_step(trainer: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch.optim.Optimizer,
+               grad_clip: float, cluster: Cluster, stand_in: bool) -> float:
+    """One distributed optimizer step on this rank's shard of a global batch; the global
+    batch's loss. The gradient all-reduce weights each rank's gradients by its share of
+    the batch's loss terms (`Cluster.wrap`'s hook), which makes the step the global
+    batch's. A stand-in shard (a rank without items) has no share."""
+    loss = loss_fn(trainer(batch), batch.y, batch.group)
+    terms = 0 if stand_in else loss_fn.terms(batch.y, batch.group)
+    total_terms, total_loss = cluster.all_reduce_sum([terms, loss.item() * terms])
+    trainer.grad_share.value = terms / total_terms if total_terms else 0.0
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(trainer.parameters(), grad_clip)
+    optimizer.step()
+    return total_loss / total_terms if total_terms else 0.0
+
+
 def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, Any]:
     """Train `model` (a `TorchCostModel`) on the source `train`, early-stopping on `val`;
     returns the run summary (best epoch, epochs run, best validation score). The model
     ends with its best weights."""
     config, fit = model.config, model.config.fit
     net, spec = model.net, model.batch_spec
+    cluster = run.cluster if run is not None else Cluster()
     # ------------------------------------------------------------ the pieces
     loss_fn = build_loss(fit.loss, fit.huber_delta, fit.temperature)
     optimizer = torch.optim.AdamW(net.parameters(), lr=fit.lr, weight_decay=fit.weight_decay)
@@ -102,30 +129,28 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
 
     def snapshot() -> Dict[str, Any]:
         """Everything needed to continue (or to use) the run, for the checkpoint."""
+        rngs = {"numpy": rng.bit_generator.state, "torch": torch.get_rng_state(), "python": random.getstate()}
+        if cluster.distributed:  # each rank's own streams (dropout differs per rank)
+            rngs["ranks"] = cluster.gather({"torch": torch.get_rng_state(), "python": random.getstate()})
         return dict(loop.entries(), model=net.state_dict(), optimizer=optimizer.state_dict(),
-                    scheduler=scheduler.state_dict(),
-                    rng={"numpy": rng.bit_generator.state, "torch": torch.get_rng_state(),
-                         "python": random.getstate()})
+                    scheduler=scheduler.state_dict(), rng=rngs)
 
     # ------------------------------------------------------------ resume
     if run is not None and run.resume is not None:
-        state = run.resume
-        net.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scheduler.T_max = fit.epochs
-        rng.bit_generator.state = state["rng"]["numpy"]
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        loop = LoopState.from_checkpoint(state)
-        print(f"resumed from {run.path} after epoch {loop.epoch}", file=sys.stderr)
+        loop = resume(run, net, optimizer, scheduler, rng, fit)
+        say(cluster, f"resumed from {run.path} after epoch {loop.epoch}")
+    trainer = cluster.wrap(net)
 
     # ------------------------------------------------------------ epochs
     while not loop.finished and loop.epoch < fit.epochs and loop.bad_epochs < fit.patience:
-        loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop)
+        if cluster.distributed:
+            loss, seen, seconds = train_epoch_shard(trainer, spec, train, loss_fn, optimizer, rng, groups, fit,
+                                                    loop, cluster, config.seed)
+        else:
+            loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop)
         scheduler.step()
         loop.epoch += 1
-        score = val.evaluate(model, fit.eval_batch_size).get(select, {}).get("mean") if val else None
+        score = validation_score(model, val, fit, cluster)
         if loop.improved(score, sign):
             loop.best_score, loop.best_epoch, loop.bad_epochs = score, loop.epoch, 0
             loop.best_model = {k: v.clone() for k, v in net.state_dict().items()}
@@ -136,15 +161,14 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
         if run is not None:
             run.save(snapshot())
         shown = "-" if score is None else f"{score:.4f}"
-        print(f"epoch {loop.epoch:3d}  loss {loss / max(seen, 1):.4f}  val {select} {shown}  "
-              f"{seen / seconds:7.0f} graphs/s  ({seconds:.1f} s){'  *' if loop.best_epoch == loop.epoch else ''}",
-              file=sys.stderr, flush=True)
+        say(cluster, f"epoch {loop.epoch:3d}  loss {loss / max(seen, 1):.4f}  val {select} {shown}  "
+                     f"{seen / seconds:7.0f} graphs/s  ({seconds:.1f} s){'  *' if loop.best_epoch == loop.epoch else ''}")
 
     # ------------------------------------------------------------ finish
     if not loop.finished:
         if loop.bad_epochs >= fit.patience:
-            print(f"early stop: no better val {select} for {fit.patience} epochs "
-                  f"(best {loop.best_score:.4f} at epoch {loop.best_epoch})", file=sys.stderr)
+            say(cluster, f"early stop: no better val {select} for {fit.patience} epochs "
+                         f"(best {loop.best_score:.4f} at epoch {loop.best_epoch})")
         if loop.best_model is None:  # no validation set: keep the last weights
             loop.best_model, loop.best_epoch = {k: v.clone() for k, v in net.state_dict().items()}, loop.epoch
         loop.finished = True
@@ -154,17 +178,77 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
     return {"best_epoch": loop.best_epoch, "epochs_run": loop.epoch, f"best_val_{select}": loop.best_score}
 
 
+def say(cluster: Cluster, line: str) -> None:
+    """A progress line on stderr (rank 0's only, in a distributed run)."""
+    if cluster.is_main:
+        print(line, file=sys.stderr, flush=True)
+
+
+def resume(run: RunContext, net, optimizer, scheduler, rng: np.random.Generator, fit) -> LoopState:
+    """Every piece of state the loop touches, from `run.resume`; the loop's counters. Each
+    rank of a distributed run takes its own torch/Python RNG states when the checkpoint
+    has them for this many ranks (else rank 0's)."""
+    state = run.resume
+    net.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scheduler.T_max = fit.epochs
+    rng.bit_generator.state = state["rng"]["numpy"]
+    ranks = state["rng"].get("ranks") or []
+    own = ranks[run.cluster.rank] if len(ranks) == run.cluster.world_size else state["rng"]
+    torch.set_rng_state(own["torch"])
+    random.setstate(own["python"])
+    return LoopState.from_checkpoint(state)
+
+
+def validation_score(model, val, fit, cluster: Cluster) -> Optional[float]:
+    """The validation metric's mean (None without a validation set); in a distributed
+    run rank 0 scores and the others take its score."""
+    if not cluster.distributed:
+        return val.evaluate(model, fit.eval_batch_size).get(fit.select_metric, {}).get("mean") if val else None
+    score = None
+    if cluster.is_main and val:
+        score = val.evaluate(model, fit.eval_batch_size).get(fit.select_metric, {}).get("mean")
+    return cluster.broadcast(score)
+
+
 def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Generator,
                 groups: Optional[np.ndarray], fit, loop: LoopState) -> Tuple[float, int, float]:
     """One pass over `train` in shuffled batches; (Σ loss × items, items seen, seconds)."""
     from tqdm import tqdm
     net.train()
+    device = next(net.parameters()).device
     start, seen, loss_sum = time.perf_counter(), 0, 0.0
     batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
     bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
                mininterval=1.0, file=sys.stderr, disable=None)
     for idx in bar:
-        loss = sgd_step(net, train.batch(idx, rng, spec), loss_fn, optimizer, fit.grad_clip)
+        loss = sgd_step(net, train.batch(idx, rng, spec).to(device), loss_fn, optimizer, fit.grad_clip)
+        loop.step += 1
+        seen += len(idx)
+        loss_sum += loss * len(idx)
+        bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
+    bar.close()
+    return loss_sum, seen, time.perf_counter() - start
+
+
+def train_epoch_shard(trainer, spec, train, loss_fn: Loss, optimizer, rng: np.random.Generator,
+                      groups: Optional[np.ndarray], fit, loop: LoopState, cluster: Cluster,
+                      seed: int) -> Tuple[float, int, float]:
+    """`train_epoch` of one rank of a distributed run: the same global batches (the
+    loop's `rng`, identical on every rank), this rank's shard of each; the counts are
+    the global batches'."""
+    from tqdm import tqdm
+    trainer.train()
+    device = next(trainer.parameters()).device
+    start, seen, loss_sum = time.perf_counter(), 0, 0.0
+    batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
+    bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
+               mininterval=1.0, file=sys.stderr, disable=None if cluster.is_main else True)
+    for idx in bar:
+        local, stand_in = cluster.shard(idx, groups)
+        batch = train.batch(local, cluster.step_rng(seed, loop.step), spec).to(device)
+        loss = shard_step(trainer, batch, loss_fn, optimizer, fit.grad_clip, cluster, stand_in)
         loop.step += 1
         seen += len(idx)
         loss_sum += loss * len(idx)
@@ -185,6 +269,6 @@ def update_sgd(model, items, steps: int, optimizer: torch.optim.Optimizer, rng: 
         for idx in batch_indices(len(items), fit.batch_size, rng, groups, fit.group_size):
             if len(losses) == steps:
                 break
-            losses.append(sgd_step(model.net, items.batch(idx, rng, model.batch_spec), loss_fn, optimizer,
-                                   fit.grad_clip))
+            batch = items.batch(idx, rng, model.batch_spec).to(next(model.net.parameters()).device)
+            losses.append(sgd_step(model.net, batch, loss_fn, optimizer, fit.grad_clip))
     return losses

@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
 from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
+from .distributed import DEVICES, Cluster, start, stop
 from .engine import setup_determinism, write_json
 from .layers import POOLINGS, PROPAGATIONS
 from .losses import LOSSES
@@ -45,7 +46,7 @@ from .sources import DataKind, RunData, data_kind
 from .splits import SPLITS
 
 # flags that say where/how to run, not what the run is: kept out of the recorded config
-RUN_FLAGS = ("out", "resume", "overwrite")
+RUN_FLAGS = ("out", "resume", "overwrite", "device")
 # flags that make up the propagation layer's options (config.model.layer_options)
 LAYER_FLAGS = {"heads": "heads", "cheb_k": "k"}
 
@@ -125,6 +126,8 @@ def _run_flags(add: Add) -> None:
     add("--out", default=None, help="run folder (default runs/SPLIT-MODEL-LOSS-seedS[-fF])")
     add("--resume", action="store_true", help="continue the run in OUT from its checkpoint")
     add("--overwrite", action="store_true", help="replace a run already in OUT")
+    add("--device", choices=DEVICES, default="cpu",
+        help="train and score on this device (cuda: the GPU of this process, LOCAL_RANK under torchrun)")
 
 
 FLAG_GROUPS = (("data", _data_flags), ("model", _model_flags), ("training", _fit_flags), ("run", _run_flags))
@@ -250,11 +253,23 @@ def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: st
 
 
 def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    # ------------------------------------------------------------ config
+    """One training run: this process alone, or one rank of a torchrun run (`simulator.distributed`)."""
     flags, given = vars(build_parser().parse_args(argv)), explicit_flags(argv)
     config = config_from_flags(flags)
     kind = data_kind(config.data.data)
     config = validate(kind.resolve(config, set(given)))
+    cluster = start(flags["device"])
+    try:
+        return run_as(cluster, flags, given, config, kind)
+    finally:
+        stop(cluster)
+
+
+def run_as(cluster: Cluster, flags: Dict[str, Any], given: Dict[str, Any], config: TrainConfig,
+           kind: DataKind) -> Dict[str, Any]:
+    """The run, as this process (`cluster`) takes part in it: every rank trains; rank 0
+    alone evaluates and writes."""
+    # ------------------------------------------------------------ config
     out = flags["out"] or default_out(config, kind)
     state = resume_state(out, flags, given)
     if state is not None:  # a resumed run keeps its config; only --epochs may change
@@ -264,16 +279,20 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     # ------------------------------------------------------------ data and model
     data = kind.open_run(config, None if state is None else ModelInfo.from_dict(state["info"]))
-    print(data.summary, file=sys.stderr)
+    if cluster.is_main:
+        print(data.summary + (f"; {cluster.world_size} processes" if cluster.distributed else ""), file=sys.stderr)
     model = build_cost_model(config, data.info)
+    model.place(cluster)
     model.set_normalization(data.parts["train"].normalization(model.batch_spec, config.seed) if state is None
                             else Normalization.from_dict(state["normalization"]))
 
     # ------------------------------------------------------------ fit, evaluate, write
-    checkpoint = RunContext(os.path.join(out, CHECKPOINT_NAME), resume=state, base={
+    checkpoint = RunContext(os.path.join(out, CHECKPOINT_NAME), resume=state, cluster=cluster, base={
         "config": config.to_dict(), "info": data.info.to_dict(), "normalization": model.normalization.to_dict(),
         "split": data.split})
     summary = model.fit(data.parts["train"], data.parts["val"], checkpoint)
+    if not cluster.is_main:
+        return {}
     metrics: Dict[str, Any] = {"config": config.to_dict(), "run": dict(
         summary, **{f"{part}_samples": len(names) for part, names in data.split.items()})}
     metrics.update(evaluate_parts(model, data, config, out))

@@ -1,0 +1,238 @@
+"""Scaling figures for issue 14: training throughput with 1 vs 2 processes (torchrun) on
+this machine, and the per-graph costs `docs/SCALING.md` scales up to TpuGraphs' layout
+collections.
+
+    python -m benchmarks.scaling throughput [--processes 1 2] [--epochs 4]
+    python -m benchmarks.scaling per-graph [--nodes 10000 40000] [--configs-per-graph 8]
+    python -m benchmarks.scaling all          # both; docs/results/scaling.json
+
+throughput: `simulator.train` on the shipped data (cross-workload split, gcn, batch 64,
+one thread per process), run as one process and through `torchrun --nproc_per_node N`
+with the same global batch; training graphs/s of each epoch from the run's checkpoint
+history (validation excluded), the median over epochs after the first. Both processes
+of a 2-process run need a core of their own: on a 2-core machine run it when nothing
+else is.
+
+per-graph: one TpuGraphs layout graph at a time — the real module of
+`$TPUGRAPHS_RAW/module_tuning_data_layout.pb` (3,163 nodes) and synthetic HLO graphs
+(`benchmarks.large_graph.synthetic_module`) of `--nodes` nodes with 2% of their nodes
+configurable (the real module's share) — written as npz and read back through the
+training code (`TpuGraphsSource`, gcn width 64 depth 3, early join, listmle, pruning to
+`--depth` hops, one thread). Timed, each the median of `--repeats`:
+
+  batch_cold_s   read the graph, prune, read k config rows, build the batch (cache miss)
+  batch_warm_s   read k config rows, build the batch (graph in the LRU cache)
+  step_s         forward + backward + AdamW step on that batch
+  score_per_config_s  scoring every config of the graph (evaluation), per config
+
+plus the graph's pruned size, the batch's node count and the step's peak memory.
+Prints one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from extract.fileio import atomic_write
+
+from .common import DEFAULT_RESULTS, log
+
+RAW_LAYOUT = Path(os.environ.get("TPUGRAPHS_RAW", Path(__file__).resolve().parents[2] / "shared/data/tpugraphs_raw")) \
+    / "module_tuning_data_layout.pb"
+CONFIGURABLE_SHARE = 0.02  # the real layout module: 62 configurable nodes of 3,163
+
+
+# ---------------------------------------------------------------- throughput
+def train_command(processes: int, out: str, epochs: int, extra: Sequence[str] = ()) -> List[str]:
+    """`simulator.train` as one process, or through torchrun with `processes` ranks."""
+    args = ["--split", "cross-workload", "--model", "gcn", "--epochs", str(epochs), "--threads", "1",
+            "--batch-size", "64", "--patience", str(epochs + 1), "--out", out, "--overwrite", *extra]
+    if processes == 1:
+        return [sys.executable, "-m", "simulator.train", *args]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+            "-m", "simulator.train", *args]
+
+
+def throughput(processes: Sequence[int], epochs: int, folder: str) -> Dict[str, Any]:
+    """Training graphs/s per process count (median over the epochs after the first)."""
+    import torch
+    from simulator.checkpoint import load_checkpoint
+    out: Dict[str, Any] = {"data": "shipped (cross-workload train split)", "model": "gcn", "global_batch": 64,
+                           "threads_per_process": 1, "epochs": epochs, "runs": {}}
+    for n in processes:
+        run = os.path.join(folder, f"p{n}")
+        log(f"throughput: {n} process(es)")
+        start = time.perf_counter()
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.getcwd())
+        done = subprocess.run(train_command(n, run, epochs), env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{n}-process run failed:\n{done.stderr[-3000:]}")
+        history = load_checkpoint(run)["history"]
+        rates = [h["graphs_per_s"] for h in history]
+        out["runs"][str(n)] = {"graphs_per_s_by_epoch": [round(r, 1) for r in rates],
+                               "graphs_per_s": round(statistics.median(rates[1:] or rates), 1),
+                               "wall_s": round(time.perf_counter() - start, 1),
+                               "load_average_1min": round(os.getloadavg()[0], 2)}
+    base = out["runs"].get("1", {}).get("graphs_per_s")
+    for n, r in out["runs"].items():
+        if base:
+            r["speedup"] = round(r["graphs_per_s"] / base, 2)
+    out["torch"] = torch.__version__
+    return out
+
+
+# ---------------------------------------------------------------- per-graph costs
+def synthetic_layout(nodes: int, configs: int, seed: int = 0) -> Dict[str, np.ndarray]:
+    """A synthetic HLO graph of `nodes` nodes as layout npz arrays, 2% of its nodes
+    configurable (convolutions, dots, reshapes, transposes first), random layouts and
+    runtimes."""
+    from extract.hlo_graph import OPCODE_IDS, featurize_module
+    from extract.tpugraphs_npz import check_arrays, layout_arrays
+
+    from .large_graph import synthetic_module
+
+    graph = featurize_module(synthetic_module(nodes, seed), source="synthetic")
+    rng = np.random.default_rng(seed)
+    kinds = [OPCODE_IDS[o] for o in ("convolution", "dot", "reshape", "transpose")]
+    candidates = np.flatnonzero(np.isin(graph.node_opcode, kinds))
+    want = max(1, int(round(CONFIGURABLE_SHARE * graph.num_nodes)))
+    if len(candidates) < want:
+        candidates = np.arange(graph.num_nodes)
+    ids = np.sort(rng.choice(candidates, size=want, replace=False))
+    feat = np.full((configs, len(ids), 18), -1, np.float32)
+    feat[:, :, :4] = np.argsort(rng.random((configs, len(ids), 4)), axis=2)
+    arrays = layout_arrays(graph.arrays(), node_config_ids=ids.astype(np.int64), node_config_feat=feat,
+                           config_runtime=rng.integers(10 ** 6, 10 ** 7, configs).astype(np.int64))
+    check_arrays(arrays, "synthetic")
+    return arrays
+
+
+def _median_time(fn, repeats: int) -> Tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def graph_costs(path: Path, k: int, depth: int, width: int, repeats: int) -> Dict[str, Any]:
+    """The per-graph costs of one layout npz file (module docstring)."""
+    import torch
+    from extract.tpugraphs_npz import TpuGraphsFile
+    from simulator.config import TrainConfig
+    from simulator.costmodel import build_cost_model
+    from simulator.losses import build_loss
+    from simulator.sgd import sgd_step
+    from simulator.tpugraphs_source import TpuGraphsSource, tpugraphs_model_info
+
+    from .common import peak_rss_mib
+
+    files = [TpuGraphsFile(path)]
+    info = tpugraphs_model_info("layout:xla:random", files)
+    config = TrainConfig.from_dict({"model": "gcn", "loss": "listmle", "width": width, "depth": depth,
+                                    "configs_per_graph": k, "keep_hops": depth, "feature_transform": "log1p",
+                                    "join": "early", "threads": 1, "eval_batch_size": 256})
+    warm = TpuGraphsSource(files, config.data, info, "train")
+    cold = TpuGraphsSource(files, dataclasses.replace(config.data, graph_cache_mb=0), info, "train")
+    torch.manual_seed(0)
+    model = build_cost_model(config, info)
+    model.set_normalization(warm.normalization(model.batch_spec, 0))
+    spec, rng = model.batch_spec, np.random.default_rng(0)
+    loss_fn = build_loss("listmle")
+    optimizer = torch.optim.AdamW(model.net.parameters(), lr=1e-3)
+    batch_cold, _ = _median_time(lambda: cold.batch([0], rng, spec), repeats)
+    batch_warm, batch = _median_time(lambda: warm.batch([0], rng, spec), repeats)
+    sgd_step(model.net, batch, loss_fn, optimizer, 1.0)  # warm-up
+    measured_peak = _reset_peak_rss()
+    step, _ = _median_time(lambda: sgd_step(model.net, batch, loss_fn, optimizer, 1.0), repeats)
+    configs = len(warm.measured(0))
+    score, _ = _median_time(lambda: warm.evaluate(model, config.fit.eval_batch_size), max(1, repeats // 2))
+    graph = warm.graph(0)
+    return {"nodes": files[0].num_nodes, "configurable_nodes": int(len(graph.config_nodes)),
+            "pruned_nodes": graph.num_nodes, "configs_per_step": k, "batch_nodes": int(batch.graph.num_nodes()),
+            "batch_cold_s": round(batch_cold, 4), "batch_warm_s": round(batch_warm, 4), "step_s": round(step, 4),
+            "score_per_config_s": round(score / configs, 5), "configs_scored": configs,
+            "parameters": sum(p.numel() for p in model.net.parameters()),
+            "step_peak_rss_gb": round(peak_rss_mib() / 1024, 3) if measured_peak else None}
+
+
+def per_graph(nodes: Sequence[int], k: int, depth: int, width: int, repeats: int, configs: int,
+              raw: Optional[Path]) -> Dict[str, Any]:
+    import torch
+    from extract.tpugraphs_npz import write_arrays
+    from extract.tuning_data import read_tuning_file
+
+    torch.set_num_threads(1)
+    out: Dict[str, Any] = {"threads": 1, "model": f"gcn width {width} depth {depth}, early join, listmle",
+                           "keep_hops": depth, "configs_per_graph": k, "graphs": {}}
+    with tempfile.TemporaryDirectory(prefix="tpsim-scaling-") as tmp:
+        paths: List[Tuple[str, Path]] = []
+        if raw is not None and raw.exists():
+            graph = read_tuning_file(raw)[0]
+            paths.append((f"real {graph.name}", graph.write(Path(tmp) / "real.npz")))
+        for n in nodes:
+            log(f"per-graph: synthetic {n}-node graph")
+            paths.append((f"synthetic {n}", write_arrays(Path(tmp) / f"synthetic_{n}.npz",
+                                                         synthetic_layout(n, configs))))
+        for name, path in paths:
+            log(f"per-graph: timing {name}")
+            out["graphs"][name] = graph_costs(path, k, depth, width, repeats)
+    out["load_average_1min"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+# ---------------------------------------------------------------- CLI
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scaling", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["throughput", "per-graph", "all"])
+    ap.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--nodes", type=int, nargs="+", default=[10_000, 40_000])
+    ap.add_argument("--configs", type=int, default=64, help="configs of each synthetic graph")
+    ap.add_argument("--configs-per-graph", type=int, default=8, help="k: configs per graph in a training step")
+    ap.add_argument("--depth", type=int, default=3)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--raw", type=Path, default=RAW_LAYOUT, help="a raw layout ModuleTuningData file")
+    ap.add_argument("--runs", default=os.path.join("runs", "scaling"), help="throughput run folders")
+    ap.add_argument("--json", default=os.path.join(DEFAULT_RESULTS, "scaling.json"),
+                    help="where `all` writes its results")
+    args = ap.parse_args(argv)
+    result: Dict[str, Any] = {"cpus": os.cpu_count()}
+    if args.what in ("throughput", "all"):
+        result["throughput"] = throughput(args.processes, args.epochs, args.runs)
+    if args.what in ("per-graph", "all"):
+        result["per_graph"] = per_graph(args.nodes, args.configs_per_graph, args.depth, args.width,
+                                        args.repeats, args.configs, args.raw)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.what == "all":
+        with atomic_write(args.json) as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
