@@ -20,12 +20,14 @@ configurable (the real module's share) — written as npz and read back through 
 training code (`TpuGraphsSource`, gcn width 64 depth 3, early join, listmle, pruning to
 `--depth` hops, one thread). Timed, each the median of `--repeats`:
 
-  batch_cold_s   read the graph, prune, read k config rows, build the batch (cache miss)
-  batch_warm_s   read k config rows, build the batch (graph in the LRU cache)
-  step_s         forward + backward + AdamW step on that batch
-  score_per_config_s  scoring every config of the graph (evaluation), per config
+  batch_cold     read the graph, prune, read k config rows, build the batch (cache miss)
+  batch_warm     read k config rows, build the batch (graph in the LRU cache)
+  step           forward + backward + AdamW step on that batch
+  score_per_config  scoring every config of the graph (evaluation), per config
 
-plus the graph's pruned size, the batch's node count and the step's peak memory.
+each in wall seconds (`…_s`) and CPU seconds of the process (`…_cpu_s`: what the stage
+costs a core of its own, robust to other load on a shared machine), plus the graph's
+pruned size, the batch's node count and the step's peak memory.
 Prints one JSON object.
 """
 from __future__ import annotations
@@ -118,13 +120,15 @@ def synthetic_layout(nodes: int, configs: int, seed: int = 0) -> Dict[str, np.nd
     return arrays
 
 
-def _median_time(fn, repeats: int) -> Tuple[float, Any]:
-    times, result = [], None
+def _median_time(fn, repeats: int) -> Tuple[Tuple[float, float], Any]:
+    """((median wall seconds, median CPU seconds of this process), fn's last result)."""
+    wall, cpu, result = [], [], None
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return (statistics.median(wall), statistics.median(cpu)), result
 
 
 def _reset_peak_rss() -> bool:
@@ -169,12 +173,14 @@ def graph_costs(path: Path, k: int, depth: int, width: int, repeats: int) -> Dic
     configs = len(warm.measured(0))
     score, _ = _median_time(lambda: warm.evaluate(model, config.fit.eval_batch_size), max(1, repeats // 2))
     graph = warm.graph(0)
-    return {"nodes": files[0].num_nodes, "configurable_nodes": int(len(graph.config_nodes)),
-            "pruned_nodes": graph.num_nodes, "configs_per_step": k, "batch_nodes": int(batch.graph.num_nodes()),
-            "batch_cold_s": round(batch_cold, 4), "batch_warm_s": round(batch_warm, 4), "step_s": round(step, 4),
-            "score_per_config_s": round(score / configs, 5), "configs_scored": configs,
-            "parameters": sum(p.numel() for p in model.net.parameters()),
-            "step_peak_rss_gb": round(peak_rss_mib() / 1024, 3) if measured_peak else None}
+    out = {"nodes": files[0].num_nodes, "configurable_nodes": int(len(graph.config_nodes)),
+           "pruned_nodes": graph.num_nodes, "configs_per_step": k, "batch_nodes": int(batch.graph.num_nodes()),
+           "configs_scored": configs, "parameters": sum(p.numel() for p in model.net.parameters()),
+           "step_peak_rss_gb": round(peak_rss_mib() / 1024, 3) if measured_peak else None}
+    for name, (wall, cpu), per in (("batch_cold", batch_cold, 1), ("batch_warm", batch_warm, 1), ("step", step, 1),
+                                   ("score_per_config", score, configs)):
+        out[f"{name}_s"], out[f"{name}_cpu_s"] = round(wall / per, 5), round(cpu / per, 5)
+    return out
 
 
 def per_graph(nodes: Sequence[int], k: int, depth: int, width: int, repeats: int, configs: int,

@@ -66,23 +66,25 @@ class AppendLog:
     A line is encoded and handed to the kernel in a single `os.write` on an O_APPEND
     descriptor: a kill before it leaves the file as it was, a kill after leaves the
     whole line; appenders in several threads or processes interleave lines, not bytes.
-    A file that does not end with a newline (edited by hand) gets one before the
-    first line, so that line is not glued to the last one."""
+    A file that does not end with a newline (edited by hand) gets one when it is
+    opened, so the first line is not glued to its last one."""
 
     def __init__(self, path: PathLike) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-        self._needs_newline = _ends_without_newline(self.path)
+        if _ends_without_newline(self.path):
+            self._write(b"\n")
 
     def append(self, line: str) -> None:
         if self._fd < 0:
             raise ValueError(f"{self.path}: log is closed")
-        data = (("\n" if self._needs_newline else "") + line.rstrip("\n") + "\n").encode("utf-8")
+        self._write((line.rstrip("\n") + "\n").encode("utf-8"))
+
+    def _write(self, data: bytes) -> None:
         written = os.write(self._fd, data)
         while written < len(data):  # only on a full disk or a signal mid-write
             written += os.write(self._fd, data[written:])
-        self._needs_newline = False
 
     def close(self) -> None:
         if self._fd >= 0:

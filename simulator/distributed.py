@@ -16,9 +16,10 @@ them into one process group (`gloo` on CPU, `nccl` on GPUs) and the SGD loop
   process's gradients weighted by its share of the batch's loss terms (`Loss.terms`:
   rows, ranked groups, pairs), so the step is the single-process step on the global
   batch, up to floating-point rounding (exactly, when one rank holds the whole batch);
-* rank 0 alone scores the validation set (the others wait for the score), prints, and
-  writes the checkpoint (atomically, with every rank's RNG state) and metrics;
-  `--resume` restarts all ranks from it.
+* validation and the final val/test scores are sharded too: each rank scores its share
+  of the workloads (graphs) and the per-workload metrics are merged (`Cluster.evaluate`);
+* rank 0 alone prints and writes the checkpoint (atomically, with every rank's RNG
+  state) and metrics; `--resume` restarts all ranks from it.
 
 Without torchrun (WORLD_SIZE unset or 1) nothing here is used: a single-process run is
 exactly what it was. A TpuGraphs source draws each graph's configs for a step from an
@@ -31,7 +32,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -90,17 +91,25 @@ class Cluster:
         """The RNG a source draws a step's configs from in a distributed run."""
         return np.random.default_rng([seed, 7, step, self.rank])
 
+    def evaluate(self, source, scorer, batch_size: int) -> Dict[str, Dict]:
+        """`source.evaluate(scorer, batch_size)`; in a distributed run every rank scores its
+        share of the groups (round-robin; each item its own group when the source has no
+        groups) and the results are merged (`metrics.merge`), on every rank."""
+        if not self.distributed:
+            return source.evaluate(scorer, batch_size)
+        groups = source.groups
+        keys = np.arange(len(source)) if groups is None else np.asarray(groups)
+        order = np.unique(keys)
+        mine = np.flatnonzero(np.isin(keys, order[self.rank::self.world_size]))
+        result = source.subset(mine).evaluate(scorer, batch_size) if len(mine) else {}
+        from .metrics import merge
+        return merge([r for r in self.gather(result) if r])
+
     # ------------------------------------------------------------------ collectives
     def all_reduce_sum(self, values: Sequence[float]) -> List[float]:
         tensor = torch.tensor(list(values), dtype=torch.float64, device=self._comm_device)
         torch.distributed.all_reduce(tensor)
         return tensor.tolist()
-
-    def broadcast(self, obj: Any) -> Any:
-        """Rank 0's `obj` on every rank."""
-        box = [obj]
-        torch.distributed.broadcast_object_list(box, src=0, device=self._comm_device)
-        return box[0]
 
     def gather(self, obj: Any) -> List[Any]:
         """Every rank's `obj`, by rank (on every rank)."""

@@ -19,8 +19,8 @@ updates, `CostModel.update`).
 
 Under torchrun (`RunContext.cluster` distributed) the same loop is data-parallel: every
 rank builds the same global batches, trains on its shard of each (`train_epoch_shard`,
-`shard_step`), rank 0 scores validation and writes checkpoints; see
-`simulator.distributed`. A single process never enters those functions.
+`shard_step`), scores its share of the validation set, and rank 0 writes checkpoints;
+see `simulator.distributed`. A single process never enters those functions.
 """
 from __future__ import annotations
 
@@ -202,14 +202,11 @@ def resume(run: RunContext, net, optimizer, scheduler, rng: np.random.Generator,
 
 
 def validation_score(model, val, fit, cluster: Cluster) -> Optional[float]:
-    """The validation metric's mean (None without a validation set); in a distributed
-    run rank 0 scores and the others take its score."""
-    if not cluster.distributed:
-        return val.evaluate(model, fit.eval_batch_size).get(fit.select_metric, {}).get("mean") if val else None
-    score = None
-    if cluster.is_main and val:
-        score = val.evaluate(model, fit.eval_batch_size).get(fit.select_metric, {}).get("mean")
-    return cluster.broadcast(score)
+    """The validation metric's mean (None without a validation set); the ranks of a
+    distributed run score shares of it (`Cluster.evaluate`)."""
+    if not val:
+        return None
+    return cluster.evaluate(val, model, fit.eval_batch_size).get(fit.select_metric, {}).get("mean")
 
 
 def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Generator,

@@ -236,13 +236,17 @@ def resume_state(out: str, flags: Dict[str, Any], given: Dict[str, Any]) -> Opti
     return state
 
 
-def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: str) -> Dict[str, Any]:
-    """Metrics of the val and test parts (a part whose runtimes are withheld is skipped)."""
+def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: str,
+                   cluster: Cluster = Cluster()) -> Dict[str, Any]:
+    """Metrics of the val and test parts (a part whose runtimes are withheld is skipped);
+    the ranks of a distributed run score shares of each, rank 0 prints."""
     metrics: Dict[str, Any] = {}
     for part in ("val", "test"):
         if not len(data.parts[part]):
             continue
-        result = data.parts[part].evaluate(model, config.fit.eval_batch_size)
+        result = cluster.evaluate(data.parts[part], model, config.fit.eval_batch_size)
+        if not cluster.is_main:
+            continue
         if not result:  # TpuGraphs test split with its runtimes withheld
             print(f"\n{part}: no measured configs (runtimes withheld); not scored — rank them with "
                   f"python -m simulator.predict {out} --kaggle-csv FILE", file=sys.stderr)
@@ -291,11 +295,12 @@ def run_as(cluster: Cluster, flags: Dict[str, Any], given: Dict[str, Any], confi
         "config": config.to_dict(), "info": data.info.to_dict(), "normalization": model.normalization.to_dict(),
         "split": data.split})
     summary = model.fit(data.parts["train"], data.parts["val"], checkpoint)
+    scores = evaluate_parts(model, data, config, out, cluster)
     if not cluster.is_main:
         return {}
     metrics: Dict[str, Any] = {"config": config.to_dict(), "run": dict(
         summary, **{f"{part}_samples": len(names) for part, names in data.split.items()})}
-    metrics.update(evaluate_parts(model, data, config, out))
+    metrics.update(scores)
     write_json(os.path.join(out, "metrics.json"), metrics)
     print(f"\nwrote {os.path.join(out, 'metrics.json')}", file=sys.stderr)
     return metrics

@@ -169,3 +169,14 @@ def test_device_cuda_trains_and_scores_like_the_cpu(tmp_path, dataset_path):
     cpu, gpu = means(tmp_path / "cpu" / "metrics.json"), means(tmp_path / "gpu" / "metrics.json")
     # GPU kernels sum in other orders: a looser tolerance than two CPU processes
     assert all(abs(gpu[k] - v) <= 1e-2 * max(abs(v), 1e-3) for k, v in cpu.items() if v is not None)
+
+
+def test_merged_scores_of_disjoint_workloads_are_the_scores_of_all():
+    from simulator.metrics import evaluate, merge
+    rng = np.random.default_rng(0)
+    pred, true = rng.normal(size=40), rng.normal(size=40)
+    groups = np.repeat(["C1", "C2", "C10", "C3"], 10)
+    shares = [np.isin(groups, ["C1", "C10"]), np.isin(groups, ["C2", "C3"])]
+    parts = [evaluate(pred[m], true[m], groups[m]) for m in shares]
+    assert merge(parts) == evaluate(pred, true, groups)
+    assert list(merge(parts)["kendall_tau"]["per_workload"]) == ["C1", "C2", "C3", "C10"]
