@@ -5,13 +5,16 @@ collections.
     python -m benchmarks.scaling throughput [--processes 1 2] [--epochs 4]
     python -m benchmarks.scaling per-graph [--nodes 10000 40000] [--configs-per-graph 8]
     python -m benchmarks.scaling all          # both; docs/results/scaling.json
+    (`--json FILE`: write the results there too)
 
 throughput: `simulator.train` on the shipped data (cross-workload split, gcn, batch 64,
 one thread per process), run as one process and through `torchrun --nproc_per_node N`
 with the same global batch; training graphs/s of each epoch from the run's checkpoint
-history (validation excluded), the median over epochs after the first. Both processes
-of a 2-process run need a core of their own: on a 2-core machine run it when nothing
-else is.
+history (validation excluded), the median over epochs after the first, and the CPU
+seconds of all the run's processes (start-up, data, validation and scoring included).
+Both processes of a 2-process run need a core of their own: on a 2-core machine run it
+when nothing else is (graphs/s of processes that share a core with others measure the
+scheduler's shares, not the trainer).
 
 per-graph: one TpuGraphs layout graph at a time — the real module of
 `$TPUGRAPHS_RAW/module_tuning_data_layout.pb` (3,163 nodes) and synthetic HLO graphs
@@ -36,6 +39,7 @@ import argparse
 import dataclasses
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -75,16 +79,20 @@ def throughput(processes: Sequence[int], epochs: int, folder: str) -> Dict[str, 
     for n in processes:
         run = os.path.join(folder, f"p{n}")
         log(f"throughput: {n} process(es)")
-        start = time.perf_counter()
+        start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.getcwd())
         done = subprocess.run(train_command(n, run, epochs), env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{n}-process run failed:\n{done.stderr[-3000:]}")
-        history = load_checkpoint(run)["history"]
-        rates = [h["graphs_per_s"] for h in history]
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        state = load_checkpoint(run)
+        rates = [h["graphs_per_s"] for h in state["history"]]
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         out["runs"][str(n)] = {"graphs_per_s_by_epoch": [round(r, 1) for r in rates],
                                "graphs_per_s": round(statistics.median(rates[1:] or rates), 1),
                                "wall_s": round(time.perf_counter() - start, 1),
+                               "cpu_s": round(cpu, 1),  # every process of the run, start-up included
+                               "train_graphs": len(state["split"]["train"]),
                                "load_average_1min": round(os.getloadavg()[0], 2)}
     base = out["runs"].get("1", {}).get("graphs_per_s")
     for n, r in out["runs"].items():
@@ -223,8 +231,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--raw", type=Path, default=RAW_LAYOUT, help="a raw layout ModuleTuningData file")
     ap.add_argument("--runs", default=os.path.join("runs", "scaling"), help="throughput run folders")
-    ap.add_argument("--json", default=os.path.join(DEFAULT_RESULTS, "scaling.json"),
-                    help="where `all` writes its results")
+    ap.add_argument("--json", default=None,
+                    help=f"write the results here too (`all`: default {os.path.join(DEFAULT_RESULTS, 'scaling.json')})")
     args = ap.parse_args(argv)
     result: Dict[str, Any] = {"cpus": os.cpu_count()}
     if args.what in ("throughput", "all"):
@@ -234,8 +242,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                         args.repeats, args.configs, args.raw)
     text = json.dumps(result, indent=2)
     print(text)
-    if args.what == "all":
-        with atomic_write(args.json) as f:
+    target = args.json or (os.path.join(DEFAULT_RESULTS, "scaling.json") if args.what == "all" else None)
+    if target:
+        with atomic_write(target) as f:
             f.write(text + "\n")
     return 0
 
