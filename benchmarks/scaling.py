@@ -217,23 +217,28 @@ def per_graph(nodes: Sequence[int], k: int, depth: int, width: int, repeats: int
 
 
 # ---------------------------------------------------------------- CLI
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    from extract.cli import COUNT, Int, output_file
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scaling", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["throughput", "per-graph", "all"])
-    ap.add_argument("--processes", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--nodes", type=int, nargs="+", default=[10_000, 40_000])
-    ap.add_argument("--configs", type=int, default=64, help="configs of each synthetic graph")
-    ap.add_argument("--configs-per-graph", type=int, default=8, help="k: configs per graph in a training step")
-    ap.add_argument("--depth", type=int, default=3)
-    ap.add_argument("--width", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--processes", type=Int(1, 64), nargs="+", default=[1, 2])
+    ap.add_argument("--epochs", type=COUNT, default=4)
+    ap.add_argument("--nodes", type=Int(10, 5_000_000), nargs="+", default=[10_000, 40_000])
+    ap.add_argument("--configs", type=Int(2), default=64, help="configs of each synthetic graph")
+    ap.add_argument("--configs-per-graph", type=Int(2), default=8, help="k: configs per graph in a training step")
+    ap.add_argument("--depth", type=COUNT, default=3)
+    ap.add_argument("--width", type=COUNT, default=64)
+    ap.add_argument("--repeats", type=COUNT, default=5)
     ap.add_argument("--raw", type=Path, default=RAW_LAYOUT, help="a raw layout ModuleTuningData file")
     ap.add_argument("--runs", default=os.path.join("runs", "scaling"), help="throughput run folders")
-    ap.add_argument("--json", default=None,
+    ap.add_argument("--json", type=output_file, default=None,
                     help=f"write the results here too (`all`: default {os.path.join(DEFAULT_RESULTS, 'scaling.json')})")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     result: Dict[str, Any] = {"cpus": os.cpu_count()}
     if args.what in ("throughput", "all"):
         result["throughput"] = throughput(args.processes, args.epochs, args.runs)

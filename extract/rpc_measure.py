@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import records as rec
+from .cli import NONNEGATIVE, POSITIVE, progress
 from .fileio import AppendLog
 from .measure import MeasureJob, MeasureResult, _exit_with_parent, check_and_time
 from .records import MeasureRecord, read_records
@@ -150,13 +151,13 @@ def add_arguments(parser: argparse.ArgumentParser):
     group = parser.add_argument_group("measuring on remote devices through a TVM RPC tracker")
     group.add_argument("--tracker", metavar="HOST:PORT", help="the RPC tracker's address")
     group.add_argument("--rpc-key", metavar="KEY", help="device key the RPC servers registered with")
-    group.add_argument("--rpc-session-timeout", type=float, default=60.0, metavar="S",
+    group.add_argument("--rpc-session-timeout", type=POSITIVE, default=60.0, metavar="S",
                        help="seconds one remote session (one config) may last (default 60)")
-    group.add_argument("--rpc-retries", type=int, default=1, metavar="N",
+    group.add_argument("--rpc-retries", type=NONNEGATIVE, default=1, metavar="N",
                        help="further attempts, on another server, for a config a server failed (default 1)")
-    group.add_argument("--rpc-parallel", type=int, default=0, metavar="N",
+    group.add_argument("--rpc-parallel", type=NONNEGATIVE, default=0, metavar="N",
                        help="configs in flight (default: one per server registered at the start)")
-    group.add_argument("--rpc-wait", type=float, default=600.0, metavar="S",
+    group.add_argument("--rpc-wait", type=POSITIVE, default=600.0, metavar="S",
                        help="seconds to wait for a free server before stopping (default 600)")
     return group
 
@@ -357,15 +358,23 @@ class LogState:
 
     done: set = field(default_factory=set)
     failed_on: Dict[MeasureJob, List[str]] = field(default_factory=dict)
+    passed_over: List[Tuple[str, int, str]] = field(default_factory=list)  # lines that are not records
 
     @classmethod
     def read(cls, log: str) -> "LogState":
+        """Lines that are not records (the half-written last line of a run killed by an
+        older writer) are passed over, as `extract.measure.done_keys` does."""
         state = cls()
         if not os.path.exists(log):
             return state
-        for r in read_records(log):
-            template = get_template(r.task_name)
-            job = MeasureJob(template.name, template.parse_task_args(r.task_args), r.config_index)
+        for r in read_records(log, skip_bad=True, bad=state.passed_over):
+            try:
+                template = get_template(r.task_name)
+                job = MeasureJob(template.name, template.parse_task_args(r.task_args), r.config_index)
+            except (KeyError, ValueError) as e:
+                file, _, line = r.source.rpartition(":")
+                state.passed_over.append((file, int(line), str(e)))
+                continue
             if r.extra.get("rpc_retried"):
                 state.failed_on.setdefault(job, []).append(str(r.extra.get("rpc_server", "")))
             else:
@@ -490,10 +499,8 @@ class RemoteMeasurer:
                 self.bar.set_postfix(errors=self.counts["errors"], retried=self.counts["retried"])
 
     def note(self, text: str) -> None:
-        if self.bar is not None:
-            self.bar.write(text, file=sys.stderr)
-        else:
-            print(text, file=sys.stderr)
+        from tqdm import tqdm
+        tqdm.write(text, file=sys.stderr)
 
     def guarded(self, job: MeasureJob, attempt: int, avoid: Tuple[str, ...]) -> None:
         if self.stop is not None:
@@ -506,10 +513,8 @@ class RemoteMeasurer:
 
     # -- the run
     def run(self, jobs: Sequence[MeasureJob], state: LogState, parallel: int) -> int:
-        from tqdm import tqdm
-
         with tempfile.TemporaryDirectory(prefix="tpsim-rpc-") as folder, AppendLog(self.log_path) as log, \
-                tqdm(total=len(jobs), unit="cfg", disable=not self.options.progress, file=sys.stderr) as bar:
+                progress(total=len(jobs), desc="measure", unit="cfg", enabled=self.options.progress) as bar:
             self.folder, self.log, self.bar = folder, log, bar
             pool = cf.ThreadPoolExecutor(parallel, thread_name_prefix="rpc-slot")
             try:
@@ -544,6 +549,10 @@ def measure_jobs(jobs: Sequence[MeasureJob], log: str, config: RpcConfig,
             raise TargetError(f"--rpc-target {options.target!r}: {str(e).splitlines()[-1]}") from None
     servers = config.servers()  # also: the tracker answers, or a clear error
     state = LogState.read(log)
+    if state.passed_over:
+        file, line, reason = state.passed_over[0]
+        print(f"{log}: {len(state.passed_over)} lines that are not records passed over "
+              f"(first {file}:{line}: {reason})", file=sys.stderr)
     pending = [j for j in dict.fromkeys(jobs) if j not in state.done]
     resumed = sum(1 for j in pending if j in state.failed_on)
     parallel = config.parallel or max(1, len(servers))

@@ -17,6 +17,18 @@ holds the weights, optimizer, schedule, the loop's counters and all three RNG st
 `update_sgd(model, items, steps)` takes a few optimizer steps on new items (online
 updates, `CostModel.update`).
 
+Non-finite values stop the loop: a step whose loss is NaN or ±inf raises a one-line
+`SimulatorError` naming the epoch, the step and the batch's samples, before the
+optimizer takes it; weights that become non-finite are reported at the end of the
+epoch. No checkpoint is written for the failed epoch.
+
+Extending a finished run: resumed with a larger `--epochs`, a run that ended because
+it reached its epochs (early stopping did not fire) trains on from its last weights,
+optimizer, RNG states and epoch counter, the cosine schedule stretched to the new
+length from where it is (3 + 3 epochs is therefore not the same as 6 straight). A run
+that stopped early, or a `--epochs` below the epochs already trained, is refused
+(`check_resume`), since nothing would be trained that the config would then claim.
+
 Under torchrun (`RunContext.cluster` distributed) the same loop is data-parallel: every
 rank builds the same global batches, trains on its shard of each (`train_epoch_shard`,
 `shard_step`), scores its share of the validation set, and rank 0 writes checkpoints;
@@ -24,20 +36,31 @@ see `simulator.distributed`. A single process never enters those functions.
 """
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from .batching import Batch, batch_indices
-from .checkpoint import save_checkpoint
+from .checkpoint import checkpoint_record, save_checkpoint
 from .distributed import Cluster
+from .engine import stderr_is_terminal
 from .losses import Loss, build_loss
 from .metrics import higher_is_better
+from .registry import SimulatorError
+
+
+class NonFiniteLoss(ArithmeticError):
+    """A step's loss was NaN or infinite (raised before the optimizer step)."""
+
+    def __init__(self, value: float):
+        super().__init__(f"the training loss is {value}")
+        self.value = value
 
 
 @dataclass
@@ -51,11 +74,22 @@ class RunContext:
     path: str
     base: Dict[str, Any]
     resume: Optional[Dict[str, Any]] = None
+    saved: Optional[Dict[str, Any]] = None   # what `record` says of the last checkpoint written
     cluster: Cluster = field(default_factory=Cluster)
 
     def save(self, state: Dict[str, Any]) -> None:
-        if self.cluster.is_main:
-            save_checkpoint(self.path, dict(self.base, **state))
+        if not self.cluster.is_main:
+            return
+        full = dict(self.base, **state)
+        save_checkpoint(self.path, full)
+        self.saved = checkpoint_record(full)
+
+    def record(self) -> Dict[str, Any]:
+        """What metrics.json records of the checkpoint it was computed from (the weights'
+        SHA-256, epoch, step): the last one written, or the resumed one if none was."""
+        if self.saved is not None:
+            return dict(self.saved)
+        return checkpoint_record(self.resume) if self.resume is not None else {}
 
 
 @dataclass
@@ -83,10 +117,32 @@ class LoopState:
         return score is not None and (self.best_score is None or sign * score > sign * self.best_score)
 
 
+def check_resume(state: Dict[str, Any], epochs: int, where: str = "the run") -> Optional[str]:
+    """Whether a run saved in `state` can be resumed with `epochs` (a `SimulatorError`
+    when not); returns a note when a finished run will be extended, else None. A
+    checkpoint without an epoch counter (xgb) is not trained by epochs: nothing to check."""
+    if "epoch" not in state:
+        return None
+    done, patience = int(state["epoch"]), int(state["config"].get("patience", 0) or 0)
+    if epochs < done:
+        raise SimulatorError(f"--epochs {epochs}: {where} has already trained {done} epochs; give --epochs "
+                             f"{done} or more (or start a new run)")
+    if not state.get("finished") or epochs == done:
+        return None
+    if patience and int(state.get("bad_epochs", 0)) >= patience:
+        raise SimulatorError(f"--epochs {epochs}: {where} stopped early at epoch {done} (no better validation "
+                             f"score for {patience} epochs, best at epoch {state.get('best_epoch')}); it cannot "
+                             f"be extended — start a new run with more --epochs or --patience")
+    return f"extending the finished run from {done} to {epochs} epochs"
+
+
 def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch.optim.Optimizer,
              grad_clip: float) -> float:
-    """One optimizer step on one batch; the batch's loss."""
+    """One optimizer step on one batch; the batch's loss. A non-finite loss raises
+    `NonFiniteLoss` before the step (the weights stay as they were)."""
     loss = loss_fn(net(batch), batch.y, batch.group)
+    if not bool(torch.isfinite(loss)):
+        raise NonFiniteLoss(float(loss.item()))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
@@ -99,10 +155,15 @@ def shard_step(trainer: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer:
     """One distributed optimizer step on this rank's shard of a global batch; the global
     batch's loss. The gradient all-reduce weights each rank's gradients by its share of
     the batch's loss terms (`Cluster.wrap`'s hook), which makes the step the global
-    batch's. A stand-in shard (a rank without items) has no share."""
+    batch's. A stand-in shard (a rank without items) has no share. A non-finite loss on
+    any rank raises `NonFiniteLoss` on every rank, before the step."""
     loss = loss_fn(trainer(batch), batch.y, batch.group)
+    finite = bool(torch.isfinite(loss))
     terms = 0 if stand_in else loss_fn.terms(batch.y, batch.group)
-    total_terms, total_loss = cluster.all_reduce_sum([terms, loss.item() * terms])
+    total_terms, total_loss, bad = cluster.all_reduce_sum(
+        [terms, loss.item() * terms if finite else 0.0, 0.0 if finite else 1.0])
+    if bad:
+        raise NonFiniteLoss(float(loss.item()) if not finite else float("nan"))
     trainer.grad_share.value = terms / total_terms if total_terms else 0.0
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -111,10 +172,77 @@ def shard_step(trainer: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer:
     return total_loss / total_terms if total_terms else 0.0
 
 
+def batch_names(source, idx: Sequence[int], batch: Optional[Batch] = None, shown: int = 4) -> str:
+    """The samples of a batch whose loss was not finite, for the error message: those with
+    a non-finite runtime, vector or config feature row if there are any (else the first
+    few of the batch)."""
+    names, idx = source.names, [int(i) for i in idx]
+    bad: List[int] = []
+    if batch is not None:
+        for rows in (batch.y, batch.vector, batch.config_x):
+            if rows is not None:
+                finite = torch.isfinite(rows.reshape(len(rows), -1)).all(1)
+                bad += [int(g) for g in batch.config_graph[~finite].tolist()]
+    if bad:
+        chosen = sorted(set(bad))
+        picked = [f"{names[idx[g]]}" for g in chosen[:shown]]
+        more = f", … ({len(chosen)} in all)" if len(chosen) > shown else ""
+        return f"{len(idx)} samples; non-finite values in {', '.join(picked)}{more}"
+    picked = [str(names[i]) for i in idx[:shown]]
+    more = f", … ({len(idx)} in all)" if len(idx) > shown else ""
+    return ", ".join(picked) + more
+
+
+def non_finite_weights(net: torch.nn.Module) -> Optional[str]:
+    """The first parameter or buffer holding a NaN/inf, or None."""
+    for name, t in net.state_dict().items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return name
+    return None
+
+
+def stretch_schedule(scheduler, optimizer, epochs: int) -> None:
+    """Give a resumed cosine schedule a new length: T_max = `epochs`, the learning rate
+    set to the closed form's value at the current epoch (unchanged length: nothing done,
+    so a killed and resumed run matches one never killed)."""
+    if scheduler.T_max == epochs:
+        return
+    scheduler.T_max = epochs
+    t = min(scheduler.last_epoch, epochs)
+    for group, base in zip(optimizer.param_groups, scheduler.base_lrs):
+        group["lr"] = scheduler.eta_min + (base - scheduler.eta_min) * (1 + math.cos(math.pi * t / epochs)) / 2
+
+
+def resume_loop(run: RunContext, net: torch.nn.Module, optimizer, scheduler, rng: np.random.Generator,
+                epochs: int) -> Tuple[LoopState, Optional[int]]:
+    """Every piece of state the loop touches, from the checkpoint `run.resume`; (the loop's
+    state, the epoch a finished run is extended from, or None)."""
+    state = run.resume
+    note = check_resume(state, epochs, run.path)
+    net.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    stretch_schedule(scheduler, optimizer, epochs)
+    rng.bit_generator.state = state["rng"]["numpy"]
+    ranks = state["rng"].get("ranks") or []  # a distributed run's: each rank takes its own
+    own = ranks[run.cluster.rank] if len(ranks) == run.cluster.world_size else state["rng"]
+    torch.set_rng_state(own["torch"])
+    random.setstate(own["python"])
+    loop = LoopState.from_checkpoint(state)
+    say(run.cluster, f"resumed from {run.path} after epoch {loop.epoch}")
+    if note is None:
+        return loop, None
+    say(run.cluster, note)  # a finished run, extended
+    loop.finished = False
+    if loop.best_score is None:  # no validation: the last weights are the result
+        loop.best_model = None
+    return loop, loop.epoch
+
+
 def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, Any]:
     """Train `model` (a `TorchCostModel`) on the source `train`, early-stopping on `val`;
-    returns the run summary (best epoch, epochs run, best validation score). The model
-    ends with its best weights."""
+    returns the run summary (best epoch, epochs run, best validation score; `extended_from`
+    when a finished run was extended). The model ends with its best weights."""
     config, fit = model.config, model.config.fit
     net, spec = model.net, model.batch_spec
     cluster = run.cluster if run is not None else Cluster()
@@ -136,9 +264,9 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
                     scheduler=scheduler.state_dict(), rng=rngs)
 
     # ------------------------------------------------------------ resume
+    extended_from = None
     if run is not None and run.resume is not None:
-        loop = resume(run, net, optimizer, scheduler, rng, fit)
-        say(cluster, f"resumed from {run.path} after epoch {loop.epoch}")
+        loop, extended_from = resume_loop(run, net, optimizer, scheduler, rng, fit.epochs)
     trainer = cluster.wrap(net)
 
     # ------------------------------------------------------------ epochs
@@ -148,9 +276,13 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
                                                     loop, cluster, config.seed)
         else:
             loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop)
+        bad = non_finite_weights(net)
+        if bad is not None:
+            raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step}: the weights became non-finite "
+                                 f"({bad}); stopping (try a lower --lr or --grad-clip)")
         scheduler.step()
         loop.epoch += 1
-        score = validation_score(model, val, fit, cluster)
+        score = cluster.evaluate(val, model, fit.eval_batch_size).get(select, {}).get("mean") if val else None
         if loop.improved(score, sign):
             loop.best_score, loop.best_epoch, loop.bad_epochs = score, loop.epoch, 0
             loop.best_model = {k: v.clone() for k, v in net.state_dict().items()}
@@ -175,38 +307,10 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
         if run is not None:
             run.save(snapshot())
     net.load_state_dict(loop.best_model)
-    return {"best_epoch": loop.best_epoch, "epochs_run": loop.epoch, f"best_val_{select}": loop.best_score}
-
-
-def say(cluster: Cluster, line: str) -> None:
-    """A progress line on stderr (rank 0's only, in a distributed run)."""
-    if cluster.is_main:
-        print(line, file=sys.stderr, flush=True)
-
-
-def resume(run: RunContext, net, optimizer, scheduler, rng: np.random.Generator, fit) -> LoopState:
-    """Every piece of state the loop touches, from `run.resume`; the loop's counters. Each
-    rank of a distributed run takes its own torch/Python RNG states when the checkpoint
-    has them for this many ranks (else rank 0's)."""
-    state = run.resume
-    net.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    scheduler.T_max = fit.epochs
-    rng.bit_generator.state = state["rng"]["numpy"]
-    ranks = state["rng"].get("ranks") or []
-    own = ranks[run.cluster.rank] if len(ranks) == run.cluster.world_size else state["rng"]
-    torch.set_rng_state(own["torch"])
-    random.setstate(own["python"])
-    return LoopState.from_checkpoint(state)
-
-
-def validation_score(model, val, fit, cluster: Cluster) -> Optional[float]:
-    """The validation metric's mean (None without a validation set); the ranks of a
-    distributed run score shares of it (`Cluster.evaluate`)."""
-    if not val:
-        return None
-    return cluster.evaluate(val, model, fit.eval_batch_size).get(fit.select_metric, {}).get("mean")
+    summary = {"best_epoch": loop.best_epoch, "epochs_run": loop.epoch, f"best_val_{select}": loop.best_score}
+    if extended_from is not None:
+        summary["extended_from"] = extended_from
+    return summary
 
 
 def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Generator,
@@ -218,9 +322,15 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
     start, seen, loss_sum = time.perf_counter(), 0, 0.0
     batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
     bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
-               mininterval=1.0, file=sys.stderr, disable=None)
+               mininterval=1.0, file=sys.stderr, disable=not stderr_is_terminal())
     for idx in bar:
-        loss = sgd_step(net, train.batch(idx, rng, spec).to(device), loss_fn, optimizer, fit.grad_clip)
+        batch = train.batch(idx, rng, spec).to(device)
+        try:
+            loss = sgd_step(net, batch, loss_fn, optimizer, fit.grad_clip)
+        except NonFiniteLoss as e:
+            raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step + 1}: {e} on the batch of "
+                                 f"{batch_names(train, idx, batch)}; stopping (non-finite runtimes or features "
+                                 f"in the data, or a diverging run: try a lower --lr)") from None
         loop.step += 1
         seen += len(idx)
         loss_sum += loss * len(idx)
@@ -233,25 +343,37 @@ def train_epoch_shard(trainer, spec, train, loss_fn: Loss, optimizer, rng: np.ra
                       groups: Optional[np.ndarray], fit, loop: LoopState, cluster: Cluster,
                       seed: int) -> Tuple[float, int, float]:
     """`train_epoch` of one rank of a distributed run: the same global batches (the
-    loop's `rng`, identical on every rank), this rank's shard of each; the counts are
-    the global batches'."""
+    loop's `rng`, identical on every rank), this rank's shard of each, its configs drawn
+    from `Cluster.step_rng`; the counts are the global batches'."""
     from tqdm import tqdm
     trainer.train()
     device = next(trainer.parameters()).device
     start, seen, loss_sum = time.perf_counter(), 0, 0.0
     batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
     bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
-               mininterval=1.0, file=sys.stderr, disable=None if cluster.is_main else True)
+               mininterval=1.0, file=sys.stderr, disable=not (cluster.is_main and stderr_is_terminal()))
     for idx in bar:
         local, stand_in = cluster.shard(idx, groups)
         batch = train.batch(local, cluster.step_rng(seed, loop.step), spec).to(device)
-        loss = shard_step(trainer, batch, loss_fn, optimizer, fit.grad_clip, cluster, stand_in)
+        try:
+            loss = shard_step(trainer, batch, loss_fn, optimizer, fit.grad_clip, cluster, stand_in)
+        except NonFiniteLoss as e:
+            raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step + 1}: {e} on a batch of rank "
+                                 f"{cluster.rank}'s or another's ({batch_names(train, local, batch)} here); "
+                                 f"stopping (non-finite runtimes or features in the data, or a diverging "
+                                 f"run: try a lower --lr)") from None
         loop.step += 1
         seen += len(idx)
         loss_sum += loss * len(idx)
         bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
     bar.close()
     return loss_sum, seen, time.perf_counter() - start
+
+
+def say(cluster: Cluster, line: str) -> None:
+    """A progress line on stderr (rank 0's only, in a distributed run)."""
+    if cluster.is_main:
+        print(line, file=sys.stderr, flush=True)
 
 
 def update_sgd(model, items, steps: int, optimizer: torch.optim.Optimizer, rng: np.random.Generator) -> List[float]:
@@ -267,5 +389,9 @@ def update_sgd(model, items, steps: int, optimizer: torch.optim.Optimizer, rng: 
             if len(losses) == steps:
                 break
             batch = items.batch(idx, rng, model.batch_spec).to(next(model.net.parameters()).device)
-            losses.append(sgd_step(model.net, batch, loss_fn, optimizer, fit.grad_clip))
+            try:
+                losses.append(sgd_step(model.net, batch, loss_fn, optimizer, fit.grad_clip))
+            except NonFiniteLoss as e:
+                raise SimulatorError(f"update step {len(losses) + 1}: {e} on the batch of "
+                                     f"{batch_names(items, idx, batch)}; the update was stopped") from None
     return losses
