@@ -437,14 +437,15 @@ class RemoteMeasurer:
             result, server, finished = self.measure_once(job, avoid)
             if self.interrupted:
                 return
-            retry = (server and result.error_no in RETRYABLE and attempt <= self.config.retries
-                     and self.stop is None)
-            self.write(job, result, server, attempt, finished, retried=bool(retry))
+            retry = bool(server) and result.error_no in RETRYABLE and attempt <= self.config.retries
+            self.write(job, result, server, attempt, finished, retried=retry)
             if not retry:
                 return
+            # marked for a retry even when the run is stopping: a rerun then retries it
+            # (an unmarked error record would be final, and the config never measured)
             self.note(f"{server} failed {workload_name(job.workload)} config {job.index} "
                       f"({rec.ERROR_NAMES[result.error_no]}: {result.error_msg[:80]}); "
-                      f"retrying on another server")
+                      + ("retrying on another server" if self.stop is None else "a rerun retries it"))
             attempt, avoid = attempt + 1, avoid + (server,)
 
     def measure_once(self, job: MeasureJob, avoid: Tuple[str, ...]) -> Tuple[MeasureResult, str, float]:

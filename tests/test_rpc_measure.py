@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = "1x8x8x8_8x3x3_s1_p1"
 KEY = "tpsim-test"
 LIFETIME_S = 240  # no process started here outlives this, even if pytest itself is killed
+# seconds a config may take to build here: generous, a shared core can be slow (a build
+# timeout is a local failure, never retried on a server, and would hide what a test checks)
+BUILD_TIMEOUT_S = "200"
 
 
 def _prefix():
@@ -143,6 +146,7 @@ def _wait(condition, seconds: float, farm: Farm, what: str) -> None:
 def _driver(farm: RpcFarm, name: str, log: Path, configs: int, *extra: str) -> subprocess.Popen:
     return farm.start(name, ["extract.measure", "--log", str(log), "--workloads", TINY,
                              "--per-workload", str(configs), "--repeat", "3", "--min-repeat-ms", "100",
+                             "--timeout", BUILD_TIMEOUT_S,
                              "--tracker", farm.config.tracker, "--rpc-key", KEY, *extra])
 
 
@@ -185,6 +189,7 @@ def test_a_hung_server_costs_only_its_config(farm, tmp_path):
     planned = _planned(3)
     driver = _driver(farm, "hang-driver", log, 3, "--rpc-session-timeout", "5")
     _wait(lambda: farm.running_configs("b") > 0 or driver.poll() is not None, 120, farm, "a config on b")
+    assert driver.poll() is None, farm.log("hang-driver")  # b had no config: nothing was checked
     farm.signal("b", signal.SIGSTOP)  # frozen with a config running: it never answers again
     try:
         assert driver.wait(timeout=120) == 0, farm.log("hang-driver")
