@@ -9,12 +9,13 @@ collections.
 
 throughput: `simulator.train` on the shipped data (cross-workload split, gcn, batch 64,
 one thread per process), run as one process and through `torchrun --nproc_per_node N`
-with the same global batch; training graphs/s of each epoch from the run's checkpoint
-history (validation excluded), the median over epochs after the first, and the CPU
-seconds of all the run's processes (start-up, data, validation and scoring included).
-Both processes of a 2-process run need a core of their own: on a 2-core machine run it
-when nothing else is (graphs/s of processes that share a core with others measure the
-scheduler's shares, not the trainer).
+with the same global batch, the process counts interleaved `--rounds` times in one
+invocation, on the cores this process may use (pin it: `taskset -c 0,1 python -m …`).
+Per count, the median over every run's epochs after the first (validation excluded) of
+training graphs/s (wall) and of training graphs per CPU second of the busiest rank (what
+a core of its own per rank gives, waiting excluded: robust to other load), each also as a
+ratio to the first count's; and the CPU seconds of each whole run (start-up, data,
+validation and scoring included). Wall graphs/s of a 2-process run need two free cores.
 
 per-graph: one TpuGraphs layout graph at a time — the real module of
 `$TPUGRAPHS_RAW/module_tuning_data_layout.pb` (3,163 nodes) and synthetic HLO graphs
@@ -70,35 +71,59 @@ def train_command(processes: int, out: str, epochs: int, extra: Sequence[str] = 
             "-m", "simulator.train", *args]
 
 
-def throughput(processes: Sequence[int], epochs: int, folder: str) -> Dict[str, Any]:
-    """Training graphs/s per process count (median over the epochs after the first)."""
-    import torch
+def run_once(processes: int, folder: str, epochs: int) -> Dict[str, Any]:
+    """One training run; its per-epoch history and the CPU seconds of all its processes."""
     from simulator.checkpoint import load_checkpoint
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.getcwd())
+    done = subprocess.run(train_command(processes, folder, epochs), env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{processes}-process run failed:\n{done.stderr[-3000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    state = load_checkpoint(folder)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"history": state["history"], "train_graphs": len(state["split"]["train"]), "cpu_s": cpu}
+
+
+def summarize(runs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The figures of one process count's runs (each `run_once`'s result): the median over
+    every run's epochs after the first of
+
+    graphs_per_s          training graphs / wall second of the epoch;
+    graphs_per_rank_cpu_s training graphs / the CPU seconds of the busiest rank in the epoch:
+                          the graphs/s with a core of its own per rank, waiting excluded
+                          (robust to other load on a shared machine)."""
+    def later(run):
+        return run["history"][1:] or run["history"]
+    wall = [h["graphs_per_s"] for run in runs for h in later(run)]
+    cpu = [h["graphs_per_s"] * h["seconds"] / max(h["cpu_s_by_rank"]) for run in runs for h in later(run)]
+    return {"graphs_per_s": round(statistics.median(wall), 1),
+            "graphs_per_rank_cpu_s": round(statistics.median(cpu), 1),
+            "epochs_measured": len(wall), "run_cpu_s": [round(run["cpu_s"], 1) for run in runs],
+            "train_graphs": runs[0]["train_graphs"]}
+
+
+def throughput(processes: Sequence[int], epochs: int, rounds: int, folder: str) -> Dict[str, Any]:
+    """Training graphs/s per process count, the counts' runs interleaved (`rounds` times
+    each) in one invocation, and each count's figures as a ratio to the first count's."""
+    import torch
+    cores = sorted(os.sched_getaffinity(0))
+    runs: Dict[int, List[Dict[str, Any]]] = {n: [] for n in processes}
+    for r in range(rounds):
+        for n in processes:
+            log(f"throughput: round {r + 1}/{rounds}, {n} process(es) on cores {cores}")
+            runs[n].append(run_once(n, os.path.join(folder, f"p{n}"), epochs))
     out: Dict[str, Any] = {"data": "shipped (cross-workload train split)", "model": "gcn", "global_batch": 64,
-                           "threads_per_process": 1, "epochs": epochs, "runs": {}}
-    for n in processes:
-        run = os.path.join(folder, f"p{n}")
-        log(f"throughput: {n} process(es)")
-        start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.getcwd())
-        done = subprocess.run(train_command(n, run, epochs), env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{n}-process run failed:\n{done.stderr[-3000:]}")
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        state = load_checkpoint(run)
-        rates = [h["graphs_per_s"] for h in state["history"]]
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        out["runs"][str(n)] = {"graphs_per_s_by_epoch": [round(r, 1) for r in rates],
-                               "graphs_per_s": round(statistics.median(rates[1:] or rates), 1),
-                               "wall_s": round(time.perf_counter() - start, 1),
-                               "cpu_s": round(cpu, 1),  # every process of the run, start-up included
-                               "train_graphs": len(state["split"]["train"]),
-                               "load_average_1min": round(os.getloadavg()[0], 2)}
-    base = out["runs"].get("1", {}).get("graphs_per_s")
-    for n, r in out["runs"].items():
-        if base:
-            r["speedup"] = round(r["graphs_per_s"] / base, 2)
-    out["torch"] = torch.__version__
+                           "threads_per_process": 1, "epochs": epochs, "rounds": rounds, "cores": cores,
+                           "runs": {str(n): summarize(runs[n]) for n in processes}}
+    base = out["runs"][str(processes[0])]
+    for r in out["runs"].values():
+        r["ratio_wall"] = round(r["graphs_per_s"] / base["graphs_per_s"], 3)
+        r["ratio_rank_cpu"] = round(r["graphs_per_rank_cpu_s"] / base["graphs_per_rank_cpu_s"], 3)
+    if len(cores) < max(processes):
+        out["note"] = (f"{max(processes)} processes on {len(cores)} core(s): wall graphs/s measure the "
+                       f"scheduler's shares; graphs_per_rank_cpu_s is what a core per rank would give")
+    out["load_average_1min"], out["torch"] = round(os.getloadavg()[0], 2), torch.__version__
     return out
 
 
@@ -224,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("what", choices=["throughput", "per-graph", "all"])
     ap.add_argument("--processes", type=Int(1, 64), nargs="+", default=[1, 2])
     ap.add_argument("--epochs", type=COUNT, default=4)
+    ap.add_argument("--rounds", type=COUNT, default=3, help="throughput runs of each process count, interleaved")
     ap.add_argument("--nodes", type=Int(10, 5_000_000), nargs="+", default=[10_000, 40_000])
     ap.add_argument("--configs", type=Int(2), default=64, help="configs of each synthetic graph")
     ap.add_argument("--configs-per-graph", type=Int(2), default=8, help="k: configs per graph in a training step")
@@ -241,7 +267,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     result: Dict[str, Any] = {"cpus": os.cpu_count()}
     if args.what in ("throughput", "all"):
-        result["throughput"] = throughput(args.processes, args.epochs, args.runs)
+        result["throughput"] = throughput(args.processes, args.epochs, args.rounds, args.runs)
     if args.what in ("per-graph", "all"):
         result["per_graph"] = per_graph(args.nodes, args.configs_per_graph, args.depth, args.width,
                                         args.repeats, args.configs, args.raw)

@@ -271,11 +271,14 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
 
     # ------------------------------------------------------------ epochs
     while not loop.finished and loop.epoch < fit.epochs and loop.bad_epochs < fit.patience:
+        cpu = time.process_time()
         if cluster.distributed:
             loss, seen, seconds = train_epoch_shard(trainer, spec, train, loss_fn, optimizer, rng, groups, fit,
                                                     loop, cluster, config.seed)
         else:
             loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop)
+        cpu = time.process_time() - cpu  # this process's CPU seconds for the epoch's training
+        cpu_by_rank = cluster.gather(cpu) if cluster.distributed else [cpu]
         bad = non_finite_weights(net)
         if bad is not None:
             raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step}: the weights became non-finite "
@@ -289,7 +292,8 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
         elif score is not None:
             loop.bad_epochs += 1
         loop.history.append({"epoch": loop.epoch, "train_loss": loss / max(seen, 1), f"val_{select}": score,
-                             "graphs_per_s": seen / seconds, "seconds": seconds})
+                             "graphs_per_s": seen / seconds, "seconds": seconds,
+                             "cpu_s_by_rank": cpu_by_rank})
         if run is not None:
             run.save(snapshot())
         shown = "-" if score is None else f"{score:.4f}"

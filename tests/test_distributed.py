@@ -102,6 +102,7 @@ def test_two_processes_match_one_and_a_killed_run_resumes(tmp_path, dataset_path
         assert abs(two[key] - value) <= TOLERANCE * max(abs(value), 1e-3), (key, value, two[key])
     state = load_checkpoint(str(tmp_path / "two"))
     assert state["finished"] and state["epoch"] == 4 and len(state["rng"]["ranks"]) == 2
+    assert all(len(h["cpu_s_by_rank"]) == 2 and min(h["cpu_s_by_rank"]) > 0 for h in state["history"])
     assert sorted(set(os.listdir(tmp_path / "two")) - {LOCK_NAME}) == ["checkpoint.pt", "metrics.json"]
     # killed during epoch 2, resumed: the same run as one never killed
     killed = tmp_path / "killed"
@@ -181,3 +182,16 @@ def test_merged_scores_of_disjoint_workloads_are_the_scores_of_all():
     parts = [evaluate(pred[m], true[m], groups[m]) for m in shares]
     assert merge(parts) == evaluate(pred, true, groups)
     assert list(merge(parts)["kendall_tau"]["per_workload"]) == ["C1", "C2", "C3", "C10"]
+
+
+def test_scaling_benchmark_takes_the_busiest_rank_and_skips_the_first_epoch():
+    from benchmarks.scaling import summarize
+
+    def run(*epochs):  # (graphs/s, seconds, cpu seconds by rank) per epoch
+        return {"history": [{"graphs_per_s": g, "seconds": s, "cpu_s_by_rank": c} for g, s, c in epochs],
+                "train_graphs": 100, "cpu_s": 9.0}
+    one = summarize([run((10, 10, [10]), (100, 1, [1])), run((10, 10, [10]), (50, 2, [1]))])
+    assert one["graphs_per_s"] == 75 and one["graphs_per_rank_cpu_s"] == 100 and one["epochs_measured"] == 2
+    two = summarize([run((1, 100, [1, 1]), (100, 1, [0.25, 0.5]))])
+    assert two["graphs_per_s"] == 100 and two["graphs_per_rank_cpu_s"] == 200  # 100 graphs / 0.5 s
+    assert summarize([run((40, 1, [2]))])["graphs_per_rank_cpu_s"] == 20  # one epoch: that epoch

@@ -308,3 +308,24 @@ def test_append_log_writes_whole_lines(tmp_path):
     lines = path.read_text().split("\n")
     assert lines[0] == "partial" and lines[-1] == ""
     assert sorted(lines[1:-1]) == sorted(f"{t}{i:04d}" + "x" * 20000 for t in "ab" for i in range(200))
+
+
+def test_metaschedule_rpc_runner_measures_on_a_farm_server(farm, tmp_path):
+    """`RpcConfig.meta_schedule_runner()` (what MetaSchedule tuning measures with) uploads
+    a built kernel to a server the tracker hands out and times it there."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, RunnerInput
+    from tvm.support.tar import tar
+    a = te.placeholder((32, 32), name="A")
+    b = te.compute((32, 32), lambda i, j: a[i, j] * 2.0, name="B")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b])})
+    path = str(tmp_path / "scale_by_two.tar")
+    tvm.compile(mod, target="llvm").export_library(path, fcompile=tar)
+    runner = rpc_measure.RpcConfig("127.0.0.1", farm.tracker_port, KEY, session_timeout=60).meta_schedule_runner(
+        EvaluatorConfig(number=3, repeat=2, min_repeat_ms=0, enable_cpu_cache_flush=False))
+    result = runner.run([RunnerInput(path, "cpu", ArgInfo.from_prim_func(mod["main"]))])[0].result()
+    assert result.error_msg is None and len(result.run_secs) == 2
+    assert all(0 < float(s) < 1 for s in result.run_secs)
+    assert any("scale_by_two.tar" in farm.log(name) for name in ("a", "b"))  # timed on a server
