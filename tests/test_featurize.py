@@ -144,11 +144,10 @@ def test_shipped_samples_are_reproduced():
 
     stored = {s.name: s for s in load_samples(str(SHIPPED_SAMPLES))}
     jobs, _ = read_jobs([str(SHIPPED_LOG)])
-    for task, args, entity, _costs, name in random.Random(1).sample(jobs, 12):
-        template = get_template(task)
-        wl = template.parse_task_args(args)
-        config = template.space(wl).from_entity(entity, template.default_values(wl))
-        graph = tir_to_graph(lower_for_features(template.schedule(wl, config).mod)["main"])
+    for job in random.Random(1).sample(jobs, 12):  # jobs arrive parsed (tvm_log.ConfigJob)
+        template = get_template(job.template)
+        graph = tir_to_graph(lower_for_features(template.schedule(job.workload, job.config).mod)["main"])
+        name = job.name
         sample = stored[name]
         assert np.array_equal(graph.edges, sample.edges) and np.array_equal(graph.node_types, sample.node_types)
         assert graph.node_features.tobytes() == sample.node_features.tobytes(), name
