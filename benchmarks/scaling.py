@@ -7,7 +7,7 @@ collections.
     python -m benchmarks.scaling all          # both; docs/results/scaling.json
     (`--json FILE`: write the results there too)
 
-throughput: `simulator.train` on the shipped data (cross-workload split, gcn, batch 64,
+throughput: `simulator.train` on the shipped data (cross-workload split, gcn, `--batch-size` 64,
 one thread per process), run as one process and through `torchrun --nproc_per_node N`
 with the same global batch, the process counts interleaved `--rounds` times in one
 invocation, on the cores this process may use (pin it: `taskset -c 0,1 python -m …`).
@@ -61,22 +61,23 @@ CONFIGURABLE_SHARE = 0.02  # the real layout module: 62 configurable nodes of 3,
 
 
 # ---------------------------------------------------------------- throughput
-def train_command(processes: int, out: str, epochs: int, extra: Sequence[str] = ()) -> List[str]:
+def train_command(processes: int, out: str, epochs: int, batch_size: int = 64,
+                  extra: Sequence[str] = ()) -> List[str]:
     """`simulator.train` as one process, or through torchrun with `processes` ranks."""
     args = ["--split", "cross-workload", "--model", "gcn", "--epochs", str(epochs), "--threads", "1",
-            "--batch-size", "64", "--patience", str(epochs + 1), "--out", out, "--overwrite", *extra]
+            "--batch-size", str(batch_size), "--patience", str(epochs + 1), "--out", out, "--overwrite", *extra]
     if processes == 1:
         return [sys.executable, "-m", "simulator.train", *args]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
             "-m", "simulator.train", *args]
 
 
-def run_once(processes: int, folder: str, epochs: int) -> Dict[str, Any]:
+def run_once(processes: int, folder: str, epochs: int, batch_size: int) -> Dict[str, Any]:
     """One training run; its per-epoch history and the CPU seconds of all its processes."""
     from simulator.checkpoint import load_checkpoint
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.getcwd())
-    done = subprocess.run(train_command(processes, folder, epochs), env=env, capture_output=True, text=True)
+    done = subprocess.run(train_command(processes, folder, epochs, batch_size), env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{processes}-process run failed:\n{done.stderr[-3000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -103,7 +104,7 @@ def summarize(runs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
             "train_graphs": runs[0]["train_graphs"]}
 
 
-def throughput(processes: Sequence[int], epochs: int, rounds: int, folder: str) -> Dict[str, Any]:
+def throughput(processes: Sequence[int], epochs: int, rounds: int, batch_size: int, folder: str) -> Dict[str, Any]:
     """Training graphs/s per process count, the counts' runs interleaved (`rounds` times
     each) in one invocation, and each count's figures as a ratio to the first count's."""
     import torch
@@ -112,8 +113,8 @@ def throughput(processes: Sequence[int], epochs: int, rounds: int, folder: str) 
     for r in range(rounds):
         for n in processes:
             log(f"throughput: round {r + 1}/{rounds}, {n} process(es) on cores {cores}")
-            runs[n].append(run_once(n, os.path.join(folder, f"p{n}"), epochs))
-    out: Dict[str, Any] = {"data": "shipped (cross-workload train split)", "model": "gcn", "global_batch": 64,
+            runs[n].append(run_once(n, os.path.join(folder, f"p{n}"), epochs, batch_size))
+    out: Dict[str, Any] = {"data": "shipped (cross-workload train split)", "model": "gcn", "global_batch": batch_size,
                            "threads_per_process": 1, "epochs": epochs, "rounds": rounds, "cores": cores,
                            "runs": {str(n): summarize(runs[n]) for n in processes}}
     base = out["runs"][str(processes[0])]
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("what", choices=["throughput", "per-graph", "all"])
     ap.add_argument("--processes", type=Int(1, 64), nargs="+", default=[1, 2])
     ap.add_argument("--epochs", type=COUNT, default=4)
+    ap.add_argument("--batch-size", type=COUNT, default=64, help="throughput: the global batch (graphs)")
     ap.add_argument("--rounds", type=COUNT, default=3, help="throughput runs of each process count, interleaved")
     ap.add_argument("--nodes", type=Int(10, 5_000_000), nargs="+", default=[10_000, 40_000])
     ap.add_argument("--configs", type=Int(2), default=64, help="configs of each synthetic graph")
@@ -267,7 +269,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     result: Dict[str, Any] = {"cpus": os.cpu_count()}
     if args.what in ("throughput", "all"):
-        result["throughput"] = throughput(args.processes, args.epochs, args.rounds, args.runs)
+        result["throughput"] = throughput(args.processes, args.epochs, args.rounds, args.batch_size, args.runs)
     if args.what in ("per-graph", "all"):
         result["per_graph"] = per_graph(args.nodes, args.configs_per_graph, args.depth, args.width,
                                         args.repeats, args.configs, args.raw)
