@@ -1,6 +1,7 @@
 """Measuring through TVM's RPC tracker, on localhost: a tracker and two servers started
 here (each its own process group, killed after LIFETIME_S at the latest, torn down by PID
 at the end, pass or fail); one server is killed (or frozen) in the middle of a session."""
+import math
 import os
 import signal
 import socket
@@ -327,5 +328,5 @@ def test_metaschedule_rpc_runner_measures_on_a_farm_server(farm, tmp_path):
         EvaluatorConfig(number=3, repeat=2, min_repeat_ms=0, enable_cpu_cache_flush=False))
     result = runner.run([RunnerInput(path, "cpu", ArgInfo.from_prim_func(mod["main"]))])[0].result()
     assert result.error_msg is None and len(result.run_secs) == 2
-    assert all(0 < float(s) < 1 for s in result.run_secs)
+    assert all(math.isfinite(float(s)) and float(s) > 0 for s in result.run_secs)  # timings, not a failure
     assert any("scale_by_two.tar" in farm.log(name) for name in ("a", "b"))  # timed on a server
