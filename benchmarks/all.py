@@ -19,6 +19,8 @@ Stages (`--stages`, in this order):
             predictions against it, beside pass 1's (quiet_agreement.json)
   tuning    model-guided tuning, measured on this machine (benchmarks.tuning)
   speed     speed and memory vs xgb (benchmarks.speed)
+  ms-tuning MetaSchedule tuning of held-out operators with gnn, xgb, pre-trained xgb and
+            random, and their rank quality (benchmarks.ms_tuning, `--ms-…` options)
   networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
             networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
             ceiling, and with the shipped conv2d dataset added (benchmarks.networks)
@@ -38,11 +40,11 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, networks, speed, sweep, tuning
+from . import accuracy, ms_tuning, networks, speed, sweep, tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 
-STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "networks", "report"]
+STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "ms-tuning", "networks", "report"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ceiling-seed", type=SEED, default=2, help="picks them (pass 2 used seed 1)")
     p = ap.add_argument_group("speed")
     speed.add_arguments(p)
+    ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning (issue 11)"))
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n)
     return ap
@@ -269,6 +272,7 @@ def run_stages(args, argv: Optional[Sequence[str]]) -> int:
     stage("ceiling", do_ceiling)
     stage("tuning", do_tuning)
     stage("speed", do_speed)
+    stage("ms-tuning", lambda: (wait_quiet(args.no_wait), ms_tuning.run(args, command=info["command"])))
     stage("networks", lambda: networks.run(args))
     info["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     write_json(info_path, info)
