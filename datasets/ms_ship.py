@@ -194,12 +194,13 @@ def task_table(work: Path, report: ShipReport, raw: Dict[str, TaskAgreement],
 
 # ---------------------------------------------------------------- README
 def commands(meta: Dict[str, Any]) -> List[str]:
-    """The measuring commands, in order (from meta.json's sessions)."""
+    """The measuring commands, in order (from meta.json's sessions). No `taskset`: the command
+    pins its own builder and measuring cores (`extract.ms_runner`)."""
     out = []
     for s in meta.get("sessions", []):
         argv = [str(a) for a in s.get("argv", [])]
         if argv:
-            out.append("taskset -c 1 python -m extract.ms_measure " + " ".join(argv[1:]))
+            out.append("python -m extract.ms_measure " + " ".join(argv[1:]))
     return out
 
 
