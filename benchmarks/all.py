@@ -21,6 +21,9 @@ Stages (`--stages`, in this order):
   speed     speed and memory vs xgb (benchmarks.speed)
   ms-tuning MetaSchedule tuning of held-out operators with gnn, xgb, pre-trained xgb and
             random, and their rank quality (benchmarks.ms_tuning, `--ms-…` options)
+  networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
+            networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
+            ceiling, and with the shipped conv2d dataset added (benchmarks.networks)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
 (`--no-wait` fails instead). The results, runs, tuning-runs and spaces folders are held
@@ -37,11 +40,11 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, ms_tuning, speed, sweep, tuning
+from . import accuracy, ms_tuning, networks, speed, sweep, tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 
-STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "ms-tuning", "report"]
+STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "ms-tuning", "networks", "report"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = ap.add_argument_group("speed")
     speed.add_arguments(p)
     ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning (issue 11)"))
+    n = ap.add_argument_group("networks dataset (benchmarks.networks)")
+    networks.add_arguments(n)
     return ap
 
 
@@ -77,7 +82,7 @@ def protocol_notes(args) -> List[str]:
     """Each option that differs from the full protocol, in words."""
     defaults = build_parser().parse_args([])
     skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "extraction_log", "tuning_runs", "spaces",
-            "space_workers", "force", "split_run"}
+            "space_workers", "force", "split_run", "networks_data"}
     notes = []
     for key, value in vars(args).items():
         if key in skip or getattr(defaults, key, value) == value:
@@ -268,6 +273,7 @@ def run_stages(args, argv: Optional[Sequence[str]]) -> int:
     stage("tuning", do_tuning)
     stage("speed", do_speed)
     stage("ms-tuning", lambda: (wait_quiet(args.no_wait), ms_tuning.run(args, command=info["command"])))
+    stage("networks", lambda: networks.run(args))
     info["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     write_json(info_path, info)
     if "report" in args.stages:

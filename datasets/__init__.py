@@ -180,10 +180,14 @@ def _sample_files_in(folder: Path) -> List[str]:
 def _database_record_files(spec: str) -> List[str]:
     """The record files of the MetaSchedule databases a path stands for (a database
     folder, one of its files, or a folder of databases; see extract.ms_database); each
-    names its database to the readers."""
+    names its database to the readers). A folder of the networks dataset
+    (`datasets.networks`) stands for its first pass's databases."""
     from extract.ms_database import database_files, find_databases
 
-    return [database_files(db)[1] for db in find_databases(spec)]
+    from .networks import is_dataset, training_databases
+
+    folders = training_databases(spec) if is_dataset(spec) else find_databases(spec)
+    return [database_files(db)[1] for db in folders]
 
 
 @dataclass
@@ -340,7 +344,26 @@ def load_collection(data: Union[str, Sequence[str]] = "shipped", progress: bool 
                 read.append(f"{source.spec}: {len(files)} logs (extracted earlier, from the cache)")
     if not samples:
         raise DatasetError(f"{', '.join(specs)}: holds no samples")
+    read.extend(_tag_networks(samples, specs))
     return _finish(Collection(samples, shared_extractor(infos, names), read=read), progress)
+
+
+def _tag_networks(samples: Sequence[GraphSample], specs: Sequence[str]) -> List[str]:
+    """Tag the samples with the networks and operator kind of their task, from the task
+    tables of the networks dataset folders among `specs` (`datasets.networks.annotate`);
+    a line saying how many were tagged (none when no spec is such a folder)."""
+    from .networks import NetworkDataError, annotate, is_dataset, merge_tags, read_tasks, task_tags
+
+    folders = [s for s in specs if s != "shipped" and is_dataset(s)]
+    if not folders:
+        return []
+    try:
+        tags = merge_tags([task_tags(read_tasks(f)) for f in folders])
+    except NetworkDataError as e:
+        raise DatasetError(str(e)) from None
+    untagged = annotate(samples, tags)
+    return [f"tagged {len(samples) - untagged} samples with their networks and operator kind "
+            f"({len(tags)} tasks); {untagged} samples of no task in the table"]
 
 
 def _already(count: int) -> str:

@@ -100,6 +100,18 @@ for _k in (1, 5, 10):
     register_metric(f"top{_k}_slowdown", percent=True)(lambda p, t, k=_k: top_k_slowdown(p, t, k))
 
 
+def top_k_recall(p, t, k):
+    """Share of the k fastest measured configs that are among the model's k first (no
+    value when a group has at most k configs: every choice would hold them all)."""
+    if len(t) <= k:
+        return float("nan")
+    chosen = set(np.argsort(p, kind="stable")[:k].tolist())
+    return len(chosen & set(np.argsort(t, kind="stable")[:k].tolist())) / k
+
+
+register_metric("top5_recall", higher_is_better=True, percent=True)(lambda p, t: top_k_recall(p, t, 5))
+
+
 # TpuGraphs' tile metric: google-research-datasets/tpu_graphs,
 # tpu_graphs/baselines/tiles/metrics.py, `top_error_performance`: "(ModelChosen - Best) /
 # Best, where ModelChosen is the (measured) runtime of configuration chosen by model (we
@@ -161,6 +173,23 @@ def evaluate(pred_log: np.ndarray, true_log: np.ndarray, groups: Sequence[str],
         values = [v for v in out[n]["per_workload"].values() if v is not None]
         out[n]["mean"] = float(np.mean(values)) if values else None
         out[n]["count"] = len(values)
+    return out
+
+
+def merge(results: Sequence[Dict[str, Dict]]) -> Dict[str, Dict]:
+    """`evaluate`'s results of disjoint sets of workloads as one result: the per-workload
+    values side by side (in `evaluate`'s order) and their mean, as `evaluate` of all of
+    them at once would give."""
+    out: Dict[str, Dict] = {}
+    for result in results:
+        for name, value in result.items():
+            out.setdefault(name, {"mean": None, "count": 0, "per_workload": {}})["per_workload"].update(
+                value["per_workload"])
+    for value in out.values():
+        value["per_workload"] = {g: value["per_workload"][g] for g in sorted(value["per_workload"], key=_natural_key)}
+        values = [v for v in value["per_workload"].values() if v is not None]
+        value["mean"] = float(np.mean(values)) if values else None
+        value["count"] = len(values)
     return out
 
 
