@@ -44,6 +44,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from extract.cli import POSITIVE
+
 from .common import COUNT, SEED, log, write_json
 
 OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
@@ -62,7 +64,7 @@ def add_arguments(ap, prefix: str = "ms-") -> None:
     ap.add_argument(f"--{prefix}trials-per-iter", type=COUNT, default=64)
     ap.add_argument(f"--{prefix}seeds", nargs="+", type=SEED, default=[0, 1, 2])
     ap.add_argument(f"--{prefix}epochs", type=COUNT, default=20, help="gnn pre-training epochs")
-    ap.add_argument(f"--{prefix}deadline-min", type=float, default=None, help="start no run past this many minutes")
+    ap.add_argument(f"--{prefix}deadline-min", type=POSITIVE, default=None, help="start no run past this many minutes")
     ap.add_argument(f"--{prefix}runs", default=os.path.join("runs", "ms_tuning"))
     ap.add_argument(f"--{prefix}top-k", type=COUNT, default=8)
 
