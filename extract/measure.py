@@ -140,6 +140,16 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 # ---------------------------------------------------------------- driver side
+
+def kill_pool(pool: Optional[cf.ProcessPoolExecutor]) -> None:
+    """Stop a process pool now, its workers killed (a hung kernel never returns, so
+    `shutdown` alone would wait for it forever)."""
+    if pool is not None:
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 class Worker:
     """One spawned measuring process; replaced after a timeout or a crash."""
 
@@ -166,10 +176,7 @@ class Worker:
             return MeasureResult.failed(rec.RUNTIME_DEVICE, f"worker process died: {e}", 0.0)
 
     def restart(self) -> None:
-        if self.pool is not None:
-            for proc in list(getattr(self.pool, "_processes", {}).values()):
-                proc.kill()
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        kill_pool(self.pool)
         self.pool = None
 
     def close(self) -> None:

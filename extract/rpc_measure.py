@@ -49,7 +49,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 from . import records as rec
 from .cli import NONNEGATIVE, POSITIVE, progress
 from .fileio import AppendLog
-from .measure import MeasureJob, MeasureResult, _exit_with_parent, check_and_time
+from .measure import MeasureJob, MeasureResult, _exit_with_parent, check_and_time, kill_pool
 from .records import MeasureRecord, read_records
 from .templates import get_template
 from .workloads import Workload, workload_name
@@ -331,10 +331,7 @@ class Slot:
             raise SlotDied(f"measuring process died: {e}") from None
 
     def kill(self) -> None:
-        if self.pool is not None:
-            for proc in list(getattr(self.pool, "_processes", {}).values()):
-                proc.kill()
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        kill_pool(self.pool)
         self.pool = None
 
     def close(self) -> None:
