@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds before a build counts as failed")
     ap.add_argument("--run-timeout", type=POSITIVE, default=MeasureConfig.run_timeout_s,
                     help="seconds before a timing counts as failed")
-    ap.add_argument("--reference-every", type=POSITIVE, default=300.0, help="seconds between reference timings")
+    ap.add_argument("--reference-every", type=NONNEGATIVE_FLOAT, default=300.0, help="seconds between reference timings")
     ap.add_argument("--remeasure", type=Float(0, 1), default=0.0, metavar="FRACTION",
                     help="second pass: time again this share of every task's valid records")
     ap.add_argument("--pass-number", type=NONNEGATIVE, default=0, help="pass folder to write (default 1, or 2 with --remeasure)")

@@ -311,12 +311,15 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     config = validate(kind.resolve(config, set(given)))
     out = flags["out"] or default_out(config, kind)
     cluster = start(flags["device"])
+    finished = False
     try:
         # one writer per run folder, for the whole run
         with locked_output(out) if cluster.is_main else contextlib.nullcontext():
-            return train_run(out, flags, given, config, kind, cluster)
+            metrics = train_run(out, flags, given, config, kind, cluster)
+        finished = True
+        return metrics
     finally:
-        stop(cluster)
+        stop(cluster, finished)
 
 
 def train_run(out: str, flags: Dict[str, Any], given: Dict[str, Any], config: TrainConfig,
