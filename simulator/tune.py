@@ -400,9 +400,25 @@ def build_parser() -> argparse.ArgumentParser:
     m = ap.add_argument_group("measuring")
     m.add_argument("--measure-core", type=Int(-1), default=-1,
                    help="core the runner times on (-1: the last core this process may use)")
+    from extract import rpc_measure
+
+    rpc_measure.add_arguments(ap)
     ap.add_argument("--overwrite", action="store_true", help="replace a database already in --work-dir")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     return ap
+
+
+def remote_runner(args: argparse.Namespace, measure):
+    """MetaSchedule's RPCRunner on the tracker's devices (`--tracker`/`--rpc-key`), timing
+    with this machine's evaluator settings; None for local measuring."""
+    from extract import rpc_measure
+    from extract.ms_runner import evaluator_config
+
+    try:
+        rpc = rpc_measure.from_args(args)
+    except ValueError as e:
+        raise SimulatorError(str(e)) from None
+    return rpc.meta_schedule_runner(evaluator_config(measure)) if rpc else None
 
 
 def prepare_work_dir(work_dir: str, overwrite: bool) -> None:
@@ -432,13 +448,15 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     os.makedirs(args.work_dir, exist_ok=True)
     with output_lock(args.work_dir):
         prepare_work_dir(args.work_dir, args.overwrite)
+        runner = remote_runner(args, measure)
         model = make_cost_model(args.cost_model, args.checkpoint, args.seed, args.workers, args.pretrain_data,
                                 **({"update_steps": args.update_steps, "min_measured": args.min_measured,
                                     "cold_model": args.cold_model} if args.cost_model == "gnn" else {}))
+        where = (f"on the devices of tracker {args.tracker} (key {args.rpc_key})" if args.tracker
+                 else f"on core {measure.measure_core}")
         print(f"tuning {len(tasks)} task{'s' * (len(tasks) != 1)} of {args.workload} for {args.trials} trials "
-              f"with {args.cost_model}; measuring on core {measure.measure_core}, building on "
-              f"{list(measure.build_cores)}", flush=True)
-        result = tune(tasks, target, model, args.work_dir, settings, measure, quiet=args.quiet)
+              f"with {args.cost_model}; measuring {where}, building on {list(measure.build_cores)}", flush=True)
+        result = tune(tasks, target, model, args.work_dir, settings, measure, runner=runner, quiet=args.quiet)
         summary = {"workload": args.workload, "cost_model": args.cost_model, "checkpoint": args.checkpoint,
                    **result.to_dict()}
         with atomic_write(os.path.join(args.work_dir, SUMMARY)) as f:
