@@ -1,7 +1,7 @@
 """Cross-network and cross-operator generalisation on the MetaSchedule networks dataset.
 
     python -m benchmarks.networks [--networks-data datasets/networks_x86] [--networks-models gcn sage mlp curve-mlp xgb]
-        [--held-networks bert ...] [--held-kinds softmax ...] [--networks-epochs 20] [--networks-seed 0]
+        [--held-networks bert ...] [--held-kinds softmax ...] [--networks-epochs 20] [--networks-seeds 0 1 2]
         [--combined-models gcn xgb] [--runs runs/bench] [--results docs/results] [--parallel 1]
 
 For every held-out network (`--split leave-network-out --test-network N`) and every held-out
@@ -14,7 +14,10 @@ conv2d-template dataset added to the training data (`--data NETWORKS shipped`: i
 workloads belong to no network, so they only ever train), to see whether the templates help.
 
 Default held-out kinds: every kind of the dataset with at least one task of more than 5
-valid records (so that τ and top-5 recall have a value). Runs go to
+valid records (so that τ and top-5 recall have a value); the other kinds (e.g. elementwise
+tasks whose design space holds one schedule) are listed in the results with their record
+counts, never dropped silently. Every run is repeated for each of `--networks-seeds`; the
+tables show the mean over seeds (± the standard deviation with more than one). Runs go to
 RUNS/networks/<split>-<held-out>-<model>-seed<S>[-with-shipped] (a finished run with the
 same command line is reused); results to RESULTS/networks.json and networks.csv, and a
 section of docs/RESULTS.md (`report_section`).
@@ -28,7 +31,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, fmt, locked_outputs, log, markdown_table,
-                     model_name, output_folder, run_many, train_argv, write_csv, write_json)
+                     mean_std, model_name, output_folder, run_many, train_argv, write_csv, write_json)
 
 MODELS = ["gcn", "sage", "mlp", "curve-mlp", "xgb"]
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "top5_recall"]
@@ -42,7 +45,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--held-networks", nargs="+", default=NETWORKS)
     ap.add_argument("--held-kinds", nargs="+", default=None, help="default: every kind with a task of > 5 records")
     ap.add_argument("--networks-epochs", type=COUNT, default=20)
-    ap.add_argument("--networks-seed", type=SEED, default=0)
+    ap.add_argument("--networks-seeds", nargs="+", type=SEED, default=[0])
     ap.add_argument("--combined-models", nargs="*", type=model_name, default=["gcn", "xgb"],
                     help="trained again with the shipped conv2d dataset added (none: skip)")
 
@@ -58,6 +61,20 @@ def dataset_summary(data: str) -> Dict[str, Any]:
 
 def default_kinds(summary: Dict[str, Any]) -> List[str]:
     return sorted({t["kind"] for t in summary["tasks"] if t["valid"] > 5})
+
+
+def unheld_kinds(summary: Dict[str, Any]) -> Dict[str, Dict[str, int]]:
+    """Kinds no task of which has more than 5 valid records: they cannot be held out (no τ
+    or top-5 recall on them) and only ever train; with their task and record counts."""
+    held = set(default_kinds(summary))
+    out: Dict[str, Dict[str, int]] = {}
+    for t in summary["tasks"]:
+        if t["kind"] not in held:
+            row = out.setdefault(t["kind"], {"tasks": 0, "valid": 0, "max_per_task": 0})
+            row["tasks"] += 1
+            row["valid"] += t["valid"]
+            row["max_per_task"] = max(row["max_per_task"], t["valid"])
+    return out
 
 
 def held_tasks(summary: Dict[str, Any], axis: str, held: str) -> List[Dict[str, Any]]:
@@ -80,14 +97,14 @@ def jobs(args, summary: Dict[str, Any]) -> List[Dict[str, Any]]:
     plan = [("network", n, m, False) for n in args.held_networks for m in args.networks_models]
     plan += [("network", n, m, True) for n in args.held_networks for m in args.combined_models]
     plan += [("kind", k, m, False) for k in kinds for m in args.networks_models]
-    for axis, held, model, shipped in plan:
-        split, flag = SPLITS[axis]
-        folder = os.path.join(runs, f"{split}-{held}-{model}-seed{args.networks_seed}"
-                              + ("-with-shipped" if shipped else ""))
-        data = [args.networks_data] + (["shipped"] if shipped else [])
-        argv = train_argv(model, args.networks_seed, folder, data, args.networks_epochs,
-                          extra=["--split", split, flag, held])
-        out.append({"axis": axis, "held": held, "model": model, "shipped": shipped, "out": folder, "argv": argv})
+    for seed in args.networks_seeds:
+        for axis, held, model, shipped in plan:
+            split, flag = SPLITS[axis]
+            folder = os.path.join(runs, f"{split}-{held}-{model}-seed{seed}" + ("-with-shipped" if shipped else ""))
+            data = [args.networks_data] + (["shipped"] if shipped else [])
+            argv = train_argv(model, seed, folder, data, args.networks_epochs, extra=["--split", split, flag, held])
+            out.append({"axis": axis, "held": held, "model": model, "shipped": shipped, "seed": seed,
+                        "out": folder, "argv": argv})
     return out
 
 
@@ -100,7 +117,7 @@ def result_rows(results: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     for r in results:
         test = r["metrics"].get("test", {})
         rows.append({"axis": r["axis"], "held": r["held"], "model": r["model"], "shipped": r["shipped"],
-                     "tasks": test.get("kendall_tau", {}).get("count", 0),
+                     "seed": r["seed"], "tasks": test.get("kendall_tau", {}).get("count", 0),
                      "samples": sum(int(v) for k, v in r["metrics"].get("run", {}).items() if k.endswith("_samples")),
                      **{m: _clean(test.get(m, {}).get("mean")) for m in METRICS},
                      "seconds": _clean(r["metrics"].get("bench", {}).get("seconds")),
@@ -118,19 +135,36 @@ def run(args) -> Dict[str, Any]:
                 for axis, held in {(r["axis"], r["held"]) for r in rows}}
     out = {"rows": rows, "ceilings": ceilings, "dataset": args.networks_data,
            "agreement_raw": summary.get("agreement_raw"), "agreement_corrected": summary.get("agreement_corrected"),
-           "protocol": {"epochs": args.networks_epochs, "seed": args.networks_seed,
+           "not_held_kinds": unheld_kinds(summary),
+           "protocol": {"epochs": args.networks_epochs, "seeds": list(args.networks_seeds),
                         "models": args.networks_models, "combined_models": args.combined_models,
                         "valid_records": sum(t["valid"] for t in summary["tasks"]), "tasks": len(summary["tasks"])}}
     os.makedirs(args.results, exist_ok=True)
     write_json(os.path.join(args.results, "networks.json"), out)
-    write_csv(os.path.join(args.results, "networks.csv"), ["axis", "held", "model", "shipped", "tasks", *METRICS],
-              [[r[k] for k in ("axis", "held", "model", "shipped", "tasks", *METRICS)] for r in rows])
+    columns = ["axis", "held", "model", "shipped", "seed", "tasks", *METRICS]
+    write_csv(os.path.join(args.results, "networks.csv"), columns, [[r[k] for k in columns] for r in rows])
     return out
 
 
 # ---------------------------------------------------------------- report
+def seed_means(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One row per (axis, held-out, model, shipped): each metric's (mean, std, seeds) over the
+    seeds that gave a value (rows of a results file without seeds count as one seed)."""
+    groups: Dict[tuple, List[Dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["axis"], r["held"], r["model"], r["shipped"]), []).append(r)
+    return [{"axis": a, "held": h, "model": m, "shipped": sh, "tasks": max(r["tasks"] for r in rs),
+             "seeds": len(rs), **{k: mean_std(r[k] for r in rs) for k in METRICS}}
+            for (a, h, m, sh), rs in groups.items()]
+
+
+def _cell(stat: tuple, metric: str) -> str:
+    mean, std, n = stat
+    return fmt(mean, metric, std if n > 1 else None)
+
+
 def _table(res: Dict[str, Any], axis: str, shipped: bool) -> List[str]:
-    rows = [r for r in res["rows"] if r["axis"] == axis and r["shipped"] == shipped]
+    rows = [r for r in seed_means(res["rows"]) if r["axis"] == axis and r["shipped"] == shipped]
     helds = list(dict.fromkeys(r["held"] for r in rows))
     models = list(dict.fromkeys(r["model"] for r in rows))
     header = ["held out", "tasks", "ceiling τ (raw / corrected)"] + [f"{m} τ" for m in models] + \
@@ -141,24 +175,26 @@ def _table(res: Dict[str, Any], axis: str, shipped: bool) -> List[str]:
         c = res["ceilings"].get(f"{axis}:{held}", {})
         ceiling = f"{fmt(c.get('tau'), 'kendall_tau')} / {fmt(c.get('corrected'), 'kendall_tau')} ({c.get('tasks', 0)})"
         tasks = max((r["tasks"] for r in by_model.values()), default=0)
-        out.append([held, tasks, ceiling] + [fmt(by_model[m]["kendall_tau"], "kendall_tau") for m in models]
-                   + [" / ".join(fmt(by_model[m][k], k) for k in ("top1_slowdown", "top5_slowdown", "top5_recall"))
-                      for m in models])
+        out.append([held, tasks, ceiling]
+                   + [_cell(by_model[m]["kendall_tau"], "kendall_tau") if m in by_model else "–" for m in models]
+                   + [" / ".join(fmt(by_model[m][k][0], k) for k in ("top1_slowdown", "top5_slowdown", "top5_recall"))
+                      if m in by_model else "–" for m in models])
     return [markdown_table(header, out, "l" + "r" * (len(header) - 1)), ""]
 
 
 def _combined(res: Dict[str, Any]) -> List[str]:
-    alone = {(r["held"], r["model"]): r for r in res["rows"] if r["axis"] == "network" and not r["shipped"]}
+    means = seed_means(res["rows"])
+    alone = {(r["held"], r["model"]): r for r in means if r["axis"] == "network" and not r["shipped"]}
     rows = []
-    for r in (r for r in res["rows"] if r["shipped"]):
+    for r in (r for r in means if r["shipped"]):
         base = alone.get((r["held"], r["model"]))
         if base is None:
             continue
-        delta = (None if base["kendall_tau"] is None or r["kendall_tau"] is None
-                 else r["kendall_tau"] - base["kendall_tau"])
-        rows.append([r["held"], r["model"], fmt(base["kendall_tau"], "kendall_tau"), fmt(r["kendall_tau"], "kendall_tau"),
-                     "–" if delta is None else f"{delta:+.3f}", fmt(base["top1_slowdown"], "top1_slowdown"),
-                     fmt(r["top1_slowdown"], "top1_slowdown")])
+        before, after = base["kendall_tau"][0], r["kendall_tau"][0]
+        delta = None if before is None or after is None else after - before
+        rows.append([r["held"], r["model"], _cell(base["kendall_tau"], "kendall_tau"),
+                     _cell(r["kendall_tau"], "kendall_tau"), "–" if delta is None else f"{delta:+.3f}",
+                     fmt(base["top1_slowdown"][0], "top1_slowdown"), fmt(r["top1_slowdown"][0], "top1_slowdown")])
     if not rows:
         return []
     return ["**Networks alone vs with the shipped conv2d templates added to training** (held-out network; "
@@ -167,18 +203,34 @@ def _combined(res: Dict[str, Any]) -> List[str]:
                            rows, "llrrrrr"), ""]
 
 
-def report_section(res: Dict[str, Any]) -> List[str]:
+def _not_held(res: Dict[str, Any]) -> List[str]:
+    kinds = res.get("not_held_kinds") or {}
+    if not kinds:
+        return []
+    parts = [f"{k} ({v['tasks']} tasks, {v['valid']} records, at most {v['max_per_task']} per task)"
+             for k, v in sorted(kinds.items())]
+    return [f"Not held out (no task with more than 5 valid records, so no τ or top-5 recall; they only "
+            f"ever train): {', '.join(parts)}.", ""]
+
+
+def _protocol_line(res: Dict[str, Any]) -> str:
     p = res.get("protocol", {})
-    raw, cor = res.get("agreement_raw") or {}, res.get("agreement_corrected") or {}
+    seeds = p.get("seeds", [p["seed"]] if "seed" in p else [])
     used = max((r.get("samples", 0) for r in res["rows"] if not r["shipped"]), default=0)
+    spread = "mean ± standard deviation over the seeds" if len(seeds) > 1 else "one seed"
+    return (f"`{res['dataset']}`: {p.get('tasks')} tasks, {p.get('valid_records')} valid records now; the runs "
+            f"below trained and scored on {used} samples of it. Seeds {', '.join(map(str, seeds))} ({spread}; "
+            f"slowdowns and recall are means over seeds), {p.get('epochs')} epochs, every run pinned to one core "
+            f"(`python -m benchmarks.networks`; every command in `docs/results/networks.json`). Metrics are "
+            f"means over the held-out tasks with a value; the ceiling is the mean per-task τ between the "
+            f"dataset's two measuring passes over those tasks (raw / drift-corrected; tasks with a τ in "
+            f"brackets).")
+
+
+def report_section(res: Dict[str, Any]) -> List[str]:
+    raw, cor = res.get("agreement_raw") or {}, res.get("agreement_corrected") or {}
     lines = ["## Cross-network and cross-operator generalisation (MetaSchedule networks dataset)", "",
-             f"`{res['dataset']}`: {p.get('tasks')} tasks, {p.get('valid_records')} valid records now; the runs "
-             f"below trained and scored on {used} samples of it. One seed "
-             f"({p.get('seed')}), {p.get('epochs')} epochs, every run pinned to one core "
-             f"(`python -m benchmarks.networks`; every command in `docs/results/networks.json`). Metrics are "
-             f"means over the held-out tasks with a value; the ceiling is the mean per-task τ between the "
-             f"dataset's two measuring passes over those tasks (raw / drift-corrected; tasks with a τ in "
-             f"brackets).", ""]
+             _protocol_line(res), ""]
     if raw.get("tasks"):
         lines += [f"Whole dataset, pass 1 vs pass 2: mean τ {fmt(raw.get('mean_tau'), 'kendall_tau')} raw, "
                   f"{fmt(cor.get('mean_tau'), 'kendall_tau')} drift-corrected; median |Δt|/t "
@@ -187,7 +239,7 @@ def report_section(res: Dict[str, Any]) -> List[str]:
     else:
         lines += ["No second (re-measure) pass in this dataset yet: no ceiling.", ""]
     lines += ["**Leave one network out**", "", *_table(res, "network", False),
-              "**Leave one operator kind out**", "", *_table(res, "kind", False), *_combined(res)]
+              "**Leave one operator kind out**", "", *_table(res, "kind", False), *_not_held(res), *_combined(res)]
     return lines
 
 

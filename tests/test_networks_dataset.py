@@ -231,11 +231,13 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
     cmd = [sys.executable, "-m", "benchmarks.networks", "--networks-data", str(TINY), "--networks-models", "mlp",
            "--held-networks", "bert", "--held-kinds", "dense", "--networks-epochs", "1", "--combined-models",
-           "--runs", str(tmp_path / "runs"), "--results", str(out)]
+           "--networks-seeds", "0", "1", "--runs", str(tmp_path / "runs"), "--results", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads((out / "networks.json").read_text())
-    assert {(r["axis"], r["held"]) for r in res["rows"]} == {("network", "bert"), ("kind", "dense")}
+    assert {(r["axis"], r["held"], r["seed"]) for r in res["rows"]} == {
+        (axis, held, seed) for axis, held in (("network", "bert"), ("kind", "dense")) for seed in (0, 1)}
+    assert res["protocol"]["seeds"] == [0, 1] and res["not_held_kinds"] == {}
     summary = json.loads((TINY / "summary.json").read_text())
     # default kinds: those with a task of > 5 records (all three of the fixture, not a 1-record one)
     assert bench.default_kinds(summary) == ["conv2d", "dense", "depthwise_conv2d"]
@@ -247,6 +249,24 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     assert "nan" not in text.lower()
     row = next(r for r in res["rows"] if r["held"] == "bert")
     assert row["tasks"] == 1 and "--test-network bert" in row["command"]
+
+
+def test_report_averages_seeds_and_lists_the_kinds_that_cannot_be_held_out():
+    from benchmarks.networks import report_section, unheld_kinds
+
+    summary = {"tasks": [{"kind": "elementwise", "valid": 1}, {"kind": "elementwise", "valid": 1},
+                         {"kind": "dense", "valid": 30}]}
+    assert unheld_kinds(summary) == {"elementwise": {"tasks": 2, "valid": 2, "max_per_task": 1}}
+    rows = [{"axis": "kind", "held": "dense", "model": "gcn", "shipped": False, "seed": seed, "tasks": 4,
+             "kendall_tau": tau, "top1_slowdown": None, "top5_slowdown": 0.2, "top5_recall": 0.5}
+            for seed, tau in ((0, 0.4), (1, 0.6), (2, None))]
+    res = {"rows": rows, "ceilings": {}, "dataset": "d", "protocol": {"seeds": [0, 1, 2], "epochs": 3},
+           "not_held_kinds": unheld_kinds(summary)}
+    text = "\n".join(report_section(res))
+    # the seed without a value is skipped, not counted as 0
+    assert "| dense | 4 | – / – (0) | 0.500 ± 0.141 | – / 20.0% / 50.0% |" in text
+    assert "Seeds 0, 1, 2 (mean ± standard deviation" in text
+    assert "elementwise (2 tasks, 2 records, at most 1 per task)" in text
 
 
 def test_combined_table_compares_with_the_networks_alone_run():
