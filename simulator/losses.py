@@ -3,9 +3,11 @@
 Pointwise losses (`huber`, `l1`, `mse`) fit the log runtime itself. Ranking losses
 (`listmle`, `pairwise-hinge`) compare only configs of the same group (workload) in a
 batch, scored as s = −ŷ / T (faster = higher score; T is `--temperature`, as in
-tpu_graphs/TF-Ranking); their predictions are right up to a per-workload shift, so
-L1/MAPE of a ranking-trained model mean little. Training builds grouped batches for
-them (`simulator.batching.batch_indices`).
+tpu_graphs/TF-Ranking); `group-huber` fits log runtimes centred per group (each
+group's mean taken out of ŷ and of y), i.e. the per-task normalised target. Their
+predictions are right up to a per-workload shift, so L1/MAPE of a model trained with
+them mean little. Training builds grouped batches for them
+(`simulator.batching.batch_indices`): every loss with `ranking = True`.
 """
 from __future__ import annotations
 
@@ -103,6 +105,37 @@ class PairwiseHingeLoss(Loss):
             return pred.sum() * 0.0
         margins = s[:, None] - s[None, :]
         return F.relu(1.0 - margins[pairs]).mean()
+
+
+def group_centred(values: torch.Tensor, group: torch.Tensor):
+    """(values − the mean of their group, each row's group position, rows per group)."""
+    _, inverse, counts = torch.unique(group, return_inverse=True, return_counts=True)
+    sums = torch.zeros(len(counts), dtype=values.dtype, device=values.device).index_add(0, inverse, values)
+    return values - (sums / counts.to(values.dtype))[inverse], inverse, counts
+
+
+@register_loss("group-huber")
+class GroupHuberLoss(Loss):
+    """Huber (δ = `--huber-delta`) between ŷ and y each centred on its group's mean in the
+    batch: mean over rows of groups with ≥ 2 configs of
+    huber((ŷ_i − mean_g ŷ) − (y_i − mean_g y)). The per-task normalised target: a task's
+    scale (its mean log runtime, which spans orders of magnitude across tasks) is taken
+    out, only the differences between configs of one task are fitted."""
+
+    ranking = True
+
+    def terms(self, y, group):
+        """Rows of groups with at least two configs."""
+        _, inverse, counts = torch.unique(group, return_inverse=True, return_counts=True)
+        return int((counts[inverse] >= 2).sum())
+
+    def forward(self, pred, y, group):
+        target, inverse, counts = group_centred(y.to(pred.dtype), group)
+        centred, _, _ = group_centred(pred, group)
+        keep = counts[inverse] >= 2
+        if not bool(keep.any()):
+            return pred.sum() * 0.0
+        return F.huber_loss(centred[keep], target[keep], delta=self.delta)
 
 
 def build_loss(name: str, delta: float = 1.0, temperature: float = 1.0) -> Loss:

@@ -27,7 +27,7 @@ def setup(samples, **overrides):
 def test_registries_hold_the_issue_names():
     assert set(GRAPH_MODELS) <= set(PROPAGATIONS.names())
     assert set(POOLINGS.names()) == {"mean", "sum", "max"}
-    assert set(LOSSES.names()) == {"huber", "l1", "mse", "listmle", "pairwise-hinge"}
+    assert set(LOSSES.names()) == {"huber", "l1", "mse", "listmle", "pairwise-hinge", "group-huber"}
     with pytest.raises(UnknownNameError, match="unknown loss 'nope'"):
         LOSSES.get("nope")
 
@@ -51,7 +51,7 @@ def test_sum_pooling_and_no_residual(synthetic_samples):
     assert model.net(make_batch(items)).shape == (8,)
 
 
-@pytest.mark.parametrize("loss", ["huber", "l1", "mse", "listmle", "pairwise-hinge"])
+@pytest.mark.parametrize("loss", ["huber", "l1", "mse", "listmle", "pairwise-hinge", "group-huber"])
 def test_loss_forward_backward(synthetic_samples, loss):
     config, model, items, _ = setup(synthetic_samples[:32], width=16, depth=1)
     batch = make_batch(items[:12] + items[16:28])   # two workloads, 12 configs each
@@ -79,6 +79,27 @@ def test_ranking_losses_by_hand():
     assert float(hinge(wrong, y, torch.tensor([0, 1, 2]))) == 0.0
 
 
+def test_group_huber_fits_only_differences_within_a_group():
+    loss = build_loss("group-huber", delta=1.0)
+    assert loss.ranking  # trained on grouped batches
+    y = torch.tensor([0.0, 1.0, 3.0, 10.0, 10.5])
+    group = torch.tensor([0, 0, 0, 1, 1])
+    # a per-group shift of the predictions costs nothing: only the task's scale differs
+    shifted = y + torch.tensor([7.0, 7.0, 7.0, -3.0, -3.0])
+    assert float(loss(shifted, y, group)) == pytest.approx(0.0, abs=1e-6)
+    # by hand: centred y = (−4/3, −1/3, 5/3 | −¼, ¼); all-equal predictions centre to 0
+    centred = torch.tensor([-4 / 3, -1 / 3, 5 / 3, -0.25, 0.25])
+    expected = torch.nn.functional.huber_loss(torch.zeros(5), centred, delta=1.0)
+    assert float(loss(torch.zeros(5), y, group)) == pytest.approx(float(expected))
+    # a group of one config has nothing to compare: left out (and counted out of terms)
+    assert loss.terms(y, torch.tensor([0, 0, 0, 1, 2])) == 3
+    assert float(loss(torch.zeros(5), y, torch.tensor([0, 0, 0, 1, 2]))) == pytest.approx(
+        float(torch.nn.functional.huber_loss(torch.zeros(3), centred[:3], delta=1.0)))
+    assert float(loss(torch.zeros(3), y[:3], torch.tensor([0, 1, 2]))) == 0.0
+    # the wrong order within a group costs more than the right one
+    assert float(loss(-y, y, group)) > float(loss(y + 1, y, group))
+
+
 def test_grouped_batches_keep_workloads_together():
     groups = np.repeat(np.arange(3), 10)
     batches = list(batch_indices(30, 10, np.random.default_rng(0), groups, group_size=5))
@@ -88,7 +109,7 @@ def test_grouped_batches_keep_workloads_together():
         assert all(len(set(r.tolist())) == 1 for r in runs)
 
 
-@pytest.mark.parametrize("loss", ["huber", "listmle"])
+@pytest.mark.parametrize("loss", ["huber", "listmle", "group-huber"])
 def test_loss_goes_down_on_a_tiny_dataset(synthetic_samples, loss):
     config, model, items, _ = setup(synthetic_samples[:48], width=32, depth=2)
     loss_fn = build_loss(loss)
