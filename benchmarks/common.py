@@ -43,6 +43,14 @@ def model_name(text: str) -> str:
     return text
 
 
+def loss_name(text: str) -> str:
+    """An argparse type: a `simulator.train --loss` name."""
+    from simulator.losses import LOSSES
+    if text not in LOSSES:
+        raise argparse.ArgumentTypeError(f"unknown loss {text!r} (known: {', '.join(LOSSES.names())})")
+    return text
+
+
 @contextlib.contextmanager
 def locked_outputs(*folders: Optional[str]) -> Iterator[None]:
     """Hold each output folder (created if needed) for this process: a second benchmark

@@ -13,10 +13,12 @@ Also the `ms-tuning` stage of `python -m benchmarks.all`.
 2. **Held-out operators** (`--operators`, `extract.workloads` specs): refused if their
    workload key is among the pre-training data's (so "not in the pre-training data" is
    checked, not assumed).
-3. **Pre-training.** gnn: `simulator.train` (gcn, random split, `--epochs`) on the
+3. **Pre-training.** gnn: `simulator.train` (gcn, random split, `--epochs`, `--pretrain-loss`:
+   the ranking recipe of `benchmarks.networks`, pairwise-hinge for 60 epochs by default) on the
    snapshot's graph samples; xgb-pretrained: TenSet's recipe (`simulator.ms_costmodel.
    pretrain_xgb`: MetaSchedule's XGBModel on PerStoreFeature rows of the same records).
-   Both are reused when present under `--runs`.
+   Both are reused when present under `--runs` (the gnn run only if made with the same
+   loss and epochs: its folder is named by them).
 4. **Tuning.** For each seed, operator and cost model, one `simulator.tune.tune` run of
    `--trials` trials (64 per round, MetaSchedule's evolutionary search defaults), one
    builder for all runs; the best latency after each of `--points` trials is read from the
@@ -46,11 +48,13 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from extract.cli import POSITIVE
 
-from .common import COUNT, SEED, log, write_json
+from .common import COUNT, SEED, log, loss_name, write_json
+from .networks import EPOCHS, LOSS
 
 OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
 COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random"]
 RESULT = "ms_tuning.json"
+PRETRAIN_LOSS, PRETRAIN_EPOCHS = LOSS, EPOCHS   # the networks benchmark's recipe
 
 
 def add_arguments(ap, prefix: str = "ms-") -> None:
@@ -63,7 +67,9 @@ def add_arguments(ap, prefix: str = "ms-") -> None:
     ap.add_argument(f"--{prefix}points", nargs="+", type=COUNT, default=[64, 128, 256])
     ap.add_argument(f"--{prefix}trials-per-iter", type=COUNT, default=64)
     ap.add_argument(f"--{prefix}seeds", nargs="+", type=SEED, default=[0, 1, 2])
-    ap.add_argument(f"--{prefix}epochs", type=COUNT, default=20, help="gnn pre-training epochs")
+    ap.add_argument(f"--{prefix}epochs", type=COUNT, default=PRETRAIN_EPOCHS, help="gnn pre-training epochs")
+    ap.add_argument(f"--{prefix}pretrain-loss", type=loss_name, default=PRETRAIN_LOSS,
+                    help="gnn pre-training loss (simulator.train --loss; a ranking loss on batches grouped by task)")
     ap.add_argument(f"--{prefix}deadline-min", type=POSITIVE, default=None, help="start no run past this many minutes")
     ap.add_argument(f"--{prefix}runs", default=os.path.join("runs", "ms_tuning"))
     ap.add_argument(f"--{prefix}top-k", type=COUNT, default=8)
@@ -117,16 +123,23 @@ def held_out(operators: Sequence[str], groups: set, target) -> Dict[str, str]:
     return keys
 
 
-def pretrain(snap: Sequence[str], runs: str, epochs: int) -> Dict[str, str]:
+def pretrain_argv(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETRAIN_LOSS) -> List[str]:
+    """`simulator.train`'s command line for the gnn pre-training (its folder named by loss and epochs)."""
+    gnn = os.path.join(runs, "pretrain", f"gnn-{loss}-e{epochs}")
+    return ["--data", *snap, "--model", "gcn", "--split", "random", "--loss", loss, "--epochs", str(epochs),
+            "--threads", "1", "--out", gnn, "--cache-dir", os.path.join(runs, "cache")]
+
+
+def pretrain(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETRAIN_LOSS) -> Dict[str, str]:
     """The pre-trained gnn run folder and xgb tar (made unless present)."""
     from simulator import train
     from simulator.ms_costmodel import pretrain_xgb
 
-    gnn = os.path.join(runs, "pretrain", "gnn")
+    argv = pretrain_argv(snap, runs, epochs, loss)
+    gnn = argv[argv.index("--out") + 1]
     if not os.path.exists(os.path.join(gnn, "metrics.json")):
-        log(f"pre-training gnn on {len(snap)} databases ({epochs} epochs)")
-        code = train.main(["--data", *snap, "--model", "gcn", "--split", "random", "--epochs", str(epochs),
-                           "--threads", "1", "--out", gnn, "--cache-dir", os.path.join(runs, "cache")])
+        log(f"pre-training gnn on {len(snap)} databases ({loss}, {epochs} epochs)")
+        code = train.main(argv)
         if code != 0:
             raise SystemExit(f"gnn pre-training failed ({code})")
     xgb = os.path.join(runs, "pretrain", "xgb.tar")
@@ -362,7 +375,7 @@ def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str =
     load_tensor_intrinsics(target)
     groups = pretrain_groups(snap)
     keys = held_out(_opt(args, "operators", prefix), groups, target)
-    pre = pretrain(snap, runs_dir, _opt(args, "epochs", prefix))
+    pre = pretrain(snap, runs_dir, _opt(args, "epochs", prefix), _opt(args, "pretrain-loss", prefix))
     tuned = tune_all(args, prefix, pre, target, deadline)
     points = _opt(args, "points", prefix)
     rows = summarize(tuned["runs"], points)
@@ -371,7 +384,8 @@ def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str =
     rank = rank_quality(tuned["runs"], pre, _opt(args, "top-k", prefix)) if tuned["runs"] else {}
     out = {"command": command, "held_out": keys, "figure": "results/ms_tuning.png",
            "pretrain": {"sources": list(sources), "databases": snap, "records": _records(snap),
-                        "gnn_run": pre["gnn"], "epochs": _opt(args, "epochs", prefix)},
+                        "gnn_run": pre["gnn"], "epochs": _opt(args, "epochs", prefix),
+                        "loss": _opt(args, "pretrain-loss", prefix)},
            "seeds_run": sorted({r["seed"] for r in tuned["runs"]}), "cut": tuned["cut"], "measure": tuned["measure"],
            "summary": rows, "rank": rank, "top_k": _opt(args, "top-k", prefix),
            "runs": [{k: v for k, v in r.items() if k != "history"} | {"best_so_far": [h["best_s"] for h in r["history"]]}

@@ -285,7 +285,9 @@ def pretrained_lines(out: Path) -> List[str]:
     """The pre-trained checkpoint's paragraph: how it is made, and its scores if present."""
     lines = ["## Pre-trained checkpoint", "",
              "`pretrained/gcn.pt`: a gcn trained on this dataset (`--split random`: 80% of every task's "
-             "records train, 10% validate for early stopping, 10% test), exported without its run state "
+             "records train, 10% validate for early stopping, 10% test) with a ranking loss on batches grouped "
+             "by task (`--loss pairwise-hinge`: only the order within a task matters; its predictions are log "
+             "runtimes up to a per-task shift), exported without its run state "
              "(`simulator.export`); the default start of the MetaSchedule cost model "
              "(`simulator.tune --checkpoint datasets/networks_x86/pretrained/gcn.pt`; `datasets.networks.PRETRAINED`). "
              "Made by:", "", *[f"    {c}" for c in PRETRAIN_COMMANDS], ""]

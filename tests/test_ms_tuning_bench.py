@@ -31,3 +31,24 @@ def test_an_operator_in_the_pretraining_data_is_refused():
     assert held_out(["dense_16x16x32"], {"other"}, target) == {"dense_16x16x32": key}
     with pytest.raises(SystemExit, match="not held out: dense_16x16x32"):
         held_out(["dense_16x16x32"], {key}, target)
+
+
+def test_gnn_pretraining_uses_the_ranking_recipe_and_names_its_folder_by_it(tmp_path):
+    import argparse
+
+    from benchmarks.ms_tuning import add_arguments, pretrain_argv
+    from simulator.train import build_parser, config_from_flags
+
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    args = ap.parse_args([])
+    assert (args.ms_pretrain_loss, args.ms_epochs) == ("pairwise-hinge", 60)
+    argv = pretrain_argv(["db1"], str(tmp_path), args.ms_epochs, args.ms_pretrain_loss)
+    config = config_from_flags(vars(build_parser().parse_args(argv)))
+    assert (config.fit.loss, config.fit.epochs, config.data.split, config.model.model) == \
+        ("pairwise-hinge", 60, "random", "gcn")
+    # another recipe gets another folder: a run made with the old one is not reused for it
+    other = pretrain_argv(["db1"], str(tmp_path), 20, "huber")
+    assert other[other.index("--out") + 1] != argv[argv.index("--out") + 1]
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--ms-pretrain-loss", "nope"])

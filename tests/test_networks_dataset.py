@@ -1,5 +1,6 @@
 """The MetaSchedule networks dataset (issue 12): compaction of a work folder, loading with
 network / operator-kind tags, and the leave-network-out / leave-op-kind-out splits."""
+import argparse
 import gzip
 import json
 import os
@@ -249,6 +250,25 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     assert "nan" not in text.lower()
     row = next(r for r in res["rows"] if r["held"] == "bert")
     assert row["tasks"] == 1 and "--test-network bert" in row["command"]
+    # the ranking recipe: every run trained with the ranking loss (grouped batches)
+    assert res["protocol"]["loss"] == bench.LOSS == "pairwise-hinge" and "loss pairwise-hinge" in text
+    run = json.loads((tmp_path / "runs" / "networks" / "leave-network-out-bert-mlp-seed0" / "metrics.json").read_text())
+    assert run["config"]["loss"] == "pairwise-hinge" and row["command"].endswith("--loss pairwise-hinge")
+
+
+def test_benchmark_loss_is_checked_and_reaches_every_run():
+    from benchmarks import networks as bench
+
+    ap = argparse.ArgumentParser()
+    bench.add_arguments(ap)
+    ap.add_argument("--runs", default="runs")
+    args = ap.parse_args(["--networks-loss", "huber", "--networks-models", "gcn", "xgb", "--held-networks", "bert",
+                          "--held-kinds", "dense", "--combined-models", "gcn"])
+    planned = bench.jobs(args, {"tasks": []})
+    assert len(planned) == 5 and all(j["argv"][-2:] == ["--loss", "huber"] for j in planned)
+    assert ap.parse_args([]).networks_loss == "pairwise-hinge" and ap.parse_args([]).networks_epochs == 60
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--networks-loss", "nope"])
 
 
 def test_report_averages_seeds_and_lists_the_kinds_that_cannot_be_held_out():
