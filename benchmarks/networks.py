@@ -18,8 +18,8 @@ Training recipe (`--networks-loss`, `--networks-epochs`): every model is trained
 ranking loss on batches grouped by task (default `pairwise-hinge`, 60 epochs; xgb then uses
 its `rank:pairwise` objective, `--xgb-objective auto`), since only the order of one task's
 schedules matters to a tuner and the tasks' runtimes span orders of magnitude; a Huber fit of
-the log runtime over all tasks spends itself on the tasks' scale (docs/RESULTS.md,
-"Training recipe for ranking within a task"). `--networks-loss huber` gives the earlier runs.
+the log runtime over all tasks spends itself on the tasks' scale (docs/RANKING.md: the
+diagnosis and the measurements behind the recipe). `--networks-loss huber` gives the earlier runs.
 
 Default held-out kinds: every kind of the dataset with at least one task of more than 5
 valid records (so that τ and top-5 recall have a value); the other kinds (e.g. elementwise
@@ -44,7 +44,7 @@ from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, fmt, locke
 MODELS = ["gcn", "sage", "mlp", "curve-mlp", "xgb"]
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "top5_recall"]
 NETWORKS = ["resnet50", "mobilenet_v2", "bert", "vit"]
-LOSS, EPOCHS = "pairwise-hinge", 60   # the recipe (docs/RESULTS.md, "Training recipe for ranking within a task")
+LOSS, EPOCHS = "pairwise-hinge", 60   # the recipe (docs/RANKING.md)
 SPLITS = {"network": ("leave-network-out", "--test-network"), "kind": ("leave-op-kind-out", "--test-op-kind")}
 
 
