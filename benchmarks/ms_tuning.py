@@ -49,12 +49,11 @@ from typing import Any, Dict, List, Optional, Sequence
 from extract.cli import POSITIVE
 
 from .common import COUNT, SEED, log, loss_name, write_json
-from .networks import EPOCHS, LOSS
 
 OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
 COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random"]
 RESULT = "ms_tuning.json"
-PRETRAIN_LOSS, PRETRAIN_EPOCHS = LOSS, EPOCHS   # the networks benchmark's recipe
+PRETRAIN_LOSS, PRETRAIN_EPOCHS = "pairwise-hinge", 60   # the ranking recipe (docs/RANKING.md)
 
 
 def add_arguments(ap, prefix: str = "ms-") -> None:

@@ -250,8 +250,9 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     assert "nan" not in text.lower()
     row = next(r for r in res["rows"] if r["held"] == "bert")
     assert row["tasks"] == 1 and "--test-network bert" in row["command"]
+    assert "--loss pairwise-hinge" in row["command"] and res["protocol"]["loss"] == "pairwise-hinge"
     # the ranking recipe: every run trained with the ranking loss (grouped batches)
-    assert res["protocol"]["loss"] == bench.LOSS == "pairwise-hinge" and "loss pairwise-hinge" in text
+    assert bench.LOSS == "pairwise-hinge" and "loss `pairwise-hinge`" in text
     run = json.loads((tmp_path / "runs" / "networks" / "leave-network-out-bert-mlp-seed0" / "metrics.json").read_text())
     assert run["config"]["loss"] == "pairwise-hinge" and row["command"].endswith("--loss pairwise-hinge")
 
@@ -266,7 +267,7 @@ def test_benchmark_loss_is_checked_and_reaches_every_run():
                           "--held-kinds", "dense", "--combined-models", "gcn"])
     planned = bench.jobs(args, {"tasks": []})
     assert len(planned) == 5 and all(j["argv"][-2:] == ["--loss", "huber"] for j in planned)
-    assert ap.parse_args([]).networks_loss == "pairwise-hinge" and ap.parse_args([]).networks_epochs == 60
+    assert ap.parse_args([]).networks_loss == "pairwise-hinge" and ap.parse_args([]).networks_epochs == 20
     with pytest.raises(SystemExit):
         ap.parse_args(["--networks-loss", "nope"])
 
