@@ -19,6 +19,8 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Se
 import numpy as np
 
 from .sample import ExtractorInfo, GraphSample, register_extractor
+from .itervar import itervar_vector
+from .knob_features import knob_vector
 from .space import Config
 from .templates import Template, get_template
 from .tir_graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
@@ -102,9 +104,10 @@ def extract_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: s
                      meta: Optional[Dict[str, Any]] = None, per_store: bool = False) -> Extraction:
     """`sample_from_schedule`, with the counts of node kinds mapped to UNK."""
     mod = as_module(sch_or_mod)
-    graph = tir_to_graph(lower_for_features(mod)[main_func_name(mod)])
+    func = lower_for_features(mod)[main_func_name(mod)]
+    graph = tir_to_graph(func)
     costs = np.atleast_1d(np.asarray(runtimes if runtimes is not None else [np.nan], dtype=np.float64))
-    vectors = {"curve": graph.curve[None, :]}
+    vectors = {"curve": graph.curve[None, :], "itervar": itervar_vector(func)[None, :]}
     if per_store:
         if target is None:
             raise ValueError("per-store features need the target")
@@ -148,8 +151,10 @@ def config_sample(template: Template, wl: Workload, config: Config, costs: Runti
     sch = template.schedule(wl, config)
     group = group_name(wl, template.target_kind)
     meta = {"template": template.name, "workload": wl.key, "index": config.index, "config": config.values}
-    return extract_schedule(sch, template_target(template.name), costs, group,
-                            name or f"{group}/{config.index}", meta, per_store)
+    extraction = extract_schedule(sch, template_target(template.name), costs, group,
+                                  name or f"{group}/{config.index}", meta, per_store)
+    extraction.sample.vectors["knob"] = knob_vector(template.name, wl, config.values)[None, :]
+    return extraction
 
 
 @dataclass(frozen=True)

@@ -149,3 +149,6 @@ class XGBCostModel(CostModel):
         if not state.get("xgb"):
             raise SimulatorError("checkpoint holds no trained XGBoost model")
         self.estimator.load_json(state["xgb"])
+
+
+from . import autotvm_baselines  # noqa: E402,F401  (registers knob-xgb and itervar-xgb)

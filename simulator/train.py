@@ -185,8 +185,8 @@ def validate(config: TrainConfig) -> TrainConfig:
 
 
 def describe(config: TrainConfig) -> str:
-    if config.model.model == "xgb":
-        return f"xgb, objective {config.model.xgb_objective}"
+    if config.model.model.endswith("xgb"):
+        return f"{config.model.model}, objective {config.model.xgb_objective}"
     return f"{config.model.model}, {config.fit.loss} loss"
 
 
