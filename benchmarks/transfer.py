@@ -134,8 +134,10 @@ def score_pairs(pred: np.ndarray, samples: Sequence, quiet: Dict[str, Dict[int, 
     return out
 
 
-def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
-    """Train one model on one training set (in this process) and score every test pair."""
+def train_model(argv: Sequence[str], log_path: Optional[str] = None):
+    """Train the model `simulator.train ARGV` describes, in this process, on data loaded
+    once per process; (model, config, {"train", "val", "test": SampleSource}, run summary).
+    The training's progress goes to `log_path` (default: nowhere)."""
     from simulator.costmodel import build_cost_model
     from simulator.engine import setup_determinism
     from simulator.samples_source import SampleSource
@@ -143,31 +145,37 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
     from simulator.splits import make_split
     from simulator.train import build_parser, config_from_flags, explicit_flags, validate
 
-    argv = job["argv"]
-    flags = vars(build_parser().parse_args(argv))
+    flags = vars(build_parser().parse_args(list(argv)))
     config = config_from_flags(flags)
-    config = validate(data_kind(config.data.data).resolve(config, set(explicit_flags(argv))))
+    config = validate(data_kind(config.data.data).resolve(config, set(explicit_flags(list(argv)))))
     samples, collection, sources = _data(config.data.data)
     transform = config.data.feature_transform
     if transform not in sources:
         sources[transform] = SampleSource(samples, None, transform, collection)
     source = sources[transform]
     d = config.data
-    parts = make_split([s.group for s in samples], d.split, config.seed, d.train_workloads, d.test_workloads,
+    split = make_split([s.group for s in samples], d.split, config.seed, d.train_workloads, d.test_workloads,
                        d.val_fraction, d.train_fraction)
+    parts = {p: source.subset(split[p]) for p in ("train", "val", "test")}
     setup_determinism(config.seed, config.threads)
-    start = time.perf_counter()
-    os.makedirs(os.path.dirname(job["log"]), exist_ok=True)
-    with open(job["log"], "w", encoding="utf-8") as logf, contextlib.redirect_stderr(logf), \
+    if log_path:
+        os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    with open(log_path or os.devnull, "w", encoding="utf-8") as logf, contextlib.redirect_stderr(logf), \
             contextlib.redirect_stdout(io.StringIO()):
         model = build_cost_model(config, source.info)
-        train, val, test = (source.subset(parts[p]) for p in ("train", "val", "test"))
-        model.set_normalization(train.normalization(model.batch_spec, config.seed))
-        summary = model.fit(train, val, None)
-        pred = test.predict(model, config.fit.eval_batch_size)
+        model.set_normalization(parts["train"].normalization(model.batch_spec, config.seed))
+        summary = model.fit(parts["train"], parts["val"], None)
+    return model, config, parts, summary
+
+
+def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
+    """Train one model on one training set (in this process) and score every test pair."""
+    start = time.perf_counter()
+    model, config, parts, summary = train_model(job["argv"], job["log"])
+    pred = parts["test"].predict(model, config.fit.eval_batch_size)
     seconds = time.perf_counter() - start
-    pairs = score_pairs(pred, test.samples, job.get("quiet") or {})
-    return {"spec": job["spec"], "train": list(job["train"]), "argv": argv, "key": job["key"],
+    pairs = score_pairs(pred, parts["test"].samples, job.get("quiet") or {})
+    return {"spec": job["spec"], "train": list(job["train"]), "argv": job["argv"], "key": job["key"],
             "seconds": seconds, "run": summary, "pairs": pairs}
 
 

@@ -151,4 +151,4 @@ class XGBCostModel(CostModel):
         self.estimator.load_json(state["xgb"])
 
 
-from . import autotvm_baselines  # noqa: E402,F401  (registers knob-xgb and itervar-xgb)
+from . import autotvm_baselines, invariant  # noqa: E402,F401  (register knob-xgb, itervar-xgb, gcn-inv)
