@@ -29,6 +29,9 @@ setup(
         "psutil",
         # one writer per output folder (extract/fileio.py)
         "filelock",
+        # MetaSchedule's LocalBuilder/LocalRunner pools pickle their jobs with it (apache-tvm
+        # does not depend on it)
+        "cloudpickle",
     ],
     extras_require={
         "jax": ["jax"],

@@ -6,6 +6,15 @@
   * AutoTVM log files or folders of them (any template `extract.templates` knows);
   * a folder of sample collections (`*.npz` written by `extract.tvm_log --out`), or
     such files.
+Several may be given ("shipped" among them). Each path is read once, and samples that
+repeat a (workload group, config) already read are dropped, with a count (`--data D D`
+would otherwise double the samples and put one config on both sides of a split). A
+folder holding both sample collections and logs is refused (give the one you mean);
+file names match in any case (`.JSONL`, `.NPZ`, `.LOG.GZ`). What was read from each path
+is said in one line per path (`Collection.read`; printed unless `progress=False`). A
+folder written by `extract.tvm_log` is checked against its report.json (an interrupted
+run, a stale or changed collection: `DatasetError`).
+
 Samples extracted from logs are cached on disk, keyed by a hash of the logs' bytes and
 the extractor version, so a changed extractor rebuilds the cache. The shipped data
 comes with its extracted samples (`samples.npz`), used while the extractor version
@@ -20,9 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from extract.records import log_files
 from extract.sample import ExtractorInfo, GraphSample, load_info, load_samples, save_samples
@@ -45,6 +54,8 @@ class Collection:
 
     samples: List[GraphSample]
     extractor: Optional[ExtractorInfo] = None
+    read: List[str] = field(default_factory=list)  # what each path gave, one line each
+    duplicates: int = 0                            # samples dropped as repeats
 
     @property
     def info(self) -> Dict[str, Any]:
@@ -95,13 +106,18 @@ def _logs_key(files: Iterable[str]) -> str:
 
 
 def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = True,
-              progress: bool = True, cache: Optional[str] = None) -> List[GraphSample]:
-    """Samples of AutoTVM logs, extracted once and cached (in `cache_dir(cache)`)."""
+              progress: bool = True, cache: Optional[str] = None,
+              per_file: Optional[Dict[str, Dict[str, int]]] = None) -> List[GraphSample]:
+    """Samples of AutoTVM logs, extracted once and cached (in `cache_dir(cache)`).
+    `per_file`, if given, gets what was read from each log file (records, samples,
+    errors, skipped; empty for a cache written before these were kept)."""
     from extract.tvm_log import extract_logs
 
     files = log_files(list(paths))
     cached = cache_dir(cache) / f"logs-{_logs_key(files)}.npz"
     if use_cache and cached.exists():
+        if per_file is not None:
+            per_file.update(_counts_of(files, load_info(str(cached)).get("per_file", {})))
         return load_samples(str(cached))
     by_group, report = extract_logs(files, skip_bad=skip_bad, progress=progress)
     if progress:
@@ -109,9 +125,28 @@ def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = Tr
     samples = [s for group in sorted(by_group) for s in by_group[group]]
     if not samples:
         raise DatasetError(f"{', '.join(paths)}: no successful measurements in these logs")
+    if per_file is not None:
+        per_file.update({f: dict(c) for f, c in report.per_file.items()})
     if use_cache:
-        save_samples(str(cached), samples, info={"logs": files}, extractor=tir_extractor())
+        counts = {os.path.realpath(f): dict(c) for f, c in report.per_file.items()}
+        save_samples(str(cached), samples, info={"logs": files, "per_file": counts}, extractor=tir_extractor())
     return samples
+
+
+def _counts_of(files: Sequence[str], stored: Dict[str, Dict[str, int]]) -> Dict[str, Dict[str, int]]:
+    """A cache's per-file counts (kept by real path) for `files`: the same logs may be
+    named by another path now (the cache is keyed by their names and bytes)."""
+    by_name: Dict[str, List[Dict[str, int]]] = {}
+    for path, counts in stored.items():
+        by_name.setdefault(os.path.basename(path), []).append(counts)
+    found = {}
+    for f in files:
+        counts = stored.get(os.path.realpath(f))
+        if counts is None and len(by_name.get(os.path.basename(f), [])) == 1:
+            counts = by_name[os.path.basename(f)][0]
+        if counts is not None:
+            found[f] = counts
+    return found
 
 
 def _shipped_samples_current() -> bool:
@@ -127,57 +162,176 @@ def load_shipped(progress: bool = True) -> List[GraphSample]:
 
 
 def _is_sample_file(path: Path) -> bool:
-    return path.suffix == ".npz"
+    return path.suffix.lower() == ".npz"
 
 
-def _split_specs(specs: Sequence[str]):
-    """(sample collection files, logs) named by `--data` specs."""
-    sample_files: List[str] = []
-    logs: List[str] = []
-    for spec in specs:
-        path = Path(spec)
-        if not path.exists():
-            raise DatasetError(f"{spec}: no such file or folder (give 'shipped', AutoTVM logs, "
-                               f"or a folder of extracted .npz samples)")
-        if path.is_dir():
-            npz = sorted(str(p) for p in path.rglob("*.npz"))
-            if npz:
-                sample_files.extend(npz)
-            else:
-                logs.append(str(path))
-        elif _is_sample_file(path):
-            sample_files.append(str(path))
-        else:
-            logs.append(str(path))
-    return sample_files, logs
+def _sample_files_in(folder: Path) -> List[str]:
+    """The sample collections in a folder and its subfolders (*.npz in any case; not
+    hidden files, such as a `.x.npz.….partial` being written)."""
+    return sorted(str(p) for p in folder.rglob("*") if p.is_file() and _is_sample_file(p)
+                  and not p.name.startswith("."))
+
+
+@dataclass
+class _Source:
+    """What one `--data` spec names: sample collection files and/or log files."""
+
+    spec: str
+    sample_files: List[str]
+    logs: List[str]
+
+
+def _classify(spec: str) -> _Source:
+    """The sample collections and the logs one spec names. A folder holding both kinds
+    is refused: which of them the user means is not for us to guess."""
+    if spec == "shipped":
+        if not SHIPPED_LOG.exists():
+            raise DatasetError(f"{SHIPPED_LOG}: the shipped dataset is missing from this checkout")
+        if _shipped_samples_current():
+            return _Source(spec, [str(SHIPPED_SAMPLES)], [])
+        return _Source(spec, [], [str(SHIPPED_LOG)])
+    path = Path(spec)
+    if not path.exists():
+        raise DatasetError(f"{spec}: no such file or folder (give 'shipped', AutoTVM logs, "
+                           f"or a folder of extracted .npz samples)")
+    if not path.is_dir():
+        return _Source(spec, [spec], []) if _is_sample_file(path) else _Source(spec, [], [spec])
+    npz = _sample_files_in(path)
+    try:
+        logs = log_files([spec])
+    except FileNotFoundError:
+        logs = []
+    if npz and logs:
+        raise DatasetError(f"{spec}: holds both sample collections ({len(npz)} .npz, e.g. {npz[0]}) and "
+                           f"tuning logs ({len(logs)}, e.g. {logs[0]}); give the collections' folder or "
+                           f"the logs themselves")
+    if not npz and not logs:
+        raise DatasetError(f"{spec}: holds no sample collections (.npz) or tuning logs "
+                           f"(*.json, *.jsonl, *.log, or .gz of them)")
+    return _Source(spec, npz, []) if npz else _Source(spec, [], logs)
+
+
+def _check_reports(sample_files: Sequence[str], whole_folders: Sequence[str]) -> None:
+    """Collections in an extract.tvm_log output folder must be those its report.json
+    lists: a folder read whole must hold exactly them; a named file must be one of them."""
+    from extract.tvm_log import OutputFolderError, check_output
+
+    by_folder: Dict[str, List[str]] = {}
+    for f in sample_files:
+        by_folder.setdefault(os.path.dirname(os.path.abspath(f)), []).append(os.path.basename(f))
+    whole = {os.path.abspath(f) for f in whole_folders}
+    try:
+        for folder, names in by_folder.items():
+            check_output(folder, None if folder in whole or any(
+                folder.startswith(w + os.sep) for w in whole) else names)
+    except OutputFolderError as e:
+        raise DatasetError(str(e)) from None
+
+
+def sample_key(sample: GraphSample) -> Tuple:
+    """What makes two samples the same measurement point: the workload group and the
+    config (a template's config index), else the group and the sample's name. A sample
+    of neither (no index, no name) is its own."""
+    if "index" in sample.meta:
+        return (sample.group, str(sample.meta.get("template", "")), str(sample.meta["index"]))
+    if sample.name:
+        return (sample.group, sample.name)
+    return (id(sample),)
+
+
+def deduplicate(samples: Sequence[GraphSample]) -> Tuple[List[GraphSample], int]:
+    """The samples without repeats of a (workload group, config) already seen (the first
+    is kept: a config measured twice, or data given twice, must not land on both sides
+    of a train/validation split); and how many were dropped."""
+    seen = set()
+    kept = []
+    for s in samples:
+        key = sample_key(s)
+        if key not in seen:
+            seen.add(key)
+            kept.append(s)
+    return kept, len(samples) - len(kept)
 
 
 def load_collection(data: Union[str, Sequence[str]] = "shipped", progress: bool = True,
                     cache: Optional[str] = None) -> Collection:
-    """The samples `data` names (see the module docstring) and their extractor info."""
+    """The samples `data` names (see the module docstring) and their extractor info.
+
+    Each path is read once (a path given twice, or a file inside a folder also given, is
+    not read again); samples repeating a (workload group, config) already read are
+    dropped (`Collection.duplicates`); `Collection.read` says what each path gave, one
+    line each (printed with `progress`)."""
     specs = [data] if isinstance(data, str) else list(data)
+    if not specs:
+        raise DatasetError("no dataset given")
     if specs == ["shipped"]:
         samples = load_shipped(progress)
         info = load_info(str(SHIPPED_SAMPLES)) if _shipped_samples_current() else tir_extractor().as_info()
-        return Collection(samples, shared_extractor([info], [str(SHIPPED_SAMPLES)]))
-    sample_files, logs = _split_specs(specs)
+        collection = Collection(samples, shared_extractor([info], [str(SHIPPED_SAMPLES)]),
+                                read=[f"shipped: {len(samples)} samples"])
+        return _finish(collection, progress)
+    sources = [_classify(spec) for spec in specs]
+    _check_reports([f for s in sources for f in s.sample_files],
+                   [s.spec for s in sources if os.path.isdir(s.spec) and s.sample_files])
     samples: List[GraphSample] = []
-    infos, names = [], []
-    for f in sample_files:
-        samples.extend(load_samples(f))
-        infos.append(load_info(f))
-        names.append(f)
+    infos, names, read = [], [], []
+    taken = set()
+    for source in sources:
+        files = [f for f in source.sample_files if os.path.realpath(f) not in taken]
+        taken.update(os.path.realpath(f) for f in files)
+        count = 0
+        for f in files:
+            part = load_samples(f)
+            count += len(part)
+            samples.extend(part)
+            infos.append(load_info(f))
+            names.append(f)
+        if source.sample_files:
+            read.append(f"{source.spec}: {len(files)} sample collection{'s' * (len(files) != 1)}, "
+                        f"{count} samples" + _already(len(source.sample_files) - len(files)))
+    logs = [s for s in sources if s.logs]
     if logs:
+        from extract.tvm_log import describe_counts
+
+        per_file: Dict[str, Dict[str, int]] = {}
+        all_logs = [f for s in logs for f in s.logs]
         try:
-            samples.extend(load_logs(logs, progress=progress, cache=cache))
+            samples.extend(load_logs(all_logs, progress=progress, cache=cache, per_file=per_file))
         except FileNotFoundError as e:
             raise DatasetError(str(e)) from None
         infos.append(tir_extractor().as_info())
-        names.append(", ".join(logs))
+        names.append(", ".join(s.spec for s in logs))
+        for source in logs:
+            files = [f for f in source.logs if os.path.realpath(f) not in taken]
+            taken.update(os.path.realpath(f) for f in files)
+            if per_file or not files:
+                counts: Dict[str, int] = {}
+                for f in files:
+                    for k, v in per_file.get(f, {}).items():
+                        counts[k] = counts.get(k, 0) + v
+                read.append(f"{source.spec}: {describe_counts(counts, len(files))}"
+                            + _already(len(source.logs) - len(files)))
+            else:  # a cache written before per-file counts were kept
+                read.append(f"{source.spec}: {len(files)} logs (extracted earlier, from the cache)")
     if not samples:
         raise DatasetError(f"{', '.join(specs)}: holds no samples")
-    return Collection(samples, shared_extractor(infos, names))
+    return _finish(Collection(samples, shared_extractor(infos, names), read=read), progress)
 
+
+def _already(count: int) -> str:
+    return f" ({count} already read from an earlier path)" if count else ""
+
+
+def _finish(collection: Collection, progress: bool) -> Collection:
+    """Drop repeated (group, config) samples, and say what was read."""
+    collection.samples, collection.duplicates = deduplicate(collection.samples)
+    if collection.duplicates:
+        collection.read.append(f"dropped {collection.duplicates} samples repeating a (workload group, config) "
+                               f"already read (the first kept)")
+    if progress:
+        for line in collection.read:
+            print(line)
+    return collection
 
 def load_dataset(data: Union[str, Sequence[str]] = "shipped", progress: bool = True,
                  cache: Optional[str] = None) -> List[GraphSample]:

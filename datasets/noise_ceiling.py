@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from typing import Dict, Optional, Sequence
@@ -20,21 +21,25 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from extract.fileio import atomic_write
-from extract.records import read_records
-from extract.templates import get_template
+from extract.records import RecordFormatError, read_records
 
 from . import SHIPPED_LOG, SHIPPED_REMEASURE
 
 
 def costs_by_workload(path: str) -> Dict[str, Dict[int, np.ndarray]]:
-    from extract.tvm_graph import group_name
+    """{group: {config index: per-repeat costs}} of a log's successful records, each
+    record checked as `extract.tvm_log` checks it (RecordFormatError naming file:line);
+    groups as extract.tvm_log names them (the target kind when not the template's)."""
+    from extract.tvm_log import record_job
 
     out: Dict[str, Dict[int, np.ndarray]] = defaultdict(dict)
     for r in read_records(path):
         if r.ok:
-            template = get_template(r.task_name)
-            group = group_name(template.parse_task_args(r.task_args), template.target_kind)
-            out[group][r.config_index] = np.asarray(r.costs)
+            try:
+                job = record_job(r)
+            except (ValueError, KeyError) as e:  # a bad record, an unknown template
+                raise RecordFormatError(f"{r.source}: {e}") from None
+            out[job.group][r.config_index] = np.asarray(r.costs)
     return out
 
 
@@ -62,15 +67,31 @@ def noise_ceiling(first: str, second: str) -> Dict[str, Dict[str, float]]:
     return result
 
 
+def _output_file(text: str) -> str:
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    parent = os.path.dirname(text) or "."
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"{parent}: no such folder")
+    return text
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m datasets.noise_ceiling", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="*", default=[str(SHIPPED_LOG), str(SHIPPED_REMEASURE)])
-    ap.add_argument("--out", default=None, help="JSON file to write (default: print only)")
+    ap.add_argument("--out", default=None, type=_output_file, help="JSON file to write (default: print only)")
     args = ap.parse_args(argv)
     if len(args.logs) != 2:
         ap.error("give two logs: the first pass and the re-measured subset")
-    result = noise_ceiling(*args.logs)
+    try:
+        for log in args.logs:
+            if not os.path.isfile(log):
+                raise FileNotFoundError(f"{log}: no such log file")
+        result = noise_ceiling(*args.logs)
+    except (FileNotFoundError, ValueError) as e:  # RecordFormatError, no shared configs
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"{'workload':<10} {'configs':>7} {'tau':>6} {'med |Δ|/t':>10} {'p90 |Δ|/t':>10} {'repeat spread':>14}")
     for group, r in result.items():
         print(f"{group:<10} {r['configs']:>7} {r['kendall_tau']:>6.3f} {r['median_rel_diff']:>10.3f} "

@@ -12,7 +12,10 @@ the run: instantiation/compile/run errors, wrong answers and timeouts are writte
 AutoTVM's error_no. Configs are sampled uniformly without replacement from each
 workload's whole space (seeded) and measured in a shuffled order across workloads, so
 drift of the machine's speed spreads over all workloads. An existing log is resumed:
-configs already in it are skipped.
+configs already in it are skipped (a half-written last line of a killed run is passed
+over, and ended so the next record starts a line of its own). Arguments are checked
+before anything is measured (counts ≥ 1, a timeout > 0, a known template and workloads,
+existing logs to re-measure); progress is a bar on a terminal, a few lines otherwise.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from . import records as rec
+from .cli import float_in, int_in, progress
 from .records import MeasureRecord, read_records
 from .templates import get_template
 from .workloads import Workload, parse_workloads, workload_name
@@ -112,6 +116,9 @@ def check_and_time(module, wl: Workload, repeat: int, min_repeat_ms: int, start:
         return MeasureResult.failed(rec.WRONG_ANSWER, f"ValueError: max abs error {err:.3g}", time.time() - start)
     timer = module.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     costs = [float(c) for c in timer(*args).results]
+    if not all(rec.MIN_COST_S <= c <= rec.MAX_COST_S for c in costs):  # NaN fails too
+        return MeasureResult.failed(rec.RUNTIME_DEVICE, f"ValueError: implausible timings {costs}",
+                                    time.time() - start)
     return MeasureResult(costs, rec.NO_ERROR, "", time.time() - start)
 
 
@@ -198,7 +205,7 @@ def remeasure_jobs(first_log: str, count: int, seed: int, also: Sequence[str] = 
             key = (template.name, template.parse_task_args(r.task_args))
             by_workload.setdefault(key, []).append(r.config_index)
     if not by_workload:
-        raise SystemExit(f"{first_log}: no successful records to re-measure")
+        raise ValueError(f"{first_log}: no successful records to re-measure")
     per = -(-count // len(by_workload))
     rng = np.random.default_rng(seed)
     jobs = [MeasureJob(name, wl, int(i)) for (name, wl), indices in sorted(by_workload.items(), key=lambda kv: kv[0][1].key)
@@ -213,59 +220,122 @@ def remeasure_jobs(first_log: str, count: int, seed: int, also: Sequence[str] = 
     return [jobs[i] for i in rng.permutation(len(jobs))]
 
 
-def done_keys(log: str) -> set:
+def done_keys(log: str, passed_over: Optional[List[Tuple[str, int, str]]] = None) -> set:
+    """The configs a log already holds (to resume it). Lines that are not records — e.g.
+    the half-written last line of a killed run — are passed over (listed in `passed_over`)."""
     if not os.path.exists(log):
         return set()
     keys = set()
-    for r in read_records(log):
-        template = get_template(r.task_name)
-        keys.add(MeasureJob(template.name, template.parse_task_args(r.task_args), r.config_index))
+    bad = passed_over if passed_over is not None else []
+    for r in read_records(log, skip_bad=True, bad=bad):
+        try:
+            template = get_template(r.task_name)
+            keys.add(MeasureJob(template.name, template.parse_task_args(r.task_args), r.config_index))
+        except (KeyError, ValueError) as e:
+            file, _, line = r.source.rpartition(":")
+            bad.append((file, int(line), str(e)))
     return keys
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def _end_with_newline(log: str) -> None:
+    """A log cut mid-line (a killed run) gets its line ended, so that the next record
+    starts a line of its own instead of being glued to the broken one."""
+    if os.path.exists(log) and os.path.getsize(log):
+        with open(log, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+        if last != b"\n":
+            with open(log, "ab") as f:
+                f.write(b"\n")
+
+
+def _template_name(text: str) -> str:
+    try:
+        return get_template(text).name
+    except KeyError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _existing_file(text: str) -> str:
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"{text}: no such log file")
+    return text
+
+
+def _log_file(text: str) -> str:
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a log file")
+    parent = os.path.dirname(text) or "."
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"{parent}: no such folder for the log")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m extract.measure", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--log", required=True, help="JSON-lines log to append to (resumed if it exists)")
-    ap.add_argument("--template", default="conv2d_NCHWc.x86")
+    ap.add_argument("--log", required=True, type=_log_file,
+                    help="JSON-lines log to append to (resumed if it exists)")
+    ap.add_argument("--template", default="conv2d_NCHWc.x86", type=_template_name)
     ap.add_argument("--workloads", nargs="+", default=["resnet18"],
                     help="'resnet18', names C1…C12, or keys like 1x64x56x56_64x3x3_s1_p1")
-    ap.add_argument("--per-workload", type=int, default=600, help="configs sampled per workload")
-    ap.add_argument("--max-vector-lanes", type=int, default=64,
+    ap.add_argument("--per-workload", type=int_in(1), default=600, help="configs sampled per workload")
+    ap.add_argument("--max-vector-lanes", type=int_in(0), default=64,
                     help="sample only configs whose tile_oc inner factor is at most this (0: all)")
-    ap.add_argument("--remeasure", metavar="LOG", help="re-measure a subset of this log's successful configs")
-    ap.add_argument("--count", type=int, default=300, help="with --remeasure: how many configs")
-    ap.add_argument("--also", nargs="+", default=[], metavar="LOG",
+    ap.add_argument("--remeasure", metavar="LOG", type=_existing_file,
+                    help="re-measure a subset of this log's successful configs")
+    ap.add_argument("--count", type=int_in(1), default=300, help="with --remeasure: how many configs")
+    ap.add_argument("--also", nargs="+", default=[], metavar="LOG", type=_existing_file,
                     help="with --remeasure: also re-measure every successful config of these logs")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--min-repeat-ms", type=int, default=20)
-    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per config (build + run)")
-    ap.add_argument("--num-threads", type=int, default=1,
+    ap.add_argument("--seed", type=int_in(0), default=0)
+    ap.add_argument("--repeat", type=int_in(1), default=3)
+    ap.add_argument("--min-repeat-ms", type=int_in(0), default=20)
+    ap.add_argument("--timeout", type=float_in(0, lo_open=True), default=30.0,
+                    help="seconds per config (build + run)")
+    ap.add_argument("--num-threads", type=int_in(1), default=1,
                     help="runtime threads; 1 keeps timings stable on a shared 2-core machine")
-    args = ap.parse_args(argv)
+    return ap
 
-    from tqdm import tqdm
+
+def plan_jobs(args: argparse.Namespace) -> List[MeasureJob]:
+    """The configs the arguments ask for (ValueError/KeyError: a bad workload or log)."""
+    if args.remeasure:
+        return remeasure_jobs(args.remeasure, args.count, args.seed, args.also)
+    return sample_jobs(args.template, parse_workloads(args.workloads), args.per_workload,
+                       args.seed, args.max_vector_lanes)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.also and not args.remeasure:
+        ap.error("--also goes with --remeasure")
+
     import tvm
 
-    if args.remeasure:
-        jobs = remeasure_jobs(args.remeasure, args.count, args.seed, args.also)
-    else:
-        jobs = sample_jobs(args.template, parse_workloads(args.workloads), args.per_workload,
-                           args.seed, args.max_vector_lanes)
-    unmeasurable = sorted({workload_name(j.workload) for j in jobs if not j.workload.measurable})
-    if unmeasurable:
-        print(f"error: {', '.join(unmeasurable)}: no reference implementation to check "
-              f"measurements against", file=sys.stderr)
+    try:
+        jobs = plan_jobs(args)
+        unmeasurable = sorted({workload_name(j.workload) for j in jobs if not j.workload.measurable})
+        if unmeasurable:
+            raise ValueError(f"{', '.join(unmeasurable)}: no reference implementation to check "
+                             f"measurements against")
+        passed_over: List[Tuple[str, int, str]] = []
+        done = done_keys(args.log, passed_over)
+    except (ValueError, KeyError) as e:  # RecordFormatError, unknown workload or template
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    done = done_keys(args.log)
+    if passed_over:
+        file, line, reason = passed_over[0]
+        print(f"{args.log}: {len(passed_over)} lines that are not records passed over "
+              f"(first {file}:{line}: {reason})", file=sys.stderr)
     pending = [j for j in jobs if j not in done]
     print(f"{len(jobs)} configs planned, {len(jobs) - len(pending)} already in {args.log}, "
           f"{len(pending)} to measure", file=sys.stderr)
 
     worker = Worker(args.num_threads)
     errors = 0
-    with open(args.log, "a", encoding="utf-8") as log, tqdm(pending, unit="cfg") as bar:
+    _end_with_newline(args.log)
+    with open(args.log, "a", encoding="utf-8") as log, progress(pending, unit="cfg", desc="measure") as bar:
         for job in bar:
             template_name, wl, index = job
             template = get_template(template_name)

@@ -13,15 +13,26 @@ v0.1 (TVM 0.5/0.6)::
 
 `costs` holds one mean per repeat; an error record has error_no ≠ 0 (AutoTVM's
 MeasureErrorNo) and its costs are a placeholder.
+
+Every field is checked as it is read, and a record that fails a check is a bad line
+(`RecordFormatError` naming file:line, or counted with `skip_bad`), never a record with
+a wrong value: the target names a kind; the config index is a non-negative integer;
+error_no a non-negative integer; all_cost and the timestamp finite non-negative numbers;
+and a successful record's costs numbers (a JSON `true` is not 1 s) in
+[`MIN_COST_S`, `MAX_COST_S`] (no NaN, Infinity, zero, negative, or AutoTVM's 1e9
+placeholder). Whether the task args and the config entity make a workload and a config
+of a template's space is checked by `extract.tvm_log.record_job`.
 """
 from __future__ import annotations
 
 import gzip
-import io
 import json
+import math
 import os
+import re
+import zlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
 
 # AutoTVM's MeasureErrorNo
 NO_ERROR = 0
@@ -74,83 +85,244 @@ class RecordFormatError(ValueError):
     """A line that is not an AutoTVM record; the message names file and line."""
 
 
-def _parse(obj: Dict[str, Any]) -> MeasureRecord:
+# A measured runtime outside these bounds is not a measurement: AutoTVM writes 1e9 s as
+# an error's placeholder, and nothing runs in under a nanosecond.
+MIN_COST_S = 1e-9
+MAX_COST_S = 1e4
+MAX_ALL_COST_S = 1e7     # seconds one measurement took (build + run), ~4 months
+MAX_TIMESTAMP = 1e11     # Unix seconds, year ~5000
+
+
+def is_number(value: Any) -> bool:
+    """A JSON number: int or float, not a bool (`true` is not 1 s)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number(value: Any, what: str, lo: float, hi: float, lo_open: bool = False) -> float:
+    if not is_number(value):
+        raise ValueError(f"{what} {value!r} is not a number")
+    value = float(value)
+    if not math.isfinite(value) or (value <= lo if lo_open else value < lo) or value > hi:
+        bounds = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        raise ValueError(f"{what} {value!r} is outside {bounds}")
+    return value
+
+
+def _list(value: Any, what: str, min_len: int = 0) -> list:
+    if not isinstance(value, list):
+        raise ValueError(f"{what} is a {_json_type(value)}, not a list")
+    if len(value) < min_len:
+        raise ValueError(f"{what} has {len(value)} items, fewer than {min_len}")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number" if is_number(value) else type(value).__name__)
+
+
+def target_kind(target: Any) -> str:
+    """The kind of an AutoTVM record's target (`llvm`, `cuda`, …): of a target string
+    (`"llvm -mcpu=znver3"`, `"cuda -arch=sm_80"`), its JSON form (`'{"kind": "llvm", …}'`,
+    TVM ≥ 0.20) or a dict; ValueError for anything else."""
+    if isinstance(target, str) and target.strip().startswith("{"):
+        try:
+            target = json.loads(target)
+        except ValueError:
+            raise ValueError(f"target {target[:60]!r} is not a target string or its JSON") from None
+    if isinstance(target, dict):
+        kind = target.get("kind")
+        if isinstance(kind, dict):  # {"kind": {"name": "llvm"}} in some serialisations
+            kind = kind.get("name")
+    elif isinstance(target, str) and target.split():
+        kind = target.split()[0]
+    else:
+        kind = None
+    if not isinstance(kind, str) or not re.fullmatch(r"[A-Za-z][\w.-]*", kind):
+        raise ValueError(f"target {str(target)[:60]!r} names no target kind")
+    return kind
+
+
+def _parse(obj: Any) -> MeasureRecord:
+    """One record, every field checked (see the module docstring)."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"a JSON {_json_type(obj)}, not an object")
     if "input" in obj:  # v0.2
-        target, task_name, task_args = obj["input"][0], obj["input"][1], obj["input"][2]
-        config = obj["config"]
-        index, entity = config["index"], config["entity"]
-        result = obj["result"]
+        inputs = _list(obj["input"], "input", 3)
+        config = obj.get("config")
+        if not isinstance(config, dict):
+            raise ValueError(f"config is a {_json_type(config)}, not an object")
+        index, entity = config.get("index"), config.get("entity")
+        result = obj.get("result")
     elif "i" in obj:  # v0.1
-        target, task_name, task_args = obj["i"][0], obj["i"][1], obj["i"][2]
-        config = obj["i"][5]
-        index, entity = config["i"], config["e"]
-        result = obj["r"]
+        inputs = _list(obj["i"], "i (input)", 6)
+        config = inputs[5]
+        if not isinstance(config, dict):
+            raise ValueError(f"i[5] (config) is a {_json_type(config)}, not an object")
+        index, entity = config.get("i"), config.get("e")
+        result = obj.get("r")
     else:
         raise ValueError("neither v0.2 keys ('input', 'config', 'result') nor v0.1 ('i', 'r')")
+    target, task_name, task_args = inputs[0], inputs[1], inputs[2]
+    target_kind(target)
     if not isinstance(task_name, str):
         raise ValueError(f"task name {task_name!r} is not a string")
-    if not isinstance(entity, list):
-        raise ValueError("config entity is not a list")
+    _list(task_args, "task args")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise ValueError(f"config index {index!r} is not a non-negative integer")
+    _list(entity, "config entity")
+    result = _list(result, "result", 4)
+    if len(result) != 4:
+        raise ValueError(f"result has {len(result)} items, not [costs, error_no, all_cost, timestamp]")
     costs, error_no, all_cost, timestamp = result
-    if not isinstance(error_no, int):
-        raise ValueError(f"error_no {error_no!r} is not an integer")
-    costs = [float(c) if isinstance(c, (int, float)) else float("nan") for c in costs]
-    if error_no == NO_ERROR and (not costs or any(not (c > 0) for c in costs)):
-        raise ValueError(f"successful record with invalid costs {result[0]!r}")
+    costs = _list(costs, "costs")
+    if not isinstance(error_no, int) or isinstance(error_no, bool) or error_no < 0:
+        raise ValueError(f"error_no {error_no!r} is not a non-negative integer")
+    all_cost = _number(all_cost, "all_cost", 0.0, MAX_ALL_COST_S)
+    timestamp = _number(timestamp, "timestamp", 0.0, MAX_TIMESTAMP)
+    if error_no == NO_ERROR:
+        if not costs:
+            raise ValueError("successful record with no costs")
+        costs = [_number(c, "cost", MIN_COST_S, MAX_COST_S) for c in costs]
+    else:  # an error's costs are a placeholder (a number, or the exception's text)
+        costs = [float(c) if is_number(c) else float("nan") for c in costs]
+    error_msg = obj.get("error_msg", "")
     known = {"input", "config", "result", "version", "tvm_version", "i", "r", "v", "error_msg"}
-    return MeasureRecord(target, task_name, list(task_args), int(index), entity, costs,
-                         error_no, float(all_cost), float(timestamp), obj.get("error_msg", ""),
+    return MeasureRecord(target, task_name, list(task_args), index, entity, costs,
+                         error_no, all_cost, timestamp, error_msg if isinstance(error_msg, str) else str(error_msg),
                          {k: v for k, v in obj.items() if k not in known})
 
 
-def _open_text(path: str) -> io.TextIOBase:
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, "r", encoding="utf-8")
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _open_binary(path: str) -> IO[bytes]:
+    """The log's bytes: gzip-compressed (known by its magic bytes, whatever the suffix) or plain."""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise RecordFormatError(f"{path}: unreadable log ({e.strerror or type(e).__name__})") from None
+    if f.peek(2)[:2] == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=f, mode="rb")  # closing it leaves f open: closed by the caller
+    return f
 
 
 def read_records(path: str, skip_bad: bool = False,
                  bad: Optional[List[Tuple[str, int, str]]] = None) -> Iterator[MeasureRecord]:
-    """Yield the records of one log (plain or .gz). A bad line raises RecordFormatError
-    naming file:line, or with skip_bad is appended to `bad` as (path, line, reason)."""
+    """Yield the records of one log (plain or gzip). A bad line raises RecordFormatError
+    naming file:line, or with skip_bad is appended to `bad` as (path, line, reason).
+    A log damaged part-way (a truncated or corrupt .gz, an unreadable disk block) ends
+    there: the records before the damage are kept under skip_bad (the damage is one
+    entry of `bad`), else it is an error naming file:line."""
+    stream = _open_binary(path)
+    raw = stream if not isinstance(stream, gzip.GzipFile) else stream.fileobj
+    line_no = 0
     try:
-        with _open_text(path) as f:
-            yield from _records_of(f, path, skip_bad, bad)
-    except (EOFError, OSError, UnicodeDecodeError) as e:  # truncated .gz, binary junk
-        raise RecordFormatError(f"{path}: unreadable log ({type(e).__name__}: {e})") from None
+        lines = iter(stream)
+        while True:
+            try:
+                data = next(lines)
+            except StopIteration:
+                return
+            except (EOFError, OSError, zlib.error) as e:  # damaged .gz, I/O error mid-file
+                reason = f"log damaged after line {line_no} ({type(e).__name__}: {e}); the rest is unreadable"
+                if not skip_bad:
+                    raise RecordFormatError(f"{path}:{line_no + 1}: {reason}") from None
+                if bad is not None:
+                    bad.append((path, line_no + 1, reason))
+                return
+            line_no += 1
+            record = _record_of_line(data, path, line_no, skip_bad, bad)
+            if record is not None:
+                yield record
+    finally:
+        stream.close()
+        raw.close()
 
 
-def _records_of(f, path: str, skip_bad: bool, bad) -> Iterator[MeasureRecord]:
-    for line_no, line in enumerate(f, 1):
-        line = line.strip()
+def _record_of_line(data: bytes, path: str, line_no: int, skip_bad: bool, bad) -> Optional[MeasureRecord]:
+    try:
+        line = data.decode("utf-8").strip()
         if not line or line.startswith("#"):
-            continue
-        try:
-            record = _parse(json.loads(line))
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            reason = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
-            if not skip_bad:
-                raise RecordFormatError(f"{path}:{line_no}: not an AutoTVM record: {reason}") from None
-            if bad is not None:
-                bad.append((path, line_no, reason))
-            continue
-        record.source = f"{path}:{line_no}"
-        yield record
+            return None
+        record = _parse(json.loads(line))
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError) as e:
+        reason = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+        if not skip_bad:
+            raise RecordFormatError(f"{path}:{line_no}: not an AutoTVM record: {reason}") from None
+        if bad is not None:
+            bad.append((path, line_no, reason))
+        return None
+    record.source = f"{path}:{line_no}"
+    return record
 
 
-def log_files(paths: List[str]) -> List[str]:
-    """Expand folders into the log files they hold (*.json, *.jsonl, *.log, and .gz of them)."""
-    suffixes = (".json", ".jsonl", ".log", ".json.gz", ".jsonl.gz", ".log.gz")
+LOG_SUFFIXES = (".json", ".jsonl", ".log")
+REPORT_NAME = "report.json"  # what extract.tvm_log writes beside its collections
+
+
+def is_log_name(name: str) -> bool:
+    """A tuning log's file name: *.json, *.jsonl, *.log, or .gz of them, in any case;
+    not a hidden file (e.g. a `.x.partial` another writer is making)."""
+    name = name.lower()
+    if name.startswith("."):
+        return False
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return name.endswith(LOG_SUFFIXES)
+
+
+def is_output_report(path: str) -> bool:
+    """Whether `path` is a report.json that extract.tvm_log wrote (not a tuning log)."""
+    if os.path.basename(path).lower() != REPORT_NAME:
+        return False
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(obj, dict) and (obj.get("tool") == "extract.tvm_log"
+                                      or {"extractor", "samples", "errors"} <= set(obj))
+
+
+def log_files(paths: List[str], skipped: Optional[List[str]] = None) -> List[str]:
+    """Expand folders into the log files they hold (*.json, *.jsonl, *.log and .gz of
+    them, in any case), each file once (a path given twice, or a file inside a folder
+    also given, is read once). The reports extract.tvm_log writes beside its outputs are
+    not logs: in a folder they are passed over (and listed in `skipped`); named
+    explicitly, they are an error."""
     files: List[str] = []
+    seen = set()
+
+    def add(path: str) -> None:
+        real = os.path.realpath(path)
+        if real not in seen:
+            seen.add(real)
+            files.append(path)
+
     for path in paths:
         if os.path.isdir(path):
-            found = sorted(os.path.join(root, name) for root, _, names in os.walk(path)
-                           for name in names if name.endswith(suffixes))
+            found = []
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                for name in sorted(names):
+                    full = os.path.join(root, name)
+                    if not is_log_name(name):
+                        continue
+                    if is_output_report(full):
+                        if skipped is not None:
+                            skipped.append(full)
+                        continue
+                    found.append(full)
             if not found:
-                raise FileNotFoundError(f"{path}: folder holds no tuning logs ({', '.join(suffixes)})")
-            files.extend(found)
+                raise FileNotFoundError(f"{path}: folder holds no tuning logs "
+                                        f"(*.json, *.jsonl, *.log, or .gz of them)")
+            for full in sorted(found):
+                add(full)
         elif os.path.isfile(path):
-            files.append(path)
+            if is_output_report(path):
+                raise RecordFormatError(f"{path}: a report written by extract.tvm_log, not a tuning log")
+            add(path)
         else:
             raise FileNotFoundError(f"{path}: no such log file or folder")
     return files

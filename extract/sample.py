@@ -50,18 +50,42 @@ class GraphSample:
     meta: Dict[str, Any] = field(default_factory=dict)  # JSON-able: config knobs, source, …
 
     def __post_init__(self) -> None:
+        """Check the sample: a ValueError naming it (and the array) for a graph of no
+        nodes, an edge outside the graph, a negative node type, a non-finite feature or
+        vector, a runtime that is infinite or not positive (NaN: unmeasured), or a
+        negative or infinite spread, rather than a shape error or NaN weights later."""
+        label = self.name or self.group or "<unnamed sample>"
         self.edges = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
-        self.node_features = np.asarray(self.node_features, dtype=np.float32)
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused below
+            self.node_features = np.asarray(self.node_features, dtype=np.float32)
         self.node_types = np.asarray(self.node_types, dtype=np.int64)
         self.runtimes = np.atleast_1d(np.asarray(self.runtimes, dtype=np.float64))
         n = self.num_nodes
+        if self.node_types.ndim != 1 or n == 0:
+            raise ValueError(f"{label}: a graph of no nodes (node_types shape {self.node_types.shape})")
         if self.node_features.ndim != 2 or self.node_features.shape[0] != n:
-            raise ValueError(f"{self.name}: node_features shape {self.node_features.shape} "
+            raise ValueError(f"{label}: node_features shape {self.node_features.shape} "
                              f"does not match {n} node types")
         if self.edges.size and (self.edges.min() < 0 or self.edges.max() >= n):
-            raise ValueError(f"{self.name}: edge endpoint outside 0..{n - 1}")
+            raise ValueError(f"{label}: edge endpoint outside 0..{n - 1}")
+        if self.node_types.min() < 0:
+            raise ValueError(f"{label}: negative node type {int(self.node_types.min())}")
+        _check_finite(label, "node_features", self.node_features)
+        measured = self.runtimes[~np.isnan(self.runtimes)]
+        if measured.size and not (np.isfinite(measured).all() and (measured > 0).all()):
+            bad = float(measured[~(np.isfinite(measured) & (measured > 0))][0])
+            raise ValueError(f"{label}: runtime {bad!r} is not a positive finite number (NaN: unmeasured)")
         if self.runtime_std is not None:
             self.runtime_std = np.atleast_1d(np.asarray(self.runtime_std, dtype=np.float64))
+            spread = self.runtime_std[~np.isnan(self.runtime_std)]
+            if spread.size and not (np.isfinite(spread).all() and (spread >= 0).all()):
+                raise ValueError(f"{label}: runtime_std holds a negative or infinite value")
+        for key in ("config_features", "node_config_features"):
+            value = getattr(self, key)
+            if value is not None:
+                _check_finite(label, key, np.asarray(value))
+        for key, value in self.vectors.items():
+            _check_finite(label, f"vectors[{key!r}]", np.asarray(value))
 
     @property
     def num_nodes(self) -> int:
@@ -70,6 +94,13 @@ class GraphSample:
     @property
     def num_configs(self) -> int:
         return int(self.runtimes.shape[0])
+
+
+def _check_finite(label: str, what: str, array: np.ndarray) -> None:
+    if array.dtype.kind in "fc" and not np.isfinite(array).all():
+        where = np.argwhere(~np.isfinite(array))
+        raise ValueError(f"{label}: {what} holds {len(where)} non-finite values "
+                         f"(first {float(array[tuple(where[0])].real)!r} at {tuple(int(i) for i in where[0])})")
 
 
 _OPTIONAL = ("runtime_std", "config_features", "node_config_ids", "node_config_features")
@@ -184,15 +215,21 @@ def load_samples(path: str) -> List[GraphSample]:
             return None
         return rows.reshape(-1, len(part("node_config_ids", i)), rows.shape[-1])
 
-    return [GraphSample(edges=part("edges", i), node_features=part("node_features", i),
-                        node_types=part("node_types", i), runtimes=part("runtimes", i),
-                        group=header["groups"][i], name=header["names"][i],
-                        meta=header["meta"][i],
-                        **{k: part(k, i) for k in _OPTIONAL if k != "node_config_features"},
-                        node_config_features=node_config_features(i),
-                        vectors={k[len("vector:"):]: part(k, i) for k in data
-                                 if k.startswith("vector:") and not k.endswith("_offsets")})
-            for i in range(count)]
+    def sample(i: int) -> GraphSample:
+        try:
+            return GraphSample(edges=part("edges", i), node_features=part("node_features", i),
+                               node_types=part("node_types", i), runtimes=part("runtimes", i),
+                               group=header["groups"][i], name=header["names"][i],
+                               meta=header["meta"][i],
+                               **{k: part(k, i) for k in _OPTIONAL if k != "node_config_features"},
+                               node_config_features=node_config_features(i),
+                               vectors={k[len("vector:"):]: part(k, i) for k in data
+                                        if k.startswith("vector:") and not k.endswith("_offsets")})
+        except (ValueError, IndexError, KeyError, TypeError) as e:  # a bad value, inconsistent arrays
+            reason = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+            raise ValueError(f"{path}: sample {i}: {reason}") from None
+
+    return [sample(i) for i in range(count)]
 
 
 def load_info(path: str) -> Dict[str, Any]:

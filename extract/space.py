@@ -18,6 +18,10 @@ def factors(n: int) -> List[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class Knob:
     """One tunable decision; `options` is its ordered list of values."""
 
@@ -33,10 +37,12 @@ class Knob:
         return len(self.options)
 
     def index_of(self, value: Any) -> int:
-        try:
-            return self.options.index(value)
-        except ValueError:
-            raise ValueError(f"knob {self.name!r}: value {value!r} is not in its space") from None
+        """The position of `value` among the options; a value of another JSON type is not
+        an option (`true` is not 1, `1` is not `true`, `2.0` is not 2, `null` is nothing)."""
+        for i, option in enumerate(self.options):
+            if type(option) is type(value) and option == value:
+                return i
+        raise ValueError(f"knob {self.name!r}: value {value!r} is not in its space")
 
 
 class SplitKnob(Knob):
@@ -51,6 +57,7 @@ class SplitKnob(Knob):
     def __init__(self, name: str, extent: int, num_outputs: int,
                  keep: Optional[Callable[[List[int]], bool]] = None):
         self.extent = extent
+        self.num_outputs = num_outputs
         candidates = factors(extent)
         options: List[List[int]] = []
 
@@ -69,10 +76,23 @@ class SplitKnob(Knob):
         super().__init__(name, options)
 
     def index_of(self, value: Any) -> int:
+        """The position of a split value: ``[-1, f2, …]``, or with the outer factor spelled
+        out (older logs), whose factors must then multiply to the extent."""
+        if not isinstance(value, (list, tuple)) or not all(_is_int(f) for f in value):
+            raise ValueError(f"knob {self.name!r}: split {value!r} is not a list of integers")
         value = list(value)
-        if value and value[0] != -1:  # some logs spell the outer factor out
+        if len(value) != self.num_outputs:
+            raise ValueError(f"knob {self.name!r}: split {value} has {len(value)} factors, "
+                             f"not {self.num_outputs}")
+        if value[0] != -1:  # some logs spell the outer factor out
+            if math.prod(value) != self.extent:
+                raise ValueError(f"knob {self.name!r}: split factors {value} multiply to "
+                                 f"{math.prod(value)}, not the extent {self.extent}")
             value = [-1] + value[1:]
-        return super().index_of(value)
+        for i, option in enumerate(self.options):
+            if option == value:
+                return i
+        raise ValueError(f"knob {self.name!r}: value {value!r} is not in its space")
 
     def sizes(self, value: List[int]) -> List[int]:
         """The value with the implied outer factor filled in."""
@@ -123,14 +143,23 @@ class ConfigSpace:
 
     def from_entity(self, entity: List[List[Any]], defaults: Optional[Dict[str, Any]] = None) -> Config:
         """Config from a log's entity list; knobs the log lacks take `defaults`."""
+        if not isinstance(entity, (list, tuple)):
+            raise ValueError(f"config entity {entity!r} is not a list")
         values = dict(defaults or {})
+        given = set()
         for item in entity:
-            if len(item) != 3:
+            if not isinstance(item, (list, tuple)) or len(item) != 3:
                 raise ValueError(f"entity item {item!r} is not [name, kind, value]")
-            name, _kind, value = item
-            if name not in self.by_name:
+            name, kind, value = item
+            if not isinstance(name, str) or name not in self.by_name:
                 raise ValueError(f"knob {name!r} is not in this template's space "
                                  f"(knobs: {', '.join(self.by_name)})")
+            if name in given:
+                raise ValueError(f"knob {name!r} is given twice")
+            knob = self.by_name[name]
+            if knob.kind and kind != knob.kind:
+                raise ValueError(f"knob {name!r} is of kind {knob.kind!r}, the entity says {kind!r}")
+            given.add(name)
             values[name] = value
         missing = [k.name for k in self.knobs if k.name not in values]
         if missing:

@@ -144,12 +144,13 @@ def template_target(template_name: str):
 
 
 def config_sample(template: Template, wl: Workload, config: Config, costs: Runtimes = None,
-                  name: str = "", per_store: bool = True) -> Extraction:
+                  name: str = "", per_store: bool = True, group: str = "") -> Extraction:
     """The sample of one config of a template: template → schedule → `sample_from_schedule`.
-    `costs`: the record's per-repeat seconds (None: unmeasured, runtime NaN)."""
+    `costs`: the record's per-repeat seconds (None: unmeasured, runtime NaN); `group`:
+    default the workload's (and the template's target kind if not CPU)."""
     wl = template.check_workload(wl)
     sch = template.schedule(wl, config)
-    group = group_name(wl, template.target_kind)
+    group = group or group_name(wl, template.target_kind)
     meta = {"template": template.name, "workload": wl.key, "index": config.index, "config": config.values}
     extraction = extract_schedule(sch, template_target(template.name), costs, group,
                                   name or f"{group}/{config.index}", meta, per_store)
@@ -167,34 +168,69 @@ class ConfigJob:
     config: Config
     costs: Optional[Tuple[float, ...]] = None  # per-repeat seconds; None: unmeasured
     name: str = ""                           # the sample's name ("" : group/index)
+    group: str = ""                          # "" : the workload's (see group_name)
+    source: str = ""                         # where it was read ("file:line"), for errors
 
     def run(self, per_store: bool) -> Extraction:
         return config_sample(get_template(self.template), self.workload, self.config,
-                             self.costs, self.name, per_store)
+                             self.costs, self.name, per_store, self.group)
 
 
 class ExtractionJob(Protocol):
     """What `extract_many` runs: a picklable job that makes one sample (`ConfigJob`; a
-    MetaSchedule record to replay would be another)."""
+    MetaSchedule record to replay would be another). A `source` or `name` attribute, if
+    it has one, names the job in error messages."""
 
     def run(self, per_store: bool) -> Extraction: ...
 
 
-def _run_job(job: ExtractionJob, per_store: bool) -> Extraction:
-    return job.run(per_store)
+class ExtractionError(ValueError):
+    """A job whose schedule or lowering raised; the message names the job (file:line)."""
+
+
+class JobFailed(NamedTuple):
+    """What a worker returns for a job that raised (one line: type and message)."""
+
+    source: str
+    reason: str
+
+
+def job_source(job: ExtractionJob) -> str:
+    return getattr(job, "source", "") or getattr(job, "name", "") or repr(job)[:80]
+
+
+def one_line(e: BaseException, limit: int = 300) -> str:
+    """`Type: message` of an exception on one line (TVM's errors carry a C++ backtrace
+    before the message: its last line is the message)."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:limit]
+
+
+def _run_job(job: ExtractionJob, per_store: bool) -> Union[Extraction, JobFailed]:
+    try:
+        return job.run(per_store)
+    except Exception as e:  # noqa: BLE001 - one config's failure is that config's, not the run's
+        return JobFailed(job_source(job), one_line(e))
 
 
 # ---------------------------------------------------------------- the one driver
 def extract_many(jobs: Sequence[ExtractionJob], workers: int = 0, progress: bool = True, per_store: bool = True,
-                 chunk: int = 16, desc: str = "extract") -> Tuple[List[GraphSample], Dict[str, int]]:
+                 chunk: int = 16, desc: str = "extract", failed: Optional[List[JobFailed]] = None
+                 ) -> Tuple[List[GraphSample], Dict[str, int]]:
     """Run extraction jobs, in order: in this process, or in `workers` spawned processes
     (0: one per core) when there are more than two chunks of `chunk` jobs (a worker's
     start — importing TVM — costs seconds). `per_store=False` leaves out MetaSchedule's
     per-store features (vectors["per_store"]), which only the xgb baseline reads and
     which cost about a third of the time. Returns the samples and the counts of TIR node
-    kinds mapped to UNK."""
-    from tqdm import tqdm
+    kinds mapped to UNK.
 
+    A job that raises (its schedule or lowering fails) is an `ExtractionError` naming the
+    job's source (file:line) and stopping the run; with a `failed` list, it is appended
+    there instead (as a `JobFailed`) and the run goes on without its sample."""
+    from .cli import progress as progress_display
+
+    if workers < 0:
+        raise ValueError(f"workers {workers} is negative (0: one per core)")
     workers = workers or os.cpu_count() or 1
     run = functools.partial(_run_job, per_store=per_store)
     pool = None
@@ -203,17 +239,28 @@ def extract_many(jobs: Sequence[ExtractionJob], workers: int = 0, progress: bool
         pool = multiprocessing.get_context("spawn").Pool(min(workers, -(-len(jobs) // chunk)))
     samples: List[GraphSample] = []
     unknown: Dict[str, int] = {}
-    bar = tqdm(total=len(jobs), unit="cfg", desc=desc, disable=not progress)
+    bar = progress_display(total=len(jobs), unit="cfg", desc=desc, enabled=progress)
+    finished = False
     try:
-        for sample, unk in (pool.imap(run, jobs, chunksize=chunk) if pool else map(run, jobs)):
+        for result in (pool.imap(run, jobs, chunksize=chunk) if pool else map(run, jobs)):
+            bar.update()
+            if isinstance(result, JobFailed):
+                if failed is None:
+                    raise ExtractionError(f"{result.source}: extraction failed: {result.reason}")
+                failed.append(result)
+                continue
+            sample, unk = result
             samples.append(sample)
             for k, v in unk.items():
                 unknown[k] = unknown.get(k, 0) + v
-            bar.update()
+        finished = True
     finally:
         bar.close()
         if pool is not None:
-            pool.close()
+            if finished:
+                pool.close()
+            else:  # an error: the rest of the jobs are not wanted
+                pool.terminate()
             pool.join()
     return samples, unknown
 

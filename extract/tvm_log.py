@@ -1,41 +1,74 @@
 """AutoTVM tuning logs → graph samples.
 
-    python -m extract.tvm_log LOG_OR_DIR... --out DIR [--skip-bad] [--workers N] [--no-per-store]
+    python -m extract.tvm_log LOG_OR_DIR... --out DIR [--overwrite] [--skip-bad] [--workers N] [--no-per-store]
 
 Reads records in both formats (v0.1 of TVM 0.5/0.6, v0.2 of TVM ≥ 0.7), picks the
 template by the task name, rebuilds each config's TIR and writes one sample collection
-per workload, `DIR/<workload>.npz` (see extract.sample). Records with error_no ≠ 0
-are set aside and counted per workload and error kind. A malformed line stops the run
-with file:line and the reason, unless --skip-bad, which counts and reports them.
+per workload group, `DIR/<group>.npz` (see extract.sample), and `DIR/report.json`.
+A group is the workload, and the record's target kind when it is not the template's own
+(`C2@cuda` for records of an x86 template measured on a CUDA target), so that configs
+measured on different kinds of machine are never ranked together. Records with
+error_no ≠ 0 are set aside and counted per group and error kind.
+
+Every record is checked in full before any schedule is built (its numbers, then its task
+args as a workload and its entity as a config of the template's space). A bad record, a
+config whose schedule or lowering raises, or a log damaged part-way (the records before
+the damage are kept) stops the run with file:line and the reason, unless `--skip-bad`,
+which counts and reports them (file:line of each in report.json).
+
+The output folder: DIR is locked while the command writes to it (a second writer is
+refused). A folder that already holds an earlier run's output (report.json or *.npz) is
+refused unless `--overwrite`, which replaces that output — its *.npz files and
+report.json; nothing else in DIR is touched — once the new samples are extracted (a run
+that fails leaves the earlier output as it was). report.json is written last, atomically,
+and lists every collection beside it with its sample count and SHA-256;
+`datasets.load_collection` checks a folder against it (an interrupted run leaves a
+report marked incomplete, which readers refuse). Reports found in input folders (e.g.
+with `--out` inside the input folder) are passed over, never read as logs.
+
 `--no-per-store` leaves out MetaSchedule's per-store features (~30% faster), which only
 the `xgb` baseline reads; the graph models and `curve-mlp` do not need them.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .cli import int_in
 from .fileio import OutputBusyError, atomic_write, output_lock
-from .records import ERROR_NAMES, MeasureRecord, RecordFormatError, log_files, read_records
+from .records import (ERROR_NAMES, REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report,
+                      log_files, read_records, target_kind)
 from .sample import GraphSample, save_samples
 from .templates import UnknownTemplateError, get_template
 from .tir_graph import EXTRACTOR_VERSION
-from .tvm_graph import TIR_EXTRACTOR, ConfigJob, extract_many, group_name
+from .tvm_graph import TIR_EXTRACTOR, ConfigJob, ExtractionError, JobFailed, extract_many, group_name, one_line
+
+TOOL = "extract.tvm_log"
 
 
 @dataclass
 class LogReport:
-    """What reading the logs found, per workload group."""
+    """What reading the logs found, per workload group and per log file."""
 
     measured: Counter = field(default_factory=Counter)
     errors: Dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     bad_lines: List[Tuple[str, int, str]] = field(default_factory=list)
     unknown_nodes: Dict[str, int] = field(default_factory=dict)
+    # per log file: records (lines that are records), samples, errors (set aside), skipped
+    per_file: Dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    passed_over: List[str] = field(default_factory=list)  # reports of earlier runs in input folders
+
+    def skip(self, source: str, reason: str) -> None:
+        """Count a bad record (or a failed extraction) read at `source` ("file:line")."""
+        file, _, line = source.rpartition(":")
+        self.bad_lines.append((file, int(line), reason))
 
     def table(self) -> str:
         groups = sorted(set(self.measured) | set(self.errors))
@@ -48,93 +81,253 @@ class LogReport:
         rows.append(f"{'total':<40} {sum(self.measured.values()):>8} "
                     f"{sum(sum(c.values()) for c in self.errors.values()):>17}")
         if self.bad_lines:
-            rows.append(f"{len(self.bad_lines)} malformed lines skipped, first: "
+            rows.append(f"{len(self.bad_lines)} bad records skipped, first: "
                         f"{self.bad_lines[0][0]}:{self.bad_lines[0][1]}: {self.bad_lines[0][2]}")
         if self.unknown_nodes:
             rows.append(f"TIR node kinds mapped to UNK: {self.unknown_nodes}")
         return "\n".join(rows)
 
+    def path_lines(self, paths: Sequence[str]) -> List[str]:
+        """One line per given path (a log or a folder of them): what was read from it."""
+        lines, done = [], set()
+        for path in paths:
+            try:
+                files = [f for f in log_files([path]) if os.path.realpath(f) not in done]
+            except (FileNotFoundError, RecordFormatError):
+                files = []
+            done.update(os.path.realpath(f) for f in files)
+            total = sum((self.per_file.get(f, Counter()) for f in files), Counter())
+            lines.append(f"{path}: " + (describe_counts(total, len(files)) if files
+                                        else "nothing new (already read from an earlier path)"))
+        return lines
+
+
+def describe_counts(counts: Dict[str, int], files: int) -> str:
+    """`2 logs: 9 records → 8 samples, 1 error set aside, 0 skipped`."""
+    return (f"{files} log{'s' * (files != 1)}: {counts.get('records', 0)} records → "
+            f"{counts.get('samples', 0)} samples, {counts.get('errors', 0)} errors set aside, "
+            f"{counts.get('skipped', 0)} skipped")
+
 
 def record_job(record: MeasureRecord) -> ConfigJob:
-    """A record's template, workload and config, parsed (the job's name is set later);
-    an unknown template or a config outside its space raise (UnknownTemplateError, ValueError)."""
+    """A record's template, workload and config, validated in full and parsed (the job's
+    name is set later): task args → a workload of the template's kind, entity → a config
+    of its space, the target → the group. Raises UnknownTemplateError or ValueError."""
     template = get_template(record.task_name)
-    wl = template.parse_task_args(record.task_args)
+    wl = template.check_workload(template.parse_task_args(record.task_args))
     config = template.space(wl).from_entity(record.entity, template.default_values(wl))
-    return ConfigJob(template.name, wl, config, tuple(record.costs))
+    kind = target_kind(record.target)
+    group = group_name(wl, template.target_kind)
+    if kind != template.target_kind:  # measured on another kind of machine: its own group
+        group = f"{group}@{kind}"
+    return ConfigJob(template.name, wl, config, tuple(record.costs), group=group, source=record.source)
 
 
-def read_jobs(paths: Sequence[str], skip_bad: bool = False) -> Tuple[List[ConfigJob], LogReport]:
-    """Successful records of the logs as self-contained extraction jobs (parsed here, once);
-    errors and bad lines counted."""
-    report = LogReport()
+def read_jobs(paths: Sequence[str], skip_bad: bool = False,
+              report: Optional[LogReport] = None) -> Tuple[List[ConfigJob], LogReport]:
+    """Successful records of the logs as self-contained extraction jobs (parsed and
+    validated here, once); errors and bad records counted (file:line). A bad record
+    raises RecordFormatError naming file:line, unless `skip_bad`."""
+    report = report or LogReport()
     jobs: List[ConfigJob] = []
     seen: Counter = Counter()
-    for path in log_files(list(paths)):
+    for path in log_files(list(paths), report.passed_over):
+        counts = report.per_file[path]
+        bad_before = len(report.bad_lines)
         for record in read_records(path, skip_bad=skip_bad, bad=report.bad_lines):
+            counts["records"] += 1
             try:
                 job = record_job(record)
-            except (UnknownTemplateError, ValueError) as e:
+            except Exception as e:  # noqa: BLE001 - any failure to validate is this record's
+                reason = str(e) if isinstance(e, (ValueError, UnknownTemplateError)) else one_line(e)
                 if not skip_bad:
-                    raise RecordFormatError(f"{record.source}: {e}") from None
-                file, _, line = record.source.rpartition(":")
-                report.bad_lines.append((file, int(line), str(e)))
+                    raise RecordFormatError(f"{record.source}: {reason}") from None
+                report.skip(record.source, reason)
+                counts["records"] -= 1
                 continue
-            group = group_name(job.workload, get_template(job.template).target_kind)
             if not record.ok:
-                report.errors[group][record.error_no] += 1
+                report.errors[job.group][record.error_no] += 1
+                counts["errors"] += 1
                 continue
-            report.measured[group] += 1
-            name = f"{group}/{job.config.index}"
+            report.measured[job.group] += 1
+            counts["samples"] += 1
+            name = f"{job.group}/{job.config.index}"
             seen[name] += 1
             if seen[name] > 1:  # the same config measured again (another log, a resume)
                 name += f"#{seen[name]}"
             jobs.append(replace(job, name=name))
+        counts["skipped"] += len(report.bad_lines) - bad_before
     return jobs, report
 
 
 def extract_logs(paths: Sequence[str], skip_bad: bool = False, workers: int = 0,
                  progress: bool = True, per_store: bool = True
                  ) -> Tuple[Dict[str, List[GraphSample]], LogReport]:
-    """Read logs and extract every successful record; samples grouped by workload."""
+    """Read logs and extract every successful record; samples grouped by workload group.
+    With `skip_bad`, a config whose extraction raises is skipped and counted (file:line)."""
     jobs, report = read_jobs(paths, skip_bad)
-    samples, report.unknown_nodes = extract_many(jobs, workers, progress, per_store)
+    failed: Optional[List[JobFailed]] = [] if skip_bad else None
+    samples, report.unknown_nodes = extract_many(jobs, workers, progress, per_store, failed=failed)
+    by_source = {job.source: job for job in jobs}
+    for failure in failed or []:
+        job = by_source[failure.source]
+        report.skip(failure.source, f"extraction failed: {failure.reason}")
+        report.measured[job.group] -= 1
+        counts = report.per_file[failure.source.rpartition(":")[0]]
+        counts["samples"] -= 1
+        counts["skipped"] += 1
     by_group: Dict[str, List[GraphSample]] = defaultdict(list)
     for s in samples:
         by_group[s.group].append(s)
     return dict(by_group), report
 
 
+# ---------------------------------------------------------------- the output folder
+class OutputFolderError(ValueError):
+    """An output folder that holds another run's output, or whose collections do not
+    match its report.json; the message names the folder and what is wrong."""
+
+
+def _collection_files(folder: Path) -> List[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(".npz")
+                  and not p.name.startswith("."))
+
+
+def earlier_output(folder: str) -> List[str]:
+    """Names of the files in `folder` an earlier run wrote (report.json, *.npz)."""
+    path = Path(folder)
+    if not path.is_dir():
+        return []
+    names = [p.name for p in _collection_files(path)]
+    if (path / REPORT_NAME).exists():
+        names.insert(0, REPORT_NAME)
+    return names
+
+
+def refuse_earlier_output(folder: str, overwrite: bool) -> None:
+    """OutputFolderError if `folder` holds an earlier run's output and not `overwrite`."""
+    names = earlier_output(folder)
+    if names and not overwrite:
+        npz = sum(n.lower().endswith(".npz") for n in names)
+        held = ", ".join(([REPORT_NAME] if REPORT_NAME in names else []) + ([f"{npz} .npz"] if npz else []))
+        raise OutputFolderError(f"{folder}: holds the output of an earlier run ({held}); pass --overwrite "
+                                f"to replace it, or choose an empty folder")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_report(out: Path, body: Dict[str, Any]) -> None:
+    with atomic_write(out / REPORT_NAME) as f:
+        json.dump({"tool": TOOL, **body}, f, indent=1)
+
+
 def write_collections(out: str, by_group: Dict[str, List[GraphSample]], report: LogReport,
                       logs: Sequence[str]) -> None:
-    """`OUT/<group>.npz` per workload group, and `OUT/report.json`."""
+    """`OUT/<group>.npz` per workload group, then `OUT/report.json` listing them.
+
+    The earlier output in OUT (*.npz, report.json) is replaced: a report marked
+    incomplete first (a reader then refuses the folder until this finishes), earlier
+    collections not written again removed, the collections written (each atomically),
+    and the complete report last."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_report(folder, {"complete": False, "files": {}})
+    names = {group: f"{group}.npz" for group in by_group}
+    for old in _collection_files(folder):
+        if old.name not in names.values():
+            old.unlink()
+    files: Dict[str, Dict[str, Any]] = {}
     for group, samples in sorted(by_group.items()):
-        save_samples(os.path.join(out, f"{group}.npz"), samples, extractor=TIR_EXTRACTOR,
+        path = folder / names[group]
+        save_samples(str(path), samples, extractor=TIR_EXTRACTOR,
                      info={"logs": [os.path.abspath(p) for p in logs]})
-    with atomic_write(os.path.join(out, "report.json")) as f:
-        json.dump({"extractor": EXTRACTOR_VERSION, "samples": dict(report.measured),
-                   "errors": {g: dict(c) for g, c in report.errors.items()},
-                   "bad_lines": report.bad_lines, "unknown_nodes": report.unknown_nodes}, f, indent=1)
+        files[path.name] = {"samples": len(samples), "sha256": sha256_of(path)}
+    _write_report(folder, {
+        "complete": True, "extractor": EXTRACTOR_VERSION, "files": files,
+        "samples": dict(report.measured), "errors": {g: dict(c) for g, c in report.errors.items()},
+        "bad_lines": report.bad_lines, "unknown_nodes": report.unknown_nodes,
+        "logs": [os.path.abspath(p) for p in logs],
+        "per_log": {os.path.abspath(f): dict(c) for f, c in report.per_file.items()},
+        "passed_over": report.passed_over})
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def check_output(folder: str, names: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+    """Check the collections of an extract.tvm_log output folder against its report.json:
+    the run finished, and the collections `names` (default: every *.npz in the folder)
+    are the ones it lists, unchanged. Returns the report (None when the folder has no
+    report of this tool, or one written before reports listed their files); raises
+    OutputFolderError naming the folder and the mismatch."""
+    path = Path(folder)
+    report_path = path / REPORT_NAME
+    if not report_path.exists() or not is_output_report(str(report_path)):
+        return None
+    with open(report_path, encoding="utf-8") as f:
+        report = json.load(f)
+    if report.get("complete") is False:
+        raise OutputFolderError(f"{report_path}: the extract.tvm_log run writing this folder did not "
+                                f"finish; re-run it with --overwrite")
+    listed = report.get("files")
+    if not isinstance(listed, dict):
+        return report  # an older report: nothing to check against
+    present = [p.name for p in _collection_files(path)] if names is None else list(names)
+    extra = sorted(set(present) - set(listed))
+    if extra:
+        raise OutputFolderError(f"{path}: {', '.join(extra)} not listed in its {REPORT_NAME} (left by "
+                                f"another run?); re-extract with --overwrite or remove them")
+    missing = sorted(set(listed) - set(present)) if names is None else []
+    if missing:
+        raise OutputFolderError(f"{path}: {', '.join(missing)} listed in its {REPORT_NAME} but missing")
+    for name in present:
+        if sha256_of(path / name) != listed[name].get("sha256"):
+            raise OutputFolderError(f"{path / name}: differs from the file its {REPORT_NAME} lists "
+                                    f"(changed after extraction)")
+    return report
+
+
+# ---------------------------------------------------------------- command line
+def _output_folder(text: str) -> str:
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} exists and is not a folder")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m extract.tvm_log", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+", help="AutoTVM log files or folders of them (.json/.jsonl/.log[.gz])")
-    ap.add_argument("--out", required=True, help="folder for the sample collections")
-    ap.add_argument("--skip-bad", action="store_true", help="count and report malformed lines instead of stopping")
-    ap.add_argument("--workers", type=int, default=0, help="extraction processes (0: one per core)")
+    ap.add_argument("--out", required=True, type=_output_folder, help="folder for the sample collections")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace an earlier run's output in --out (its *.npz and report.json)")
+    ap.add_argument("--skip-bad", action="store_true",
+                    help="count and report bad records (and configs that fail to extract) instead of stopping")
+    ap.add_argument("--workers", type=int_in(0), default=0, help="extraction processes (0: one per core)")
     ap.add_argument("--no-per-store", dest="per_store", action="store_false",
                     help="leave out MetaSchedule's per-store features (only the xgb baseline reads them)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         log_files(args.logs)  # a missing log is reported before the output folder is made
         with output_lock(args.out):  # one writer per folder, known before extracting
+            refuse_earlier_output(args.out, args.overwrite)
             by_group, report = extract_logs(args.logs, args.skip_bad, args.workers, per_store=args.per_store)
             write_collections(args.out, by_group, report, args.logs)
-    except (RecordFormatError, FileNotFoundError, OutputBusyError) as e:
+    except (RecordFormatError, FileNotFoundError, OutputBusyError, OutputFolderError, ExtractionError,
+            NotADirectoryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for line in report.path_lines(args.logs):
+        print(line)
+    for path in report.passed_over:
+        print(f"passed over {path} (a report of an earlier run, not a log)")
     print(report.table())
     print(f"wrote {sum(len(s) for s in by_group.values())} samples in {len(by_group)} "
           f"collections to {args.out}")

@@ -75,3 +75,71 @@ def test_remeasure_subset_is_stable_and_can_include_an_earlier_pass():
     assert len(keys) == len(set(keys)) and pass2 <= set(keys)
     assert 1200 < len(keys) < 1500
     assert keys[:300] != sorted(keys[:300], key=str)
+
+
+# ---------------------------------------------------------------- issue 10: arguments, resume
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--per-workload", "0"], "--per-workload: 0 is not ≥ 1"),
+    (["--per-workload", "-5"], "--per-workload: -5 is not ≥ 1"),
+    (["--repeat", "0"], "--repeat: 0 is not ≥ 1"),
+    (["--timeout", "-1"], "--timeout: -1 is not > 0"),
+    (["--timeout", "nan"], "--timeout: nan is not > 0"),
+    (["--count", "-3"], "--count: -3 is not ≥ 1"),
+    (["--seed", "-1"], "--seed: -1 is not ≥ 0"),
+    (["--num-threads", "0"], "--num-threads: 0 is not ≥ 1"),
+    (["--min-repeat-ms", "-1"], "--min-repeat-ms: -1 is not ≥ 0"),
+    (["--max-vector-lanes", "-64"], "--max-vector-lanes: -64 is not ≥ 0"),
+    (["--template", "dense.x86"], "no template for AutoTVM task 'dense.x86'"),
+    (["--remeasure", "nowhere.jsonl"], "nowhere.jsonl: no such log file"),
+    (["--also", "x.jsonl"], "x.jsonl: no such log file"),
+])
+def test_arguments_are_checked_before_anything_is_measured(tmp_path, capsys, args, message):
+    log = tmp_path / "run.jsonl"
+    with pytest.raises(SystemExit) as e:
+        measure.main(["--log", str(log), "--workloads", TINY, *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+    assert not log.exists()
+
+
+def test_bad_log_or_workload_is_one_line_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        measure.main(["--log", str(tmp_path), "--workloads", TINY])
+    assert "is a folder, not a log file" in capsys.readouterr().err
+    log = tmp_path / "run.jsonl"
+    assert measure.main(["--log", str(log), "--workloads", "1x8x8x8_8x3x3_s0_p1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: workload '1x8x8x8_8x3x3_s0_p1': conv2d stride 0 is not ≥ 1"] and not log.exists()
+    assert measure.main(["--log", str(log), "--workloads", "C99"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown workload 'C99'")
+    garbled = tmp_path / "first.jsonl"
+    garbled.write_text('{"input": ["llvm"\n')
+    assert measure.main(["--log", str(log), "--remeasure", str(garbled)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {garbled}:1: not an AutoTVM record")
+
+
+def test_resume_after_a_kill_mid_line(tmp_path, capsys):
+    """A log whose last line was cut by a kill: that line is passed over (said once), the
+    config measured again, and the new record starts a line of its own."""
+    from extract.records import MeasureRecord
+    log = tmp_path / "run.jsonl"
+    wl = parse_workload(TINY)
+    template = get_template("conv2d_NCHWc.x86")
+    space = template.space(wl)
+    jobs = measure.sample_jobs(template.name, {TINY: wl}, 2, seed=0, max_vector_lanes=64)
+    first, second = (MeasureRecord("llvm", template.name, template.task_args(wl), j.index,
+                                   space.to_entity(space.get(j.index)), [1e-4]).to_json() for j in jobs)
+    log.write_text(first + "\n" + second[: len(second) // 2])  # killed while writing the second
+    args = ["--log", str(log), "--workloads", TINY, "--per-workload", "2", "--repeat", "1", "--min-repeat-ms", "1"]
+    assert measure.main(args) == 0
+    err = capsys.readouterr().err
+    assert f"{log}: 1 lines that are not records passed over (first {log}:2:" in err
+    assert "1 already in" in err
+    lines = log.read_text().splitlines()
+    assert len(lines) == 3 and lines[0] == first and lines[1] == second[: len(second) // 2]
+    bad = []
+    records = list(read_records(str(log), skip_bad=True, bad=bad))
+    assert [r.config_index for r in records] == [j.index for j in jobs] and [b[1] for b in bad] == [2]

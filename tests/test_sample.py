@@ -1,6 +1,8 @@
 """The one sample type: validation and the collection file round trip."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extract.sample import GraphSample, load_samples, save_samples
 
@@ -41,3 +43,72 @@ def test_damaged_collection_names_the_file(tmp_path):
     path.write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(ValueError, match="broken.npz: not a readable sample collection"):
         load_samples(str(path))
+
+
+# ---------------------------------------------------------------- issue 10: values a sample refuses
+def _sample(**changes):
+    fields = dict(edges=[[0, 1], [1, 2]], node_features=np.ones((3, 4)), node_types=[1, 2, 3],
+                  runtimes=[1e-3], group="C2", name="C2/7", runtime_std=[1e-5],
+                  vectors={"curve": np.ones((1, 5))})
+    fields.update(changes)
+    return GraphSample(**fields)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(node_types=[], node_features=np.ones((0, 4)), edges=[]), "C2/7: a graph of no nodes"),
+    (dict(node_features=np.array([[1, 2, np.nan, 4]] * 3)), "C2/7: node_features holds 3 non-finite"),
+    (dict(node_features=np.full((3, 4), np.inf)), "C2/7: node_features holds 12 non-finite"),
+    (dict(node_features=np.full((3, 4), 1e39)), "node_features holds"),  # inf as float32
+    (dict(vectors={"curve": np.array([[1, 2, -np.inf, 4, 5]])}), r"vectors\['curve'\] holds 1 non-finite"),
+    (dict(config_features=np.array([[np.nan]])), "config_features holds"),
+    (dict(runtimes=[np.inf]), "runtime inf is not a positive finite number"),
+    (dict(runtimes=[0.0]), "runtime 0.0 is not a positive"),
+    (dict(runtimes=[-1e-3]), "runtime -0.001"),
+    (dict(runtime_std=[-1.0]), "runtime_std"),
+    (dict(node_types=[1, -2, 3]), "negative node type -2"),
+])
+def test_non_finite_values_and_empty_graphs_are_refused_by_name(changes, message):
+    with pytest.raises(ValueError, match=message):
+        _sample(**changes)
+
+
+def test_unmeasured_runtimes_stay_nan():
+    assert np.isnan(_sample(runtimes=[np.nan], runtime_std=[np.nan]).runtimes).all()
+    assert _sample(name="", group="").num_nodes == 3
+
+
+@settings(max_examples=80, deadline=None)
+@given(shape=st.tuples(st.integers(1, 6), st.integers(1, 5)), data=st.data())
+def test_any_non_finite_feature_is_refused(shape, data):
+    features = np.ones(shape)
+    cells = data.draw(st.lists(st.tuples(st.integers(0, shape[0] - 1), st.integers(0, shape[1] - 1)),
+                               min_size=1, max_size=4))
+    for row, col in cells:
+        features[row, col] = data.draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+    edges = [[i, i + 1] for i in range(shape[0] - 1)]
+    with pytest.raises(ValueError, match=r"^g/1: node_features holds \d+ non-finite values"):
+        GraphSample(edges=edges, node_features=features, node_types=np.arange(shape[0]), runtimes=[1.0],
+                    group="g", name="g/1")
+
+
+def test_a_collection_holding_a_bad_sample_names_the_file_and_the_sample(tmp_path):
+    """Values written by another tool (or a damaged array) are refused when read, naming
+    the file and the sample, not as NaN weights or a reshape traceback later."""
+    import zipfile
+
+    good = _sample()
+    path = tmp_path / "c.npz"
+    save_samples(str(path), [good, _sample(name="C2/8")])
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["node_features"][4, 1] = np.nan  # in the second sample
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match=r"c.npz: sample 1: C2/8: node_features holds 1 non-finite"):
+        load_samples(str(path))
+    arrays["node_features"][4, 1] = 1.0
+    arrays["node_types_offsets"] = np.array([0, 3, 3])  # a 0-node graph
+    arrays["node_features_offsets"] = np.array([0, 3, 3])
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match=r"c.npz: sample 1: C2/8: a graph of no nodes"):
+        load_samples(str(path))
+    assert zipfile.is_zipfile(path)

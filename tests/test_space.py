@@ -1,6 +1,8 @@
 """Config spaces: AutoTVM's enumeration order and index ↔ knob-values round trips."""
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from extract.space import ConfigSpace, OptionKnob, SplitKnob, factors
 from extract.templates import get_template
@@ -76,3 +78,43 @@ def test_workload_names():
     assert parse_workload(RESNET18["C5"].key) == RESNET18["C5"]
     with pytest.raises(ValueError, match="unknown workload"):
         parse_workload("resnet")
+
+
+# ---------------------------------------------------------------- issue 10: any entity value
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-100, 600) | st.floats() | st.text(max_size=4),
+                       lambda inner: st.lists(inner, max_size=4), max_leaves=6)
+
+
+@settings(max_examples=200, deadline=None)
+@example(knob=4, value=2.0, kind=None).via("a float for tile_oh's 2")
+@example(knob=3, value=1, kind=None).via("1 for unroll_kw's true")
+@example(knob=0, value=[4, 16], kind=None).via("a spelled-out split")
+@given(knob=st.integers(0, 5), value=_VALUES, kind=st.sampled_from(["sp", "ot", "re", None]))
+def test_any_entity_value_is_a_config_of_the_space_or_a_value_error(knob, value, kind):
+    """What a log's entity holds is a config of the space, or a ValueError naming the knob:
+    never a TypeError, and never a value of another JSON type taken for an option."""
+    space = get_template("conv2d_NCHWc.x86").space(RESNET18["C2"])
+    entity = space.to_entity(space.get(1234))
+    name, true_kind, _ = entity[knob]
+    entity[knob] = [name, kind or true_kind, value]
+    try:
+        config = space.from_entity(entity)
+    except ValueError as e:
+        assert repr(name) in str(e)
+        return
+    assert space.get(config.index) == config and kind in (None, true_kind)
+    option = config[name]
+    assert type(option) is type(value) or (isinstance(value, list) and value[0] != -1)
+
+
+@pytest.mark.parametrize("value, message", [
+    (None, "is not a list of integers"), ([-1, True], "is not a list of integers"),
+    ([-1, 2.0], "is not a list of integers"), ([-1, 2, 2], "3 factors"),
+    ([3, 16], "multiply to 48, not the extent 64"), ([-1, 0], "not in its space"),
+])
+def test_bad_split_values(value, message):
+    space = get_template("conv2d_NCHWc.x86").space(RESNET18["C2"])
+    entity = space.to_entity(space.get(0))
+    entity[0] = ["tile_ic", "sp", value]
+    with pytest.raises(ValueError, match=message):
+        space.from_entity(entity)

@@ -26,20 +26,31 @@ from ..workloads import Conv2dWorkload
 from .base import Template, Unchecked, register_template
 
 
+def _int(value: Any, what: str) -> int:
+    """A JSON integer (not a bool, not a float, not a string)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{what} {value!r} is not an integer")
+    return value
+
+
 def _pair(value: Any, what: str) -> int:
     """One int from AutoTVM's int / [h, w] / [t, l, b, r] forms; asymmetric is refused."""
-    values = [value] if isinstance(value, int) else list(value)
+    values = [value] if not isinstance(value, (list, tuple)) else list(value)
+    if len(values) not in (1, 2, 4):
+        raise ValueError(f"{what} {value!r} is not an integer, [h, w] or [top, left, bottom, right]")
+    values = [_int(v, what) for v in values]
     if len(set(values)) != 1:
         raise ValueError(f"only symmetric {what} is supported, got {value!r}")
-    return int(values[0])
+    return values[0]
 
 
 def _tensor_shape(arg: Any, position: str) -> List[int]:
-    if not (isinstance(arg, (list, tuple)) and len(arg) == 3 and arg[0] == "TENSOR"):
+    if not (isinstance(arg, (list, tuple)) and len(arg) == 3 and arg[0] == "TENSOR"
+            and isinstance(arg[1], (list, tuple))):
         raise ValueError(f"{position} argument {arg!r} is not ['TENSOR', shape, dtype]")
     if arg[2] != "float32":
-        raise ValueError(f"only float32 is supported, {position} is {arg[2]}")
-    return [int(x) for x in arg[1]]
+        raise ValueError(f"only float32 is supported, {position} is {arg[2]!r}")
+    return [_int(x, f"{position} dimension") for x in arg[1]]
 
 
 def parse_conv2d_args(args: Sequence[Any]) -> Conv2dWorkload:
@@ -49,10 +60,12 @@ def parse_conv2d_args(args: Sequence[Any]) -> Conv2dWorkload:
     `conv2d_NCHWc.x86`/`conv2d_nchw.x86`/`conv2d_no_batching` (0.7+): data, kernel, strides,
     padding, dilation, …; packed 5-D data / 6-D kernel shapes are unpacked.
     """
-    if len(args) < 3:
+    if not isinstance(args, (list, tuple)) or len(args) < 3:
         raise ValueError(f"conv2d task args {args!r} are too short")
     if isinstance(args[0], (list, tuple)) and args[0] and args[0][0] == "TENSOR":
         data, kernel = _tensor_shape(args[0], "data"), _tensor_shape(args[1], "kernel")
+        if any(d < 1 for d in data + kernel):
+            raise ValueError(f"conv2d shapes {data} / {kernel} have a dimension < 1")
         if len(data) == 5:  # NCHW[x]c
             data = [data[0], data[1] * data[4], data[2], data[3]]
         if len(kernel) == 6:  # OIHW[x]i[y]o
@@ -71,9 +84,8 @@ def parse_conv2d_args(args: Sequence[Any]) -> Conv2dWorkload:
     # tutorial/conv2d_no_batching: N, H, W, CO, CI, KH, KW, stride, padding
     if len(args) != 9:
         raise ValueError(f"conv2d task args {args!r}: expected tensors or 9 integers")
-    n, h, w, co, ci, kh, kw, stride, padding = args
-    return Conv2dWorkload(int(n), int(ci), int(h), int(w), int(co), int(kh), int(kw),
-                          _pair(stride, "stride"), _pair(padding, "padding"))
+    n, h, w, co, ci, kh, kw = (_int(a, "conv2d shape") for a in args[:7])
+    return Conv2dWorkload(n, ci, h, w, co, kh, kw, _pair(args[7], "stride"), _pair(args[8], "padding"))
 
 
 @register_template

@@ -98,7 +98,10 @@ def parse_workload(spec: str) -> Workload:
     kinds: List[Type[Workload]] = [k for name, k in WORKLOAD_KINDS.items() if spec.startswith(name + "_")]
     kinds += [k for k in WORKLOAD_KINDS.values() if k not in kinds]
     for kind in kinds:
-        wl = kind.from_spec(spec)
+        try:
+            wl = kind.from_spec(spec)
+        except ValueError as e:  # the spec's form, but not a workload (e.g. stride 0)
+            raise ValueError(f"workload {spec!r}: {e}") from None
         if wl is not None:
             return wl
     names = "…".join([next(iter(NAMED)), list(NAMED)[-1]]) if NAMED else ""

@@ -1,9 +1,10 @@
 """2-D convolution workloads (NCHW data, OIHW kernel) and ResNet-18's twelve of them."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import ClassVar, Dict, List, Optional
 
 import numpy as np
 
@@ -29,6 +30,27 @@ class Conv2dWorkload(Workload):
     kernel_w: int
     stride: int
     padding: int
+
+    # int32 indexing: a tensor of more elements than this would overflow TVM's indices
+    MAX_ELEMENTS: ClassVar[int] = 2**31 - 1
+
+    def __post_init__(self) -> None:
+        """Refuse shapes no convolution has (a clear ValueError here, not a
+        ZeroDivisionError or a TVM InternalError when it is scheduled)."""
+        for name, value in vars(self).items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"conv2d {name} {value!r} is not an integer")
+            if value < (0 if name == "padding" else 1):
+                raise ValueError(f"conv2d {name} {value} is not {'≥ 0' if name == 'padding' else '≥ 1'}")
+        if self.height + 2 * self.padding < self.kernel_h or self.width + 2 * self.padding < self.kernel_w:
+            raise ValueError(f"conv2d kernel {self.kernel_h}x{self.kernel_w} is larger than the padded "
+                             f"input {self.height + 2 * self.padding}x{self.width + 2 * self.padding}")
+        for what, shape in (("data", (self.batch, self.in_channels, self.height, self.width)),
+                            ("kernel", (self.out_channels, self.in_channels, self.kernel_h, self.kernel_w)),
+                            ("output", (self.batch, self.out_channels, self.out_height, self.out_width))):
+            if math.prod(shape) > self.MAX_ELEMENTS:
+                raise ValueError(f"conv2d {what} of shape {'x'.join(map(str, shape))} has more than "
+                                 f"2^31 - 1 elements")
 
     @property
     def out_height(self) -> int:

@@ -1,0 +1,150 @@
+"""Networks → MetaSchedule tuning tasks, deduplicated across networks, as a task table.
+
+    tasks = extract_tasks(["resnet50", "bert"], target)
+    save_tasks("tasks.json", tasks); tasks = load_tasks("tasks.json")
+
+Import path (what works with torch 2.13 and TVM 0.27 here): `torch.export.export` of the
+module in eval mode → `from_exported_program(..., run_ep_decomposition=False)` (keeping
+torch's high-level ops: linear stays a matmul+bias that fuses with its epilogue, GELU and
+LayerNorm stay one operator each, as a deployment compiles them; with PyTorch's
+decomposition a linear splits into reshape/matmul/add tasks) → the passes of TVM's
+`static_shape_tuning` pipeline before tuning (FoldBatchnormToConv2D, then
+DecomposeOpsForInference, CanonicalizeBindings and the zero pipeline: legalise, fold
+constants, fuse) → `ms.relax_integration.extract_tasks`. Weights are random constants
+(nothing is downloaded); folding batch norm into the conv weights gives the conv + bias +
+activation tasks a deployed network runs.
+
+Each task keeps its weight (how often one inference calls it) per network of origin. Tasks
+are merged across networks by their stable `workload_key` (two networks calling the same
+computation on the same shapes give one task whose `networks` names both). The table
+stores each task's IRModule (TVM JSON), so a measurement started from it never depends on
+re-running the import.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Sequence
+
+from .fileio import atomic_write
+from .ms_workload import describe
+
+TABLE_VERSION = 1
+
+
+@dataclass
+class TaskInfo:
+    """One tuning task of the dataset (a row of `tasks.json`)."""
+
+    key: str                        # extract.ms_workload.workload_key
+    kind: str                       # operator kind (extract.ms_workload.KINDS)
+    shapes: List[List[int]]         # argument shapes, output last
+    dtype: str
+    flops: float                    # TVM's estimate for one call
+    networks: Dict[str, int]        # network → calls per inference (MetaSchedule's weight)
+    task_names: Dict[str, str]      # network → Relax's name for it (fused_conv2d13_add15_…)
+    mod_json: str = field(repr=False)  # tvm.ir.save_json of the task's IRModule
+
+    @property
+    def weight(self) -> int:
+        """Calls per inference summed over the networks it appears in."""
+        return sum(self.networks.values())
+
+    @property
+    def mod(self):
+        import tvm
+
+        return tvm.ir.load_json(self.mod_json)
+
+
+def import_network(name: str):
+    """The Relax IRModule of network `name` (see `extract.networks`), ready for task
+    extraction (legalised and fused)."""
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from .networks import get_network
+
+    spec = get_network(name)
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    with torch.no_grad():
+        exported = torch.export.export(model, (torch.randn(*spec.input_shape),))
+    mod = from_exported_program(exported, keep_params_as_input=False, run_ep_decomposition=False)
+    passes = [relax.transform.FoldBatchnormToConv2D(), relax.transform.DecomposeOpsForInference(),
+              relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")]
+    return tvm.transform.Sequential(passes)(mod)
+
+
+def network_tasks(name: str, target) -> List[TaskInfo]:
+    """The tasks of one network, one per distinct workload key."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    with target:
+        mod = import_network(name)
+    tasks: Dict[str, TaskInfo] = {}
+    for task in ms.relax_integration.extract_tasks(mod, target):
+        func_mod = task.dispatched[0]
+        parts = describe(func_mod, target)
+        key = str(parts)
+        if key in tasks:  # structurally different IR (block names) computing the same thing
+            tasks[key].networks[name] += int(task.weight)
+            continue
+        tasks[key] = TaskInfo(key, parts.kind, [list(s) for s in parts.shapes], parts.dtype,
+                              float(estimate_tir_flops(func_mod)), {name: int(task.weight)},
+                              {name: str(task.task_name)}, tvm.ir.save_json(func_mod))
+    return list(tasks.values())
+
+
+def merge_tasks(per_network: Sequence[Sequence[TaskInfo]]) -> List[TaskInfo]:
+    """One task per key over all networks, weights and names kept per network; the
+    order is first appearance (networks in the order given)."""
+    merged: Dict[str, TaskInfo] = {}
+    for tasks in per_network:
+        for task in tasks:
+            if task.key not in merged:
+                merged[task.key] = TaskInfo(**{**asdict(task), "networks": dict(task.networks),
+                                               "task_names": dict(task.task_names)})
+                continue
+            into = merged[task.key]
+            for net, weight in task.networks.items():
+                into.networks[net] = into.networks.get(net, 0) + weight
+            into.task_names.update(task.task_names)
+    return list(merged.values())
+
+
+def extract_tasks(networks: Sequence[str], target) -> List[TaskInfo]:
+    """The deduplicated tasks of `networks` for `target`."""
+    return merge_tasks([network_tasks(name, target) for name in networks])
+
+
+def save_tasks(path: str, tasks: Sequence[TaskInfo], target_json: str = "") -> None:
+    """Write the task table (one JSON document; `target_json` records the target)."""
+    doc = {"version": TABLE_VERSION, "target": target_json,
+           "tasks": [asdict(t) for t in tasks]}
+    with atomic_write(path) as f:
+        json.dump(doc, f, indent=1)
+
+
+def load_tasks(path: str) -> List[TaskInfo]:
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    if doc.get("version") != TABLE_VERSION:
+        raise ValueError(f"{path}: task table version {doc.get('version')}, expected {TABLE_VERSION}")
+    return [TaskInfo(**row) for row in doc["tasks"]]
+
+
+def summary(tasks: Sequence[TaskInfo]) -> Dict[str, Dict[str, int]]:
+    """Counts of tasks per network and per operator kind (a task in two networks counts
+    in both)."""
+    per_network: Dict[str, int] = {}
+    per_kind: Dict[str, int] = {}
+    for task in tasks:
+        per_kind[task.kind] = per_kind.get(task.kind, 0) + 1
+        for net in task.networks:
+            per_network[net] = per_network.get(net, 0) + 1
+    return {"tasks": {"total": len(tasks)}, "per_network": per_network, "per_kind": per_kind}
