@@ -12,6 +12,8 @@ Stages (`--stages`, in this order):
   sweep     tables of the sweep
   plots     runtime distribution, error/predicted vs measured and learning curves of
             each model (lowest seed), τ per workload, the sweep
+  transfer  the transfer matrix (benchmarks.transfer: train on 1, 2, 4 workloads, rank the
+            others) and why the graphs do not transfer (benchmarks.transfer_analysis)
   ceiling   a third pass, now, on the quiet machine: pass 2's configs and `--ceiling-count`
             more of pass 1's (`extract.measure --remeasure … --also pass2`); τ of pass 1 and of
             pass 2 against it, to tell measurement noise from load during a pass, with enough
@@ -32,10 +34,10 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, speed, sweep, tuning
+from . import accuracy, speed, sweep, transfer, tuning
 from .common import DEFAULT_RESULTS, DEFAULT_RUNS, busy_measuring, log, machine, run_many, write_json
 
-STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "report"]
+STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "report"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ceiling-seed", type=int, default=2, help="picks them (pass 2 used seed 1)")
     p = ap.add_argument_group("speed")
     speed.add_arguments(p)
+    x = ap.add_argument_group("transfer matrix")
+    transfer.add_arguments(x, prefix="transfer-")
+    x.add_argument("--no-transfer-analysis", dest="transfer_analysis", action="store_false",
+                   help="skip benchmarks.transfer_analysis in the transfer stage")
     return ap
 
 
@@ -243,6 +249,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         wait_quiet(args.no_wait)
         return tuning.run(args)
 
+    def do_transfer():
+        from . import transfer_analysis
+        transfer.run(args, args.data, os.path.join(args.runs, "transfer"), args.results, args.parallel,
+                     prefix="transfer-")
+        if args.transfer_analysis:
+            transfer_analysis.run(args.data, args.results, ["--model", "gcn"], args.transfer_epochs,
+                                  args.transfer_seed, None)
+
     def do_speed():
         wait_quiet(args.no_wait)
         return speed.run(args)
@@ -250,6 +264,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     stage("accuracy", do_accuracy)
     stage("sweep", do_sweep)
     stage("plots", do_plots)
+    stage("transfer", do_transfer)
     stage("ceiling", do_ceiling)
     stage("tuning", do_tuning)
     stage("speed", do_speed)
