@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .common import (DEFAULT_RESULTS, DEFAULT_RUNS, METRICS, MODELS, log, mean_std, natural_key,
-                     run_many, train_argv, write_csv, write_json)
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, METRICS, MODELS, SEED, cli, locked_outputs, log, mean_std,
+                     model_name, natural_key, output_folder, run_many, train_argv, write_csv, write_json)
 
 ALL_METRICS = METRICS + ["opa", "top10_slowdown", "l1_ms", "top1_ape"]
 
@@ -160,6 +160,14 @@ def write_outputs(results: Sequence[Dict[str, Any]], results_dir: str,
     return out
 
 
+def check_train_args(train_args: Sequence[str]) -> None:
+    """--train-args are simulator.train's flags: checked by its parser now, before any run
+    (argparse's one-line error and exit 2 for a bad one)."""
+    if train_args:
+        from simulator.train import explicit_flags
+        explicit_flags(list(train_args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.accuracy", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -168,25 +176,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--models", nargs="+", default=MODELS)
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--epochs", type=int, default=None, help="default: simulator.train's (60, patience 15)")
+    ap.add_argument("--models", nargs="+", type=model_name, default=MODELS)
+    ap.add_argument("--seeds", nargs="+", type=SEED, default=[0, 1, 2])
+    ap.add_argument("--epochs", type=COUNT, default=None, help="default: simulator.train's (60, patience 15)")
     ap.add_argument("--data", nargs="+", default=["shipped"])
-    ap.add_argument("--runs", default=os.path.join(DEFAULT_RUNS, "accuracy"))
-    ap.add_argument("--results", default=DEFAULT_RESULTS)
-    ap.add_argument("--parallel", type=int, default=2, help="training runs at a time (each 1 thread)")
+    ap.add_argument("--runs", type=output_folder, default=os.path.join(DEFAULT_RUNS, "accuracy"))
+    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
+    ap.add_argument("--parallel", type=COUNT, default=2, help="training runs at a time (each 1 thread)")
     ap.add_argument("--ceiling-logs", nargs=2, default=None, metavar=("FIRST", "SECOND"),
                     help="the two measurement passes (default: the shipped dataset's)")
     ap.add_argument("--train-args", nargs=argparse.REMAINDER, default=[],
                     help="further simulator.train flags for every run (last on the line)")
 
 
+@cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    check_train_args(args.train_args)
     jobs = accuracy_jobs(args.models, args.seeds, args.runs, args.data, args.epochs, args.train_args)
     log(f"accuracy: {len(jobs)} runs, {args.parallel} at a time")
-    results = run_many(jobs, args.parallel)
-    out = write_outputs(results, args.results, noise_ceiling(logs=args.ceiling_logs))
+    with locked_outputs(args.results, args.runs):
+        results = run_many(jobs, args.parallel)
+        out = write_outputs(results, args.results, noise_ceiling(logs=args.ceiling_logs))
     for model, per in out["summary"].items():
         tau = per["mean"].get("kendall_tau", [np.nan])[0]
         print(f"{model:10s} τ {tau:.4f}")

@@ -23,7 +23,10 @@ Stages (`--stages`, in this order):
   speed     speed and memory vs xgb (benchmarks.speed)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
-(`--no-wait` fails instead). Every count, seed and fraction is an option whose default
+(`--no-wait` fails instead). The results, runs, tuning-runs and spaces folders are held
+by this process while it runs (a second benchmark writing to one of them exits 2 with a
+one-line error); every file is written atomically, and every numeric option is
+range-checked at parse time. Every count, seed and fraction is an option whose default
 is the full protocol; the options that differ from it are listed in RESULTS.md.
 """
 from __future__ import annotations
@@ -35,7 +38,8 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import accuracy, speed, sweep, transfer, tuning
-from .common import DEFAULT_RESULTS, DEFAULT_RUNS, busy_measuring, log, machine, run_many, write_json
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
+                     model_name, output_file, output_folder, run_many, write_json)
 
 STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "report"]
 
@@ -45,24 +49,24 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stages", nargs="+", default=STAGES, choices=STAGES)
     ap.add_argument("--data", nargs="+", default=["shipped"])
-    ap.add_argument("--runs", default=DEFAULT_RUNS, help="training runs go under this folder")
-    ap.add_argument("--results", default=DEFAULT_RESULTS)
-    ap.add_argument("--report", default=os.path.join("docs", "RESULTS.md"))
-    ap.add_argument("--parallel", type=int, default=2, help="training runs at a time (1 thread each)")
+    ap.add_argument("--runs", type=output_folder, default=DEFAULT_RUNS, help="training runs go under this folder")
+    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
+    ap.add_argument("--report", type=output_file, default=os.path.join("docs", "RESULTS.md"))
+    ap.add_argument("--parallel", type=COUNT, default=2, help="training runs at a time (1 thread each)")
     ap.add_argument("--no-wait", action="store_true", help="fail instead of waiting for extract.measure")
     ap.add_argument("--ceiling-logs", nargs=2, default=None, metavar=("FIRST", "SECOND"),
                     help="the two measurement passes for the noise ceiling (default: the shipped dataset's)")
     a = ap.add_argument_group("accuracy")
-    a.add_argument("--models", nargs="+", default=accuracy.MODELS)
-    a.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    a.add_argument("--epochs", type=int, default=None, help="every training run (default: simulator.train's 60)")
+    a.add_argument("--models", nargs="+", type=model_name, default=accuracy.MODELS)
+    a.add_argument("--seeds", nargs="+", type=SEED, default=[0, 1, 2])
+    a.add_argument("--epochs", type=COUNT, default=None, help="every training run (default: simulator.train's 60)")
     s = ap.add_argument_group("training-fraction sweep")
     sweep.add_arguments(s, prefix="sweep-")
     t = ap.add_argument_group("tuning")
     tuning.add_arguments(t)
     c = ap.add_argument_group("quiet re-measurement (ceiling stage)")
-    c.add_argument("--ceiling-count", type=int, default=1200, help="configs of pass 1 (besides pass 2's)")
-    c.add_argument("--ceiling-seed", type=int, default=2, help="picks them (pass 2 used seed 1)")
+    c.add_argument("--ceiling-count", type=COUNT, default=1200, help="configs of pass 1 (besides pass 2's)")
+    c.add_argument("--ceiling-seed", type=SEED, default=2, help="picks them (pass 2 used seed 1)")
     p = ap.add_argument_group("speed")
     speed.add_arguments(p)
     x = ap.add_argument_group("transfer matrix")
@@ -75,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 def protocol_notes(args) -> List[str]:
     """Each option that differs from the full protocol, in words."""
     defaults = build_parser().parse_args([])
-    skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "extraction_log", "tuning_runs", "spaces",
+    skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "transfer_quiet_log", "extraction_log", "tuning_runs", "spaces",
             "space_workers", "force", "split_run"}
     notes = []
     for key, value in vars(args).items():
@@ -193,8 +197,15 @@ def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
     return out
 
 
+@cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    with locked_outputs(args.results, args.runs, args.tuning_runs, args.spaces):  # one benchmark writing them
+        return run_stages(args, argv)
+
+
+def run_stages(args, argv: Optional[Sequence[str]]) -> int:
+    """The stages asked for, with the output folders held (see the module docstring)."""
     os.makedirs(args.results, exist_ok=True)
     info_path = os.path.join(args.results, "run_info.json")
     info: Dict[str, Any] = {}

@@ -1,20 +1,29 @@
 """What the benchmark scripts share: training runs as subprocesses (cached, in parallel),
-reading their metrics, mean ± std tables, the machine description."""
+reading their metrics, mean ± std tables, the machine description; checked flag values
+(`extract.cli`), one writer per output folder (`locked_outputs`) and the CLI
+wrapper that turns a user error into one line and exit code 2 (`cli`)."""
 from __future__ import annotations
 
+import argparse
 import concurrent.futures as cf
+import contextlib
 import csv
+import functools
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from extract.fileio import atomic_write
+from extract.cli import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
+                                output_folder)
+from simulator.engine import locked_output
+from simulator.registry import SimulatorError
 
 MODELS = ["gcn", "sage", "gat", "cheb", "mlp", "curve-mlp", "xgb"]
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "l1_log", "mape"]
@@ -24,6 +33,37 @@ METRIC_LABELS = {"kendall_tau": "Kendall τ", "top1_slowdown": "top-1 slowdown",
 PERCENT = {"top1_slowdown", "top5_slowdown", "top10_slowdown", "mape", "top1_ape"}
 DEFAULT_RESULTS = os.path.join("docs", "results")
 DEFAULT_RUNS = os.path.join("runs", "bench")
+
+
+def model_name(text: str) -> str:
+    """An argparse type: a `simulator.train --model` name."""
+    from simulator.costmodel import model_names
+    if text not in model_names():
+        raise argparse.ArgumentTypeError(f"unknown model {text!r} (known: {', '.join(model_names())})")
+    return text
+
+
+@contextlib.contextmanager
+def locked_outputs(*folders: Optional[str]) -> Iterator[None]:
+    """Hold each output folder (created if needed) for this process: a second benchmark
+    writing into one of them gets a one-line error naming it (`SimulatorError`)."""
+    with contextlib.ExitStack() as stack:
+        for folder in dict.fromkeys(f for f in folders if f):
+            stack.enter_context(locked_output(folder))
+        yield
+
+
+def cli(main: Callable[..., int]) -> Callable[..., int]:
+    """A benchmark's main: a `SimulatorError` (busy folder, bad data) is one line on stderr
+    and exit code 2, as in the simulator's CLIs."""
+    @functools.wraps(main)
+    def wrapper(argv: Optional[Sequence[str]] = None) -> int:
+        try:
+            return main(argv)
+        except SimulatorError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    return wrapper
 
 
 def log(msg: str) -> None:
@@ -60,9 +100,12 @@ def run_training(argv: Sequence[str], out: str) -> Dict[str, Any]:
         metrics["bench"]["seconds"] = seconds_of(out)
         return metrics
     os.makedirs(out, exist_ok=True)
+    for stale in ("bench_argv.json", "bench_seconds.json"):  # they describe the run being replaced
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(out, stale))
     start = time.perf_counter()
     env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
-    with open(os.path.join(out, "train.log"), "w", encoding="utf-8") as logf:
+    with atomic_write(os.path.join(out, "train.log"), "w") as logf:  # whole, or the old one
         proc = subprocess.run([sys.executable, "-m", "simulator.train", *argv, "--overwrite"],
                               stdout=logf, stderr=subprocess.STDOUT, env=env)
     seconds = time.perf_counter() - start
@@ -143,7 +186,8 @@ def read_csv(path: str) -> List[Dict[str, str]]:
 
 
 def write_json(path: str, obj: Any) -> None:
-    """Atomically, indented, numpy values as plain ones."""
+    """Atomically, indented, numpy values as plain ones. (A mean without any value is NaN,
+    with its count n = 0 beside it: `mean_std`.)"""
     with atomic_write(path, "w") as f:
         json.dump(obj, f, indent=1, default=_json_default)
         f.write("\n")

@@ -20,6 +20,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .common import COUNT, output_file
+
 
 def stage_times(jobs, repeats: int = 1) -> dict:
     """Median seconds per config of each stage, in this process."""
@@ -44,19 +46,23 @@ def stage_times(jobs, repeats: int = 1) -> dict:
     return {k: float(np.median(v)) for k, v in stages.items()}
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     from datasets import SHIPPED_LOG
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.extraction", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--log", default=str(SHIPPED_LOG))
+    ap.add_argument("--count", type=COUNT, default=1000)
+    ap.add_argument("--workers", type=COUNT, nargs="+", default=[1, 2])
+    ap.add_argument("--out", type=output_file, help="write the figures as JSON here")
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
     from extract.fileio import atomic_write
     from extract.tvm_graph import extract_many
     from extract.tvm_log import read_jobs
 
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.extraction", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--log", default=str(SHIPPED_LOG))
-    ap.add_argument("--count", type=int, default=1000)
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--out", help="write the figures as JSON here")
-    args = ap.parse_args(argv)
+    args = build_parser().parse_args(argv)
 
     jobs, _ = read_jobs([args.log])
     jobs = jobs[: args.count]

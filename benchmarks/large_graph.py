@@ -43,6 +43,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from extract.cli import COUNT, SEED, Int
+
+MIN_NODES = 1000  # enough for computations with configurable (convolution, dot, reshape, transpose) nodes
 
 def rss_gb() -> float:
     try:
@@ -277,18 +280,22 @@ class _Stopwatch:
 
 
 def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.large_graph", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--nodes", type=int, default=500_000)
-    ap.add_argument("--configs", type=int, default=8, help="layout configs scored")
-    ap.add_argument("--config-nodes", type=int, default=2000, help="configurable nodes")
-    ap.add_argument("--early-configs", type=int, default=1,
+    ap.add_argument("--nodes", type=Int(MIN_NODES), default=500_000)
+    ap.add_argument("--configs", type=COUNT, default=8, help="layout configs scored")
+    ap.add_argument("--config-nodes", type=COUNT, default=2000, help="configurable nodes")
+    ap.add_argument("--early-configs", type=COUNT, default=1,
                     help="configs in the whole-graph early-join pass (one 500k-node graph copy each)")
-    ap.add_argument("--width", type=int, default=64)
-    ap.add_argument("--depth", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
-    return ap.parse_args(argv)
+    ap.add_argument("--width", type=COUNT, default=64)
+    ap.add_argument("--depth", type=COUNT, default=3)
+    ap.add_argument("--threads", type=COUNT, default=2)
+    ap.add_argument("--seed", type=SEED, default=0)
+    return ap
 
 
 def _layout_file_arrays(graph, args: argparse.Namespace) -> Dict[str, np.ndarray]:

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from extract.fileio import atomic_write  # noqa: E402
 
-from .common import natural_key, write_csv  # noqa: E402
+from .common import natural_key, output_folder, write_csv  # noqa: E402
 
 DPI = 110
 
@@ -322,7 +322,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.plots", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    ap.add_argument("--out", default=None, help="also draw the comparisons of all runs here")
+    ap.add_argument("--out", type=output_folder, default=None, help="also draw the comparisons of all runs here")
     ap.add_argument("--data", nargs="+", default=None, help="data instead of each run's own")
     args = ap.parse_args(argv)
     cache: Dict[tuple, Any] = {}

@@ -18,7 +18,7 @@ import numpy as np
 
 from extract.fileio import atomic_write
 
-from .common import DEFAULT_RESULTS, METRIC_LABELS, METRICS, fmt, markdown_table, natural_key
+from .common import DEFAULT_RESULTS, METRIC_LABELS, METRICS, fmt, markdown_table, natural_key, output_file
 
 
 def _load(results: str, name: str) -> Optional[Any]:
@@ -420,7 +420,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=DEFAULT_RESULTS)
-    ap.add_argument("--out", default=os.path.join("docs", "RESULTS.md"))
+    ap.add_argument("--out", type=output_file, default=os.path.join("docs", "RESULTS.md"))
     args = ap.parse_args(argv)
     build(args.results, args.out)
     print(args.out)

@@ -16,6 +16,8 @@ from typing import List, Optional, Sequence
 
 from extract.sample import GraphSample, load_samples, save_samples
 
+from .common import NONNEGATIVE, cli, locked_outputs, output_folder
+
 DEFAULT_TEMPLATE = "conv2d_NCHWc.x86"
 
 
@@ -25,10 +27,15 @@ def space_path(out: str, workload: str) -> str:
 
 
 def space_samples(workload: str, out: str, template: str = DEFAULT_TEMPLATE, workers: int = 1,
-                  chunk: int = 32, progress: bool = True) -> List[GraphSample]:
-    """All configs of `workload` (C1…C12 or a key) as samples, in index order; cached."""
+                  chunk: int = 32, progress: Optional[bool] = None) -> List[GraphSample]:
+    """All configs of `workload` (C1…C12 or a key) as samples, in index order; cached.
+    `progress`: a bar (default: only when stderr is a terminal)."""
     from extract.tvm_graph import TIR_EXTRACTOR, extract_configs
     from extract.workloads import parse_workload
+    from simulator.engine import stderr_is_terminal
+
+    if progress is None:
+        progress = stderr_is_terminal()
 
     path = space_path(out, workload)
     if os.path.exists(path):
@@ -40,19 +47,25 @@ def space_samples(workload: str, out: str, template: str = DEFAULT_TEMPLATE, wor
     return samples
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.spaces", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("workloads", nargs="+")
-    ap.add_argument("--out", default=os.path.join("runs", "bench", "spaces"))
+    ap.add_argument("--out", type=output_folder, default=os.path.join("runs", "bench", "spaces"))
     ap.add_argument("--template", default=DEFAULT_TEMPLATE)
-    ap.add_argument("--workers", type=int, default=1)
-    args = ap.parse_args(argv)
-    for w in args.workloads:
-        start = time.perf_counter()
-        samples = space_samples(w, args.out, args.template, args.workers)
-        print(f"{w}: {len(samples)} configs in {time.perf_counter() - start:.0f} s -> "
-              f"{space_path(args.out, w)}", file=sys.stderr)
+    ap.add_argument("--workers", type=NONNEGATIVE, default=1, help="extraction processes (0: one per core)")
+    return ap
+
+
+@cli
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    with locked_outputs(args.out):
+        for w in args.workloads:
+            start = time.perf_counter()
+            samples = space_samples(w, args.out, args.template, args.workers)
+            print(f"{w}: {len(samples)} configs in {time.perf_counter() - start:.0f} s -> "
+                  f"{space_path(args.out, w)}", file=sys.stderr)
     return 0
 
 

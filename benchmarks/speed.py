@@ -34,7 +34,8 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
-from .common import DEFAULT_RESULTS, MODELS, busy_measuring, log, peak_rss_mib, write_csv, write_json
+from .common import (COUNT, DEFAULT_RESULTS, MODELS, busy_measuring, cli, locked_outputs, log, model_name,
+                     output_file, output_folder, peak_rss_mib, write_csv, write_json)
 
 
 def child(args) -> Dict[str, Any]:
@@ -136,13 +137,13 @@ def extraction(args) -> Optional[Dict[str, Any]]:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--speed-models", nargs="+", default=MODELS)
-    ap.add_argument("--speed-epochs", type=int, default=2, help="epochs timed per SGD model")
-    ap.add_argument("--infer-batch", type=int, default=256, help="as simulator.evaluate/predict")
-    ap.add_argument("--infer-batches", nargs="*", type=int, default=[128, 256, 1024],
+    ap.add_argument("--speed-models", nargs="+", type=model_name, default=MODELS)
+    ap.add_argument("--speed-epochs", type=COUNT, default=2, help="epochs timed per SGD model")
+    ap.add_argument("--infer-batch", type=COUNT, default=256, help="as simulator.evaluate/predict")
+    ap.add_argument("--infer-batches", nargs="*", type=COUNT, default=[128, 256, 1024],
                     help="batch sizes also timed for inference")
-    ap.add_argument("--speed-threads", type=int, default=2)
-    ap.add_argument("--extraction-count", type=int, default=1000)
+    ap.add_argument("--speed-threads", type=COUNT, default=2)
+    ap.add_argument("--extraction-count", type=COUNT, default=1000)
     ap.add_argument("--extraction-log", default=None, help="default: the shipped log")
 
 
@@ -179,24 +180,30 @@ def run(args) -> Dict[str, Any]:
     return result
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
     ap.add_argument("--data", nargs="+", default=["shipped"])
-    ap.add_argument("--results", default=DEFAULT_RESULTS)
+    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
     ap.add_argument("--force", action="store_true")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", help=argparse.SUPPRESS)
-    ap.add_argument("--epochs", type=int, default=2, help=argparse.SUPPRESS)
-    ap.add_argument("--batch-size", type=int, default=256, help=argparse.SUPPRESS)
-    ap.add_argument("--batches", nargs="*", type=int, default=[], help=argparse.SUPPRESS)
-    ap.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    ap.add_argument("--child", type=model_name, help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", type=output_file, help=argparse.SUPPRESS)
+    ap.add_argument("--epochs", type=COUNT, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--batch-size", type=COUNT, default=256, help=argparse.SUPPRESS)
+    ap.add_argument("--batches", nargs="*", type=COUNT, default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=COUNT, default=2, help=argparse.SUPPRESS)
+    return ap
+
+
+@cli
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.child:
         write_json(args.child_out, child(args))
         return 0
-    result = run(args)
+    with locked_outputs(args.results):
+        result = run(args)
     for m, r in result["models"].items():
         print(f"{m:10s} train {r['train_graphs_per_s']:9.0f}/s  infer {r['infer_configs_per_s']:9.0f}/s  "
               f"RSS {r['peak_rss_mib']:6.0f} MiB")

@@ -16,7 +16,8 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from .accuracy import long_rows, run_dir
-from .common import DEFAULT_RESULTS, DEFAULT_RUNS, log, mean_std, run_many, train_argv, write_csv, write_json
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, FRACTION, SEED, cli, locked_outputs, log, mean_std,
+                     model_name, output_folder, run_many, train_argv, write_csv, write_json)
 
 FRACTIONS = [0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 0.75, 1.0]
 SWEEP_MODELS = ["gcn", "mlp", "curve-mlp"]
@@ -60,24 +61,30 @@ def write_outputs(results: Sequence[Dict[str, Any]], results_dir: str) -> List[L
 
 
 def add_arguments(ap: argparse.ArgumentParser, prefix: str = "") -> None:
-    ap.add_argument(f"--{prefix}models", nargs="+", default=SWEEP_MODELS)
-    ap.add_argument(f"--{prefix}fractions", nargs="+", type=float, default=FRACTIONS)
-    ap.add_argument(f"--{prefix}seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument(f"--{prefix}models", nargs="+", type=model_name, default=SWEEP_MODELS)
+    ap.add_argument(f"--{prefix}fractions", nargs="+", type=FRACTION, default=FRACTIONS)
+    ap.add_argument(f"--{prefix}seeds", nargs="+", type=SEED, default=[0, 1, 2])
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
-    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--epochs", type=COUNT, default=None)
     ap.add_argument("--data", nargs="+", default=["shipped"])
-    ap.add_argument("--runs", default=os.path.join(DEFAULT_RUNS, "accuracy"))
-    ap.add_argument("--results", default=DEFAULT_RESULTS)
-    ap.add_argument("--parallel", type=int, default=2)
-    args = ap.parse_args(argv)
+    ap.add_argument("--runs", type=output_folder, default=os.path.join(DEFAULT_RUNS, "accuracy"))
+    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
+    ap.add_argument("--parallel", type=COUNT, default=2)
+    return ap
+
+
+@cli
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     jobs = sweep_jobs(args.models, args.fractions, args.seeds, args.runs, args.data, args.epochs)
     log(f"sweep: {len(jobs)} runs, {args.parallel} at a time")
-    rows = write_outputs(run_many(jobs, args.parallel), args.results)
+    with locked_outputs(args.results, args.runs):
+        rows = write_outputs(run_many(jobs, args.parallel), args.results)
     for r in rows:
         if r[3] in ("kendall_tau", "l1_log"):
             print(f"{r[0]:10s} f={r[1]:<5g} {r[3]:12s} {r[4]:.4f} ± {r[5]:.4f}")

@@ -44,7 +44,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .common import DEFAULT_RESULTS, DEFAULT_RUNS, log, natural_key, write_csv, write_json
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, locked_outputs, log, natural_key,
+                     write_csv, write_json)
 
 # name → simulator.train flags (besides data, split, seed, threads, epochs)
 MODEL_SPECS: Dict[str, List[str]] = {
@@ -340,10 +341,10 @@ def write_outputs(results: Sequence[Dict[str, Any]], workloads: Sequence[str], r
 # ---------------------------------------------------------------- CLI
 def add_arguments(ap: argparse.ArgumentParser, prefix: str = "") -> None:
     ap.add_argument(f"--{prefix}models", nargs="+", default=MODELS, help=f"of: {', '.join(MODEL_SPECS)}")
-    ap.add_argument(f"--{prefix}sizes", nargs="+", type=int, default=[1, 2, 4], help="training-set sizes")
-    ap.add_argument(f"--{prefix}choices", type=int, default=3, help="seeded training sets per size > 1")
-    ap.add_argument(f"--{prefix}seed", type=int, default=0)
-    ap.add_argument(f"--{prefix}epochs", type=int, default=40,
+    ap.add_argument(f"--{prefix}sizes", nargs="+", type=COUNT, default=[1, 2, 4], help="training-set sizes")
+    ap.add_argument(f"--{prefix}choices", type=COUNT, default=3, help="seeded training sets per size > 1")
+    ap.add_argument(f"--{prefix}seed", type=SEED, default=0)
+    ap.add_argument(f"--{prefix}epochs", type=COUNT, default=40,
                     help="graph/MLP models (one workload is 480 training configs; early stopping as simulator.train)")
     ap.add_argument(f"--{prefix}quiet-log", default=QUIET_LOG, help="the quiet re-measurement (second reference)")
 
@@ -374,13 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--data", nargs="+", default=["shipped"])
     ap.add_argument("--runs", default=os.path.join(DEFAULT_RUNS, "transfer"))
     ap.add_argument("--results", default=DEFAULT_RESULTS)
-    ap.add_argument("--parallel", type=int, default=1, help="worker processes (1 thread each)")
+    ap.add_argument("--parallel", type=COUNT, default=1, help="worker processes (1 thread each)")
     return ap
 
 
+@cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    run(args, args.data, args.runs, args.results, args.parallel)
+    with locked_outputs(args.results, args.runs):
+        run(args, args.data, args.runs, args.results, args.parallel)
     return 0
 
 

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .common import DEFAULT_RESULTS, log, natural_key, write_json
+from .common import COUNT, DEFAULT_RESULTS, SEED, cli, locked_outputs, log, natural_key, write_json
 
 
 def applicable_types(samples, column: int) -> np.ndarray:
@@ -221,8 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", nargs="+", default=["shipped"])
     ap.add_argument("--results", default=DEFAULT_RESULTS)
-    ap.add_argument("--epochs", type=int, default=40)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--epochs", type=COUNT, default=40)
+    ap.add_argument("--seed", type=SEED, default=0)
     ap.add_argument("--train-workloads", nargs="+", default=None)
     ap.add_argument("--tag", default="", help="suffix of the output files (e.g. before / after a feature change)")
     ap.add_argument("--model-flags", nargs=argparse.REMAINDER, default=["--model", "gcn"],
@@ -230,9 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+@cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    result = run(args.data, args.results, args.model_flags, args.epochs, args.seed, args.train_workloads, args.tag)
+    with locked_outputs(args.results):
+        result = run(args.data, args.results, args.model_flags, args.epochs, args.seed, args.train_workloads,
+                     args.tag)
     rows = sorted(result["shift"].items(), key=lambda kv: -kv[1]["between_share"])
     abl = result["ablation"]["summary"]
     print(f"{'feature':22s} {'between':>8s} {'outside':>8s} {'rho':>6s} {'sign':>5s} {'dτ own':>7s} {'dτ other':>8s}")

@@ -38,9 +38,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from extract.measure import MeasureResult, Worker
+from extract.cli import Float
+from simulator.registry import SimulatorError
 
-from .common import (DEFAULT_RESULTS, DEFAULT_RUNS, busy_measuring, log, run_many,
-                     train_argv, write_csv, write_json)
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, NONNEGATIVE, SEED, busy_measuring, cli, locked_outputs,
+                     log, model_name, output_folder, run_many, train_argv, write_csv, write_json)
 
 TEMPLATE = "conv2d_NCHWc.x86"
 TEST_WORKLOADS = ["C3", "C5", "C6", "C7", "C10", "C11"]
@@ -259,28 +261,28 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
     ap.add_argument("--data", nargs="+", default=["shipped"])
-    ap.add_argument("--results", default=DEFAULT_RESULTS)
-    ap.add_argument("--parallel", type=int, default=2, help="training runs at a time")
+    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
+    ap.add_argument("--parallel", type=COUNT, default=2, help="training runs at a time")
     return ap
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--workloads", nargs="+", default=TEST_WORKLOADS)
-    ap.add_argument("--model", default="gcn", help="the simulator that ranks the space")
+    ap.add_argument("--model", type=model_name, default="gcn", help="the simulator that ranks the space")
     ap.add_argument("--train", choices=["loo", "split"], default="loo",
                     help="loo: one run per workload on the eleven others; split: the cross-workload run")
     ap.add_argument("--split-run", default=None, help="with --train split: that run's folder")
-    ap.add_argument("--train-seed", type=int, default=0)
-    ap.add_argument("--tuning-epochs", type=int, default=None, help="epochs of the ranking runs")
-    ap.add_argument("--ks", nargs="+", type=int, default=[1, 5, 10, 20])
-    ap.add_argument("--passes", type=int, default=3, help="measurement passes (repeats of every measurement)")
-    ap.add_argument("--repeat", type=int, default=3, help="time_evaluator repeats, as the dataset")
-    ap.add_argument("--min-repeat-ms", type=int, default=20)
-    ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--random-seeds", type=int, default=1000)
-    ap.add_argument("--tuning-runs", default=os.path.join(DEFAULT_RUNS, "tuning"))
-    ap.add_argument("--spaces", default=os.path.join(DEFAULT_RUNS, "spaces"))
-    ap.add_argument("--space-workers", type=int, default=2)
+    ap.add_argument("--train-seed", type=SEED, default=0)
+    ap.add_argument("--tuning-epochs", type=COUNT, default=None, help="epochs of the ranking runs")
+    ap.add_argument("--ks", nargs="+", type=COUNT, default=[1, 5, 10, 20])
+    ap.add_argument("--passes", type=COUNT, default=3, help="measurement passes (repeats of every measurement)")
+    ap.add_argument("--repeat", type=COUNT, default=3, help="time_evaluator repeats, as the dataset")
+    ap.add_argument("--min-repeat-ms", type=NONNEGATIVE, default=20)
+    ap.add_argument("--timeout", type=Float(0, 86400, lo_open=True), default=60.0, help="seconds per measurement")
+    ap.add_argument("--random-seeds", type=COUNT, default=1000)
+    ap.add_argument("--tuning-runs", type=output_folder, default=os.path.join(DEFAULT_RUNS, "tuning"))
+    ap.add_argument("--spaces", type=output_folder, default=os.path.join(DEFAULT_RUNS, "spaces"))
+    ap.add_argument("--space-workers", type=NONNEGATIVE, default=2, help="extraction processes (0: one per core)")
     ap.add_argument("--force", action="store_true", help="measure even while extract.measure runs")
 
 
@@ -320,10 +322,7 @@ def run(args) -> Dict[str, Any]:
         configs = list(dict.fromkeys(ranking[w][:kmax] + [best, 0]))
         plan += [(w, "config", i) for i in configs] + [(w, "unscheduled", -1)]
     path = os.path.join(args.results, "tuning_measurements.jsonl")
-    done: List[dict] = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            done = [json.loads(line) for line in f if line.strip()]
+    done = read_journal(path)
     have = {(m["workload"], m["kind"], m["index"], m["pass"]) for m in done}
     measurer = Worker(num_threads=1)
     start = time.perf_counter()
@@ -354,8 +353,35 @@ def run(args) -> Dict[str, Any]:
     return result
 
 
+def read_journal(path: str) -> List[dict]:
+    """The measurements appended to `path` so far (one JSON object per line). A last line
+    cut short by a kill is dropped and cut from the file, so that appending goes on after
+    the last whole record; a damaged line elsewhere is an error naming file and line."""
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        data = f.read()
+    whole = data.rfind(b"\n") + 1
+    if whole < len(data):
+        log(f"{path}: dropping a last line cut short ({len(data) - whole} bytes; an interrupted run)")
+        with open(path, "r+b") as f:
+            f.truncate(whole)
+    out = []
+    for number, line in enumerate(data[:whole].decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError as e:
+            raise SimulatorError(f"{path}:{number}: not a measurement record ({e})") from None
+    return out
+
+
+@cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    result = run(build_parser().parse_args(argv))
+    args = build_parser().parse_args(argv)
+    with locked_outputs(args.results, args.tuning_runs, args.spaces):
+        result = run(args)
     for w, r in result["workloads"].items():
         k10 = r["per_k"].get("10", next(iter(r["per_k"].values())))
         print(f"{w}: guided best-of-10 {k10['ratio_median']:.3f}× dataset best; random needs "

@@ -31,7 +31,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from . import records as rec
-from .cli import float_in, int_in, progress
+from .cli import COUNT, NONNEGATIVE, POSITIVE, progress
 from .records import MeasureRecord, read_records
 from .templates import get_template
 from .workloads import Workload, parse_workloads, workload_name
@@ -279,20 +279,20 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--template", default="conv2d_NCHWc.x86", type=_template_name)
     ap.add_argument("--workloads", nargs="+", default=["resnet18"],
                     help="'resnet18', names C1…C12, or keys like 1x64x56x56_64x3x3_s1_p1")
-    ap.add_argument("--per-workload", type=int_in(1), default=600, help="configs sampled per workload")
-    ap.add_argument("--max-vector-lanes", type=int_in(0), default=64,
+    ap.add_argument("--per-workload", type=COUNT, default=600, help="configs sampled per workload")
+    ap.add_argument("--max-vector-lanes", type=NONNEGATIVE, default=64,
                     help="sample only configs whose tile_oc inner factor is at most this (0: all)")
     ap.add_argument("--remeasure", metavar="LOG", type=_existing_file,
                     help="re-measure a subset of this log's successful configs")
-    ap.add_argument("--count", type=int_in(1), default=300, help="with --remeasure: how many configs")
+    ap.add_argument("--count", type=COUNT, default=300, help="with --remeasure: how many configs")
     ap.add_argument("--also", nargs="+", default=[], metavar="LOG", type=_existing_file,
                     help="with --remeasure: also re-measure every successful config of these logs")
-    ap.add_argument("--seed", type=int_in(0), default=0)
-    ap.add_argument("--repeat", type=int_in(1), default=3)
-    ap.add_argument("--min-repeat-ms", type=int_in(0), default=20)
-    ap.add_argument("--timeout", type=float_in(0, lo_open=True), default=30.0,
+    ap.add_argument("--seed", type=NONNEGATIVE, default=0)
+    ap.add_argument("--repeat", type=COUNT, default=3)
+    ap.add_argument("--min-repeat-ms", type=NONNEGATIVE, default=20)
+    ap.add_argument("--timeout", type=POSITIVE, default=30.0,
                     help="seconds per config (build + run)")
-    ap.add_argument("--num-threads", type=int_in(1), default=1,
+    ap.add_argument("--num-threads", type=COUNT, default=1,
                     help="runtime threads; 1 keeps timings stable on a shared 2-core machine")
     return ap
 

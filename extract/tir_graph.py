@@ -44,6 +44,11 @@ spirit of AutoTVM's loop-context (itervar) features:
   dtype_bits, lanes, is_float   of the node's value (stores: the stored value)
 Division and modulo by constants are treated as scaling (x // c has coefficient 1/c,
 x % c keeps x's coefficient): exact for the tiled layouts of the templates here.
+
+Two walks build the same graph: `tir_to_graph` (fast: each TVM object read once; see
+"the fast walk" below) and `tir_to_graph_reference` (the walk as first written: the
+specification, kept for tests, which compare the two bit for bit). Featurizing many
+schedules at once, e.g. a MetaSchedule cost model's candidates, is `extract.featurize`.
 """
 from __future__ import annotations
 
@@ -438,12 +443,11 @@ def _is_value(e) -> bool:
     return False
 
 
-def lower_for_features(mod):
-    """Run TVM's lowering up to flat buffers, keeping loop kinds (see module docstring)."""
-    import tvm
+def feature_passes() -> list:
+    """TVM's lowering passes `lower_for_features` runs, in order (see module docstring)."""
     from tvm import s_tir, tirx
 
-    passes = [
+    return [
         s_tir.transform.CanonicalizeLoop(),
         s_tir.transform.LowerCrossThreadReduction(),
         s_tir.transform.LowerInitBlock(),
@@ -457,16 +461,551 @@ def lower_for_features(mod):
         tirx.transform.FlattenBuffer(),
         tirx.transform.StmtSimplify(),
     ]
-    return tvm.ir.transform.Sequential(passes)(mod)
 
 
-def tir_to_graph(func) -> TirGraph:
-    """Graph of one lowered PrimFunc (see module docstring)."""
+def lower_for_features(mod):
+    """Run TVM's lowering up to flat buffers, keeping loop kinds (see module docstring)."""
+    import tvm
+
+    return tvm.ir.transform.Sequential(feature_passes())(mod)
+
+
+def tir_to_graph_reference(func) -> TirGraph:
+    """`tir_to_graph` as first written: the specification the fast walk (`_FastBuilder`)
+    must match bit for bit (tests compare the two); slower (see `_FastBuilder`)."""
     builder = _Builder()
     root, _ = builder.add("PrimFunc", None, [])
     builder.stmt(func.body, root, [])
     edges = np.asarray(builder.edges, dtype=np.int64).reshape(-1, 2)
     features = np.stack(builder.rows).astype(np.float32)
+    depth = float(features[:, COLUMN["depth"]].max())
+    return TirGraph(edges, np.asarray(builder.types, dtype=np.int64), features, builder.unknown,
+                    builder.curve_vector(depth))
+
+
+# ====================================================================== the fast walk
+# `tir_to_graph` below produces exactly what `tir_to_graph_reference` (the `_Builder`
+# above) produces — same nodes, edges and float32 features, bit for bit — in about
+# 2/5 of the time. Where the reference walk's time went, and what replaces it:
+#   * reading TVM objects (one FFI call per attribute) again and again: `_is_value`
+#     re-scanned each value subtree at every level of it, `linear_coefficients` and
+#     `expr` each walked every index, `_reads_location` every stored value. Here an
+#     index is read once, by `_simple_coeffs`, which computes its coefficients and at the
+#     same time finds whether the walk of `expr` would make any node of it (index
+#     arithmetic alone makes none, so it is not walked again); a value is walked once,
+#     listing the loads it meets for the accumulation check; only integer-typed value
+#     nodes still look for loads below them (`_has_load`), as `_is_value` must;
+#   * dtype strings via `str(e.ty)` and `tvm.DataType` for every node: cached per type
+#     object and per dtype string;
+#   * an accumulating store compared its indices with a load's by printing both
+#     (TVMScript printer, ~12 µs per index): compared here by `structural_equal` (C++,
+#     ~2 µs; the same variables and structure print the same), then as structures that
+#     print the same way (`_print_key`), printing only where neither can decide;
+#   * dicts keyed by TVM `Var`s (whose `__eq__` builds an expression): keyed by handle;
+#     reuse curves as a running maximum over footprints that only grow; feature rows as
+#     Python lists, one numpy conversion at the end.
+# Every float is computed by the same operations in the same order as the reference.
+
+_LOADS = ("TensorLoad", "BufferLoad")
+_VARS = ("Var", "SizeVar")
+_IMMS = ("IntImm", "FloatImm")
+_ADD_SUB = {"Add": 1.0, "Sub": -1.0}
+_DIVS = ("FloorDiv", "Div", "TruncDiv")
+_MODS = ("FloorMod", "Mod", "TruncMod")
+_INDEX_TYPES = ("int", "uint", "bool")
+_NUM_FEATURES = len(FEATURE_NAMES)
+_C_DEPTH, _C_OUTER, _C_INNER = COLUMN["depth"], COLUMN["outer_trips"], COLUMN["inner_trips"]
+_C_EXTENT = COLUMN["loop_extent"]
+_C_KIND = {k: COLUMN[f"kind_{k}"] for k in LOOP_KINDS}
+_C_SCOPE = {k: COLUMN[f"scope_{k}"] for k in ("global", "local", "shared")}
+_C_BITS, _C_LANES, _C_FLOAT = COLUMN["dtype_bits"], COLUMN["lanes"], COLUMN["is_float"]
+_C_STEP, _C_EXPLICIT = COLUMN["unroll_max_step"], COLUMN["unroll_explicit"]
+_C_ACCUMULATE = COLUMN["accumulate"]
+_C_STRIDE_IN, _C_STRIDE_MIN = COLUMN["stride_innermost"], COLUMN["stride_min"]
+_C_TOUCHED, _C_REUSE, _C_BUFFER = COLUMN["bytes_touched"], COLUMN["reuse"], COLUMN["buffer_bytes"]
+# operators whose printed form is fixed by the operator and its operands
+_PRINT_OPS = frozenset(("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "TruncDiv", "TruncMod",
+                        "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or", "Not"))
+_PRINT_TYPED = ("Cast", "Ramp", "Broadcast")  # … and their dtype
+
+_DTYPE_INFO: Dict[str, Tuple[int, int, bool]] = {}
+_TYPE_STRINGS: Dict[int, Tuple[object, str]] = {}  # type object handle → (the object, its string)
+_HAS_DTYPE: Dict[type, bool] = {}                  # class → whether it has a `dtype` attribute
+_BINARY: Dict[type, bool] = {}                     # class → whether it has operands a and b
+_HAS_BUFFER: Dict[type, bool] = {}                 # load class → whether it has `buffer`
+_LOOP_KIND_NAMES = {k: f"For.{k}" for k in LOOP_KINDS}
+
+
+def _dtype_info_cached(dtype: str) -> Tuple[int, int, bool]:
+    info = _DTYPE_INFO.get(dtype)
+    if info is None:
+        info = _DTYPE_INFO[dtype] = _dtype_info(dtype)
+    return info
+
+
+def _fast_dtype(e) -> str:
+    """`_dtype(e)`, the string cached per type object (TVM interns them; the cache holds
+    a reference, so no other object can take a cached handle while it is cached)."""
+    cls = type(e)
+    has_dtype = _HAS_DTYPE.get(cls)
+    if has_dtype is None:
+        has_dtype = _HAS_DTYPE[cls] = hasattr(cls, "dtype")
+    if has_dtype:
+        d = getattr(e, "dtype", None)
+        if d:
+            return str(d)
+    ty = e.ty
+    hit = _TYPE_STRINGS.get(ty.__chandle__())
+    if hit is None:
+        if len(_TYPE_STRINGS) > 4096:
+            _TYPE_STRINGS.clear()
+        hit = _TYPE_STRINGS[ty.__chandle__()] = (ty, str(ty))
+    return hit[1]
+
+
+def _children_of(e, name: str) -> list:
+    """`_children` of a non-leaf, non-load expression."""
+    if name == "Call":
+        return list(e.args)
+    if name == "Select":
+        return [e.condition, e.true_value, e.false_value]
+    if name in ("Cast", "Broadcast"):
+        return [e.value]
+    if name == "Not":
+        return [e.a]
+    if name == "Ramp":
+        return [e.base, e.stride]
+    if name == "Let":
+        return [e.value, e.body]
+    cls = type(e)
+    binary = _BINARY.get(cls)
+    if binary is None:
+        binary = _BINARY[cls] = hasattr(e, "a") and hasattr(e, "b")
+    return [e.a, e.b] if binary else []
+
+
+def _coeffs_ffi(e) -> Dict[int, float]:
+    """`linear_coefficients(e)`, keyed by variable handle."""
+    name = type(e).__name__
+    if name in _VARS:
+        return {e.__chandle__(): 1.0}
+    if name in _IMMS:
+        return {}
+    sign = _ADD_SUB.get(name)
+    if sign is not None:
+        a, b = _coeffs_ffi(e.a), _coeffs_ffi(e.b)
+        for v, c in b.items():
+            a[v] = a.get(v, 0.0) + sign * c
+        return a
+    if name == "Mul":
+        ea, eb = e.a, e.b
+        ca, cb = _const(ea), _const(eb)
+        if cb is not None:
+            return {v: c * cb for v, c in _coeffs_ffi(ea).items()}
+        if ca is not None:
+            return {v: c * ca for v, c in _coeffs_ffi(eb).items()}
+    if name in _DIVS:
+        cb = _const(e.b)
+        if cb:
+            return {v: c / cb for v, c in _coeffs_ffi(e.a).items()}
+    if name in _MODS:
+        return _coeffs_ffi(e.a)
+    if name == "Cast":
+        return _coeffs_ffi(e.value)
+    if name == "Ramp":
+        return _coeffs_ffi(e.base)
+    if name in _LEAVES:
+        children = []
+    elif name in _LOADS:
+        children = list(e.indices)
+    else:
+        children = _children_of(e, name)
+    out: Dict[int, float] = {}
+    for child in children:
+        for v in _coeffs_ffi(child):
+            out[v] = 1.0
+    return out
+
+
+def _simple_coeffs(e) -> Optional[Dict[int, float]]:
+    """`linear_coefficients(e)` keyed by handle if `_Builder.expr` makes no node of any
+    part of `e` (index arithmetic: integer/boolean operators of a known kind, no call,
+    no load); None otherwise."""
+    name = type(e).__name__
+    if name in _VARS:
+        return {e.__chandle__(): 1.0}
+    if name in _LEAVES:
+        return {}
+    kind = _EXPR_TYPES.get(name)
+    if kind is None or kind == "BufferLoad" or kind == "Call" or not _fast_dtype(e).startswith(_INDEX_TYPES):
+        return None
+    sign = _ADD_SUB.get(name)
+    if sign is not None:
+        a = _simple_coeffs(e.a)
+        if a is None:
+            return None
+        b = _simple_coeffs(e.b)
+        if b is None:
+            return None
+        for v, c in b.items():
+            a[v] = a.get(v, 0.0) + sign * c
+        return a
+    if name == "Mul":
+        ea, eb = e.a, e.b
+        ca, cb = _const(ea), _const(eb)
+        if cb is not None:  # eb is a constant: a leaf
+            a = _simple_coeffs(ea)
+            return None if a is None else {v: c * cb for v, c in a.items()}
+        if ca is not None:
+            b = _simple_coeffs(eb)
+            return None if b is None else {v: c * ca for v, c in b.items()}
+    elif name in _DIVS:
+        cb = _const(e.b)
+        if cb:
+            a = _simple_coeffs(e.a)
+            return None if a is None else {v: c / cb for v, c in a.items()}
+    elif name in _MODS:
+        a = _simple_coeffs(e.a)
+        return None if a is None or _simple_coeffs(e.b) is None else a
+    elif name == "Cast":
+        return _simple_coeffs(e.value)
+    elif name == "Ramp":
+        a = _simple_coeffs(e.base)
+        return None if a is None or _simple_coeffs(e.stride) is None else a
+    out: Dict[int, float] = {}
+    for child in _children_of(e, name):
+        c = _simple_coeffs(child)
+        if c is None:
+            return None
+        for v in c:
+            out[v] = 1.0
+    return out
+
+
+def _has_load(e) -> bool:
+    """Whether a load is below `e` (`_is_value`'s scan)."""
+    for child in _children_of(e, type(e).__name__):
+        name = type(child).__name__
+        if name in _LOADS:
+            return True
+        if name not in _LEAVES and _has_load(child):
+            return True
+    return False
+
+
+def _load_parts(e, cls):
+    """A load's buffer (`_load_buffer`) and indices."""
+    has_buffer = _HAS_BUFFER.get(cls)
+    if has_buffer is None:
+        has_buffer = _HAS_BUFFER[cls] = hasattr(cls, "buffer")
+    buffer = getattr(e, "buffer", None) if has_buffer else None
+    if buffer is None:
+        buffer = e.source
+    return buffer, list(e.indices)
+
+
+def _print_key(e, names: Dict[str, int]):
+    """A value equal for two index expressions exactly when `str()` prints them the same,
+    or None where that is not certain (then the caller prints). `names`: variable name →
+    handle seen so far (two variables of one name would print with a suffix: None)."""
+    name = type(e).__name__
+    if name in _VARS:
+        var_name = e.name
+        if not var_name.isidentifier() or names.setdefault(var_name, e.__chandle__()) != e.__chandle__():
+            return None
+        return var_name
+    if name == "IntImm":
+        return ("I", _fast_dtype(e), int(e.value))
+    if name in _PRINT_OPS:
+        keys = [_print_key(c, names) for c in _children_of(e, name)]
+        return None if any(k is None for k in keys) else (name, *keys)
+    if name in _PRINT_TYPED:
+        keys = [_print_key(c, names) for c in _children_of(e, name)]
+        return None if any(k is None for k in keys) else (name, _fast_dtype(e), *keys)
+    return None
+
+
+def _same_print(a, b) -> bool:
+    """`str(a) == str(b)` for two index expressions, printing only where the structure
+    cannot decide. Structurally equal with the same variables (the usual case: a
+    reduction's load and store, ~2 µs in C++) prints the same."""
+    import tvm_ffi
+
+    if tvm_ffi.structural_equal(a, b):
+        return True
+    ka, kb = _print_key(a, {}), _print_key(b, {})
+    if ka is None or kb is None:
+        return str(a) == str(b)
+    return ka == kb
+
+
+class _Buffer:
+    __slots__ = ("obj", "element_bytes", "bytes", "log_bytes", "scope_column")
+
+    def __init__(self, buffer) -> None:
+        self.obj = buffer
+        bits, lanes, _ = _dtype_info_cached(str(buffer.dtype))
+        self.element_bytes = bits * lanes / 8
+        self.bytes = _buffer_bytes(buffer)
+        self.log_bytes = _log(self.bytes)
+        self.scope_column = _C_SCOPE[_scope(buffer)]
+
+
+class _FastBuilder:
+    """`_Builder`'s walk, reading TVM objects once (see the section comment)."""
+
+    def curve_vector(self, depth: float) -> np.ndarray:
+        """`_Builder.curve_vector`: the same numpy reductions over the same rows."""
+        points = len(CURVE_POINTS)
+        curves = np.array([c for _, c in self.curves], dtype=np.float64).reshape(-1, points)
+        is_store = np.array([s for s, _ in self.curves], dtype=bool)
+        stores = curves[is_store] if is_store.any() else np.zeros((1, points))
+        loads = curves[~is_store] if not is_store.all() else np.zeros((1, points))
+        counts = [_log(self.loop_counts[k]) for k in LOOP_KINDS]
+        return np.concatenate([np.mean(stores, 0), np.mean(loads, 0), np.max(loads, 0), counts,
+                               [_log(self.total_trips), _log(len(loads)), _log(len(stores)), depth]
+                               ]).astype(np.float32)
+
+    def __init__(self) -> None:
+        self.types: List[int] = []
+        self.rows: List[List[float]] = []
+        self.edges: List[Tuple[int, int]] = []
+        self.unknown: Counter = Counter()
+        self.curves: List[Tuple[bool, List[float]]] = []
+        self.loop_counts: Counter = Counter()
+        self.total_trips = 0.0
+        self.buffers: Dict[int, _Buffer] = {}
+        # the enclosing loops (variable handles, extents) and, per depth, the product of
+        # their extents (an exact int) and its log
+        self.loop_vars: List[int] = []
+        self.extents: List[int] = []
+        self.trips: List[int] = [1]
+        self.log_trips: List[float] = [_log(1)]
+
+    def add(self, kind: str, parent: Optional[int]) -> Tuple[int, List[float]]:
+        node = len(self.types)
+        type_id = TYPE_ID.get(kind, UNK)
+        if type_id == UNK:
+            self.unknown[kind] += 1
+        self.types.append(type_id)
+        row = [0.0] * _NUM_FEATURES
+        depth = len(self.extents)
+        row[_C_DEPTH] = depth
+        row[_C_OUTER] = self.log_trips[depth]
+        self.rows.append(row)
+        if parent is not None:
+            self.edges.append((parent, node))
+        return node, row
+
+    def buffer(self, obj) -> _Buffer:
+        handle = obj.__chandle__()
+        info = self.buffers.get(handle)
+        if info is None:
+            info = self.buffers[handle] = _Buffer(obj)
+        return info
+
+    # ---------------------------------------------------------------- statements
+    def loop(self, kind: str, extent: int, var, body, parent: int, annotations) -> int:
+        node, row = self.add(_LOOP_KIND_NAMES[kind], parent)
+        row[_C_EXTENT] = _log(extent)
+        row[_C_KIND[kind]] = 1
+        if annotations:
+            step = annotations.get("pragma_auto_unroll_max_step")
+            if step is not None:
+                row[_C_STEP] = _log(int(step))
+            explicit = annotations.get("pragma_unroll_explicit")
+            if explicit is not None:
+                row[_C_EXPLICIT] = float(int(explicit))
+        self.loop_counts[kind] += 1
+        trips = self.trips[-1] * extent
+        self.loop_vars.append(var.__chandle__())
+        self.extents.append(extent)
+        self.trips.append(trips)
+        self.log_trips.append(_log(trips))
+        inner = self.stmt(body, node)
+        del self.loop_vars[-1], self.extents[-1], self.trips[-1], self.log_trips[-1]
+        row[_C_INNER] = _log(inner)
+        return extent * inner
+
+    def stmt(self, s, parent: int) -> int:
+        """`_Builder.stmt`."""
+        name = type(s).__name__
+        if name == "SeqStmt":
+            return max((self.stmt(c, parent) for c in s.seq), default=1)
+        if name == "DeclBuffer":
+            return 1
+        if name == "For":
+            extent = int(_const(s.extent) or 1)
+            kind = _FOR_KIND.get(int(s.kind), "serial")
+            if kind == "thread" and s.thread_binding is not None and "vthread" in str(s.thread_binding.thread_tag):
+                kind = "vthread"
+            annotations = s.annotations
+            return self.loop(kind, extent, s.loop_var, s.body, parent,
+                             dict(annotations) if len(annotations) else None)
+        if name == "BufferStore":
+            return self.store(s, parent)
+        if name == "AttrStmt":
+            key = str(s.attr_key)
+            if key in ("thread_extent", "virtual_thread"):
+                extent = int(_const(s.value) or 1)
+                kind = "thread" if key == "thread_extent" else "vthread"
+                return self.loop(kind, extent, s.node.var, s.body, parent, None)
+            node, row = self.add("Attr", parent)
+            value = _const(s.value)
+            if key == "pragma_auto_unroll_max_step" and value is not None:
+                row[_C_STEP] = _log(value)
+            if key == "pragma_unroll_explicit" and value is not None:
+                row[_C_EXPLICIT] = value
+            return self.stmt(s.body, node)
+        if name in ("AllocBuffer", "Allocate"):
+            node, row = self.add("Allocate", parent)
+            info = self.buffer(s.buffer)
+            row[_C_BUFFER] = info.log_bytes
+            row[info.scope_column] = 1
+            body = getattr(s, "body", None)
+            return self.stmt(body, node) if body is not None else 1
+        if name == "IfThenElse":
+            node, _ = self.add("IfThenElse", parent)
+            self.expr(s.condition, node, None)
+            inner = self.stmt(s.then_case, node)
+            if s.else_case is not None:
+                inner = max(inner, self.stmt(s.else_case, node))
+            return inner
+        if name in ("LetStmt", "Bind"):
+            node, _ = self.add("LetStmt", parent)
+            self.expr(s.value, node, None)
+            return self.stmt(s.body, node) if hasattr(s, "body") else 1
+        if name == "Evaluate":
+            node, _ = self.add("Evaluate", parent)
+            self.expr(s.value, node, None)
+            return 1
+        if name == "AssertStmt":
+            node, _ = self.add("Assert", parent)
+            return self.stmt(s.body, node) if hasattr(s, "body") else 1
+        if name == "While":
+            node, _ = self.add("While", parent)
+            return self.stmt(s.body, node)
+        node, _ = self.add(name, parent)  # → UNK, counted
+        body = getattr(s, "body", None)
+        return self.stmt(body, node) if body is not None else 1
+
+    def store(self, s, parent: int) -> int:
+        node, row = self.add("BufferStore", parent)
+        info = self.buffer(s.buffer)
+        indices = list(s.indices)
+        self.access_row(row, info, [_coeffs_ffi(i) for i in indices], is_store=True)
+        self.total_trips += self.trips[-1]
+        value = s.value
+        bits, lanes, is_float = _dtype_info_cached(_fast_dtype(value))
+        row[_C_BITS], row[_C_LANES], row[_C_FLOAT] = bits, lanes, is_float
+        loads: List[Tuple[int, list]] = []
+        self.expr(value, node, loads)
+        handle = info.obj.__chandle__()
+        row[_C_ACCUMULATE] = float(any(  # `_reads_location`
+            buffer == handle and all(_same_print(a, b) for a, b in zip(load_indices, indices))
+            for buffer, load_indices in loads))
+        return 1
+
+    # ---------------------------------------------------------------- expressions
+    def expr(self, e, parent: int, loads: Optional[List[Tuple[int, list]]]) -> None:
+        """`_Builder.expr`, in one pass: an index that is index arithmetic alone (no
+        node of it would enter the graph, see `_simple_coeffs`) is not walked again.
+        Every load met is listed in `loads` (buffer handle, indices), if given."""
+        cls = type(e)
+        name = cls.__name__
+        if name in _LEAVES:
+            return
+        kind = _EXPR_TYPES.get(name)
+        is_load = kind == "BufferLoad"
+        dtype = None
+        if kind is not None and not is_load and kind != "Call":
+            dtype = _fast_dtype(e)
+            if dtype.startswith(_INDEX_TYPES) and not _has_load(e):  # not `_is_value`
+                for child in _children_of(e, name):
+                    self.expr(child, parent, loads)
+                return
+        node, row = self.add(kind or name, parent)
+        bits, lanes, is_float = _dtype_info_cached(dtype or _fast_dtype(e))
+        row[_C_BITS], row[_C_LANES], row[_C_FLOAT] = bits, lanes, is_float
+        if not is_load:
+            for child in _children_of(e, name):
+                self.expr(child, node, loads)
+            return
+        buffer, indices = _load_parts(e, cls)
+        coeffs = [_simple_coeffs(i) for i in indices]
+        simple = all(c is not None for c in coeffs)
+        if not simple:  # indirect indexing, calls, float math: coefficients of it all, walk it
+            coeffs = [_coeffs_ffi(i) for i in indices]
+        self.access_row(row, self.buffer(buffer), coeffs)
+        if loads is not None:
+            loads.append((buffer.__chandle__(), indices))
+        if not simple:
+            for index in indices:
+                self.expr(index, node, loads)
+
+    def access_row(self, row: List[float], info: _Buffer, index_coeffs: List[Dict[int, float]],
+                   is_store: bool = False) -> None:
+        """`_Builder._access_row`, from each index's coefficients."""
+        coefficients: Dict[int, float] = {}
+        for coeffs in index_coeffs:
+            for v, c in coeffs.items():
+                coefficients[v] = coefficients.get(v, 0.0) + abs(c)
+        extents = self.extents
+        cs = [coefficients.get(v, 0.0) for v in self.loop_vars]
+        nonzero = [abs(c) for c in cs if abs(c) > 0]
+        touched = math.prod(e for c, e in zip(cs, extents) if c != 0)
+        element_bytes = info.element_bytes
+        row[_C_STRIDE_IN] = _log(abs(cs[-1]) if cs else 0.0)
+        row[_C_STRIDE_MIN] = _log(min(nonzero)) if nonzero else 0.0
+        row[_C_TOUCHED] = _log(min(touched * element_bytes, info.bytes))
+        row[_C_REUSE] = _log(self.trips[-1] / max(touched, 1))
+        row[_C_BUFFER] = info.log_bytes
+        row[info.scope_column] = 1
+        self.curves.append((is_store, _fast_reuse_curve(cs, extents, element_bytes)))
+
+
+def _fast_reuse_curve(cs: List[float], extents: List[int], element_bytes: float) -> List[float]:
+    """`_reuse_curve` (as a list), from each enclosing loop's coefficient `cs`. Footprints
+    only grow outwards, so the reuses within a footprint are a prefix: a running maximum
+    (if they ever were out of order, the reference's scans run instead)."""
+    log2 = math.log2
+    footprints, reuses = [], []
+    touched, trips = 1.0, 1.0
+    ordered, last = True, -math.inf
+    for i in range(len(extents) - 1, -1, -1):  # innermost outwards
+        extent = extents[i]
+        trips *= extent
+        if cs[i] != 0:
+            touched *= extent
+        footprint = log2(touched * element_bytes)
+        ordered = ordered and footprint >= last
+        last = footprint
+        footprints.append(footprint)
+        reuses.append(log2(1.0 + trips / touched))  # _log (trips / touched: a positive float)
+    if not ordered:
+        curve = []
+        for point in CURVE_POINTS:
+            within = [r for f, r in zip(footprints, reuses) if f <= point]
+            curve.append(max(within) if within else 0.0)
+        return curve
+    curve, k, n, best = [], 0, len(footprints), 0.0
+    for point in CURVE_POINTS:
+        while k < n and footprints[k] <= point:
+            if k == 0 or reuses[k] > best:
+                best = reuses[k]
+            k += 1
+        curve.append(best if k else 0.0)
+    return curve
+
+
+def tir_to_graph(func) -> TirGraph:
+    """Graph of one lowered PrimFunc (see module docstring): the fast walk, identical to
+    `tir_to_graph_reference`."""
+    builder = _FastBuilder()
+    root, _ = builder.add("PrimFunc", None)
+    builder.stmt(func.body, root)
+    edges = np.asarray(builder.edges, dtype=np.int64).reshape(-1, 2)
+    features = np.array(builder.rows, dtype=np.float32)
     depth = float(features[:, COLUMN["depth"]].max())
     return TirGraph(edges, np.asarray(builder.types, dtype=np.int64), features, builder.unknown,
                     builder.curve_vector(depth))

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .cli import int_in
+from .cli import NONNEGATIVE
 from .fileio import OutputBusyError, atomic_write, output_lock
 from .records import (ERROR_NAMES, REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report,
                       log_files, read_records, target_kind)
@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="replace an earlier run's output in --out (its *.npz and report.json)")
     ap.add_argument("--skip-bad", action="store_true",
                     help="count and report bad records (and configs that fail to extract) instead of stopping")
-    ap.add_argument("--workers", type=int_in(0), default=0, help="extraction processes (0: one per core)")
+    ap.add_argument("--workers", type=NONNEGATIVE, default=0, help="extraction processes (0: one per core)")
     ap.add_argument("--no-per-store", dest="per_store", action="store_false",
                     help="leave out MetaSchedule's per-store features (only the xgb baseline reads them)")
     return ap

@@ -112,9 +112,19 @@ class XGBCostModel(CostModel):
         return BatchSpec(graph=False, vector=self.VECTOR)
 
     def arrays(self, source: Source) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(vectors, log runtimes, group ids) of every config row of `source`."""
+        """(vectors, log runtimes, group ids) of every config row of `source`; a non-finite
+        value is a one-line error naming its sample (XGBoost would take a NaN feature as
+        missing and train on a NaN label)."""
         batch = source.batch(np.arange(len(source)), np.random.default_rng(self.config.seed), self.batch_spec)
-        return batch.vector.numpy(), batch.y.numpy(), batch.group.numpy()
+        x, y, g = batch.vector.numpy(), batch.y.numpy(), batch.group.numpy()
+        item = batch.config_graph.numpy()
+        for what, values in (("log runtime", y), (f"vectors[{self.VECTOR!r}]", x)):
+            bad = ~np.isfinite(values.reshape(len(values), -1)).all(1)
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise SimulatorError(f"{source.names[int(item[row])]}: {what} holds a non-finite value; xgb "
+                                     f"cannot train on it ({int(bad.sum())} of {len(values)} configs)")
+        return x, y, g
 
     def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
         if run is not None and run.resume is not None and run.resume.get("finished") and run.resume.get("xgb"):
@@ -123,6 +133,7 @@ class XGBCostModel(CostModel):
         start = time.perf_counter()
         x, y, g = self.arrays(train)
         self.estimator.fit(x, y, g, *(self.arrays(val) if val else (None, None, None)))
+        self._check_fit(x)
         seconds = time.perf_counter() - start
         print(f"xgb ({self.estimator.objective}): {len(x)} configs in {seconds:.1f} s, "
               f"{len(x) / seconds:.0f} configs/s", file=sys.stderr)
@@ -133,11 +144,20 @@ class XGBCostModel(CostModel):
             run.save(dict(self.weights(), run=summary, finished=True))
         return summary
 
+    def _check_fit(self, x: np.ndarray) -> None:
+        """The fitted booster's predictions on its training rows are finite; else a one-line
+        error (the SGD loop's non-finite-loss rule, for xgb)."""
+        pred = self.estimator.predict(x)
+        if not np.isfinite(pred).all():
+            raise SimulatorError(f"xgb: the fitted booster predicts a non-finite value for "
+                                 f"{int((~np.isfinite(pred)).sum())} of {len(pred)} training configs; stopping")
+
     def update(self, items: Items, steps: int = UPDATE_STEPS) -> None:
         x, y, g = self.arrays(self.source_of(items))
         offset = 1 + max((int(old[2].max()) for old in self._seen if len(old[2])), default=-1)
         self._seen.append((x, y, g + offset))
         self.estimator.fit(*(np.concatenate(parts) for parts in zip(*self._seen)))
+        self._check_fit(x)
 
     def predict_batch(self, batch: Batch) -> np.ndarray:
         return self.estimator.predict(batch.vector.numpy())

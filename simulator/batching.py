@@ -135,12 +135,17 @@ def type_ids(node_types: np.ndarray, num_types: int, type_map: Optional[np.ndarr
 
 def prepare_graph(node_features: np.ndarray, node_types: np.ndarray, edges: np.ndarray,
                   num_types: int, transform: str = "none", config_ids: Optional[np.ndarray] = None,
-                  keep_hops: int = -1, group: int = 0, type_map: Optional[np.ndarray] = None) -> Prepared:
+                  keep_hops: int = -1, group: int = 0, type_map: Optional[np.ndarray] = None,
+                  name: str = "") -> Prepared:
     """A graph as a Prepared item without configs (y empty): pruned to the configurable
     nodes' `keep_hops` neighbourhood (layout; -1 keeps every node), features transformed,
     reverse edges and self-loops added; `config_nodes` are the configurable nodes' ids
-    after pruning. The one place a graph becomes tensors."""
+    after pruning. The one place a graph becomes tensors. `name` (a sample's name or a
+    file) is named by the error a graph without nodes gets."""
     n = int(node_types.shape[0])
+    if n == 0:
+        raise SimulatorError(f"{name or 'a graph'}: the graph has 0 nodes; there is nothing to embed "
+                             f"(an empty program, or a damaged sample)")
     keep = khop_nodes(n, edges, config_ids, keep_hops) if config_ids is not None else None
     if keep is not None:
         new_id = np.full(n, -1, np.int64)
@@ -158,18 +163,53 @@ def prepare_graph(node_features: np.ndarray, node_types: np.ndarray, edges: np.n
                         np.asarray(config_ids, np.int64).reshape(-1)))
 
 
+@dataclass(frozen=True)
+class Shapes:
+    """The widths a model was built for (from its `ModelInfo`); None: not checked."""
+
+    feature_dim: Optional[int] = None       # node features per node
+    vector_dim: Optional[int] = None        # the vector `prepare` reads, per config
+    config_dim: Optional[int] = None        # tile config features per config (0: none)
+    node_config_dim: Optional[int] = None   # layout config features per node (0: none)
+
+
+def _check_shapes(s: GraphSample, shapes: Shapes, vector_name: Optional[str]) -> None:
+    """A clear error when a sample does not have the widths the model was built for
+    (another extractor, another kind of data: TVM vs HLO/TpuGraphs, tile vs layout)."""
+    def refuse(what: str, has: int, want: int) -> None:
+        raise SimulatorError(f"{s.name}: {has} {what}, the model expects {want} (data of another kind "
+                             f"or extractor version than the model was trained on?)")
+    if shapes.feature_dim is not None and s.node_features.shape[1] != shapes.feature_dim:
+        refuse("node features", s.node_features.shape[1], shapes.feature_dim)
+    if shapes.vector_dim is not None and vector_name in s.vectors:
+        width = int(np.asarray(s.vectors[vector_name]).reshape(s.num_configs, -1).shape[1])
+        if width != shapes.vector_dim:
+            refuse(f"values in vectors[{vector_name!r}] per config", width, shapes.vector_dim)
+    if shapes.config_dim is not None:
+        has = 0 if s.config_features is None else int(s.config_features.shape[1])
+        if has != shapes.config_dim:
+            refuse("config features per config", has, shapes.config_dim)
+    if shapes.node_config_dim is not None:
+        has = 0 if s.node_config_features is None else int(s.node_config_features.shape[-1])
+        if has != shapes.node_config_dim:
+            refuse("config features per configurable node", has, shapes.node_config_dim)
+
+
 def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_types: int,
             vector_name: Optional[str] = None, feature_dim: Optional[int] = None,
-            transform: str = "none", type_map: Optional[np.ndarray] = None) -> List[Prepared]:
+            transform: str = "none", type_map: Optional[np.ndarray] = None,
+            shapes: Optional[Shapes] = None) -> List[Prepared]:
     """Tensors for each sample (`prepare_graph` plus its configs' log runtimes, vector
-    `vector_name` and config features). `feature_dim`: check the node feature width."""
+    `vector_name` and config features). `feature_dim` / `shapes`: check the node feature
+    width / every width the model was built for (a one-line error naming the sample)."""
     out = []
+    shapes = shapes or Shapes()
+    if feature_dim is not None:
+        shapes = Shapes(feature_dim, shapes.vector_dim, shapes.config_dim, shapes.node_config_dim)
     for s in samples:
-        if feature_dim is not None and s.node_features.shape[1] != feature_dim:
-            raise SimulatorError(f"{s.name}: {s.node_features.shape[1]} node features, the model "
-                                 f"expects {feature_dim} (different extractor version?)")
+        _check_shapes(s, shapes, vector_name)
         item = prepare_graph(s.node_features, s.node_types, s.edges, num_types, transform,
-                             s.node_config_ids, -1, group_index[s.group], type_map)
+                             s.node_config_ids, -1, group_index[s.group], type_map, name=s.name)
         with np.errstate(divide="ignore", invalid="ignore"):
             item.y = torch.from_numpy(np.log(s.runtimes).astype(np.float32))
         if vector_name is not None:

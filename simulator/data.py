@@ -172,5 +172,7 @@ def enumerate_workload(spec: str, template: str = DEFAULT_TEMPLATE, max_configs:
     indices = np.arange(len(space))
     if max_configs and max_configs < len(indices):
         indices = np.sort(np.random.default_rng(seed).choice(indices, max_configs, replace=False))
-    samples = extract_configs(template, workload, indices, per_store=vector_name == "per_store", workers=workers)
+    from .engine import stderr_is_terminal
+    samples = extract_configs(template, workload, indices, per_store=vector_name == "per_store", workers=workers,
+                              progress=stderr_is_terminal())
     return workload_name(workload), samples

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from extract.cli import COUNT, Range
 from .dgl_compat import dglnn
 from .registry import Registry, SimulatorError
 
@@ -38,9 +39,11 @@ register_pooling = POOLINGS.register
 
 class PropagationLayer(nn.Module):
     """Base of the propagation layers: `OPTIONS` names the layer's options (beyond the
-    width) with their defaults; `resolve_options` checks and completes a given dict."""
+    width) with their defaults; `OPTION_RANGES` the allowed values of numeric ones
+    (`extract.cli` ranges); `resolve_options` checks and completes a given dict."""
 
     OPTIONS: ClassVar[Dict[str, Any]] = {}
+    OPTION_RANGES: ClassVar[Dict[str, Range]] = {}
 
     @classmethod
     def resolve_options(cls, given: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
@@ -58,6 +61,10 @@ class PropagationLayer(nn.Module):
             except (TypeError, ValueError):
                 raise SimulatorError(f"propagation layer {name!r}: option {key}={value!r} is not "
                                      f"a {type(default).__name__}") from None
+            allowed = cls.OPTION_RANGES.get(key)
+            if allowed is not None and not (isinstance(out[key], (int, float)) and allowed.contains(out[key])):
+                raise SimulatorError(f"propagation layer {name!r}: option {key}={value!r} is not "
+                                     f"{allowed.describe()}")
         return out
 
     def reset_parameters(self) -> None:
@@ -193,6 +200,7 @@ class GATLayer(PropagationLayer):
     """
 
     OPTIONS = {"heads": 4}
+    OPTION_RANGES = {"heads": COUNT}
 
     def __init__(self, width: int, heads: int = 4):
         super().__init__()
@@ -230,6 +238,7 @@ class ChebLayer(PropagationLayer):
     """
 
     OPTIONS = {"k": 3}
+    OPTION_RANGES = {"k": COUNT}
 
     def __init__(self, width: int, k: int = 3):
         super().__init__()

@@ -17,17 +17,24 @@ configs. Ratios are fractions (0.05 = 5%); the table prints them as percentages.
 TpuGraphs collections are evaluated per graph over all its measured configs with
 TILE_METRICS / LAYOUT_METRICS (ranking metrics only: a ranking-trained model is right
 up to a per-graph shift, and tile runtimes are ratios to the default config anyway).
+
+Means say over how many workloads they are: a workload where a metric has no value
+(τ of a single config, OPA without two different runtimes, an overflow) is `None` in
+`per_workload`, and the metric's `count` is the number of workloads its `mean` is
+over (`mean over 5 of 6 workloads` is printed under the table). The inputs themselves
+must be finite: a NaN/inf prediction or measured runtime is an error (`evaluate`
+raises), never a value dropped from some means and kept in others.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 from scipy import stats
 
-from .registry import Registry
+from .registry import Registry, SimulatorError
 
 METRICS: Registry = Registry("metric")
 
@@ -126,14 +133,25 @@ def _clean(x: float) -> Optional[float]:
     return None if x is None or not math.isfinite(x) else x
 
 
+def _check_finite(values: np.ndarray, groups: np.ndarray, what: str) -> None:
+    bad = ~np.isfinite(values)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise SimulatorError(f"{what} is {values[first]} for {int(bad.sum())} of {len(values)} configs "
+                             f"(first in workload {groups[first]}); no metric is computed from it")
+
+
 def evaluate(pred_log: np.ndarray, true_log: np.ndarray, groups: Sequence[str],
              names: Optional[Sequence[str]] = None) -> Dict[str, Dict]:
-    """{metric: {"mean": m, "per_workload": {group: v}}} from log runtimes (natural log);
-    the mean is over workloads; NaN (e.g. τ of one config) is None and left out of it."""
+    """{metric: {"mean": m, "count": k, "per_workload": {group: v}}} from log runtimes
+    (natural log); the mean is over the k workloads where the metric has a value (None
+    in per_workload: e.g. τ of one config). Non-finite inputs are an error."""
     names = list(names or default_metric_names())
     pred_log, true_log = np.asarray(pred_log, np.float64), np.asarray(true_log, np.float64)
     groups = np.asarray(groups)
-    out: Dict[str, Dict] = {n: {"mean": None, "per_workload": {}} for n in names}
+    _check_finite(pred_log, groups, "the predicted log runtime")
+    _check_finite(true_log, groups, "the measured log runtime")
+    out: Dict[str, Dict] = {n: {"mean": None, "count": 0, "per_workload": {}} for n in names}
     for g in sorted(set(groups.tolist()), key=_natural_key):
         member = groups == g
         p, t = np.exp(np.clip(pred_log[member], -700, 700)), np.exp(true_log[member])
@@ -142,7 +160,26 @@ def evaluate(pred_log: np.ndarray, true_log: np.ndarray, groups: Sequence[str],
     for n in names:
         values = [v for v in out[n]["per_workload"].values() if v is not None]
         out[n]["mean"] = float(np.mean(values)) if values else None
+        out[n]["count"] = len(values)
     return out
+
+
+def coverage_notes(result: Dict[str, Dict]) -> List[str]:
+    """One line per set of metrics whose mean is over fewer workloads than the table has:
+    `mean over 5 of 6 workloads for kendall_tau, opa (no value: C7)`."""
+    by_missing: Dict[tuple, List[str]] = {}
+    for name, block in result.items():
+        per = block.get("per_workload", {})
+        missing = tuple(g for g, v in per.items() if v is None)
+        if missing:
+            by_missing.setdefault(missing, []).append(name)
+    lines = []
+    for missing, metrics in by_missing.items():
+        total = len(result[metrics[0]]["per_workload"])
+        shown = ", ".join(missing[:5]) + (f", … ({len(missing)})" if len(missing) > 5 else "")
+        lines.append(f"mean over {total - len(missing)} of {total} workloads for {', '.join(metrics)} "
+                     f"(no value: {shown})")
+    return lines
 
 
 def _natural_key(name: str):
@@ -177,6 +214,7 @@ def format_table(result: Dict[str, Dict], title: str = "") -> str:
         if r[0] == "mean":
             lines.append("  ".join("-" * w for w in widths))
         lines.append("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    lines += coverage_notes(result)
     return "\n".join(lines)
 
 

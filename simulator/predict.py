@@ -27,6 +27,8 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
+from extract.cli import COUNT, NONNEGATIVE, SEED, output_file
+from .checkpoint import metrics_mismatch
 from .costmodel import CostModel, load_trained
 from .data import DEFAULT_TEMPLATE
 from .engine import setup_determinism
@@ -42,17 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="data to rank (log files/folders, .npz folders), or one workload name; "
                          "TpuGraphs runs: tpugraphs:COLLECTION or TpuGraphs npz files/folders "
                          "(default: the run's collection)")
-    ap.add_argument("--top-k", type=int, default=5)
+    ap.add_argument("--top-k", type=COUNT, default=5)
     ap.add_argument("--template", default=DEFAULT_TEMPLATE, help="for a workload: its schedule template")
-    ap.add_argument("--max-configs", type=int, default=0,
+    ap.add_argument("--max-configs", type=NONNEGATIVE, default=0,
                     help="for a workload: rank a seeded subset of this many configs (0: the whole space)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workers", type=int, default=0,
+    ap.add_argument("--seed", type=SEED, default=0)
+    ap.add_argument("--workers", type=NONNEGATIVE, default=0,
                     help="for a workload: extraction processes (0: one per core)")
     ap.add_argument("--cache-dir", default=None)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=COUNT, default=None)
     x = ap.add_argument_group("TpuGraphs runs")
-    x.add_argument("--kaggle-csv", default=None, metavar="FILE",
+    x.add_argument("--kaggle-csv", type=output_file, default=None, metavar="FILE",
                    help="write the rankings as a Kaggle submission (ID,TopConfigs)")
     x.add_argument("--data-root", default=None, help="for tpugraphs:COLLECTION (default: the run's)")
     x.add_argument("--split", choices=["train", "valid", "val", "test"], default="test",
@@ -72,7 +74,10 @@ def rank(model: CostModel, options: PredictOptions) -> Dict[str, List[Dict[str, 
 
 def run(argv: Optional[Sequence[str]] = None) -> Dict[str, List[Dict[str, Any]]]:
     args = build_parser().parse_args(argv)
-    model, _ = load_trained(args.run)
+    model, state = load_trained(args.run)
+    warning = metrics_mismatch(args.run, state)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     setup_determinism(model.config.seed, args.threads or model.config.threads)
     options = PredictOptions(
         targets=list(args.target), top_k=args.top_k, template=args.template, max_configs=args.max_configs,

@@ -26,13 +26,13 @@ import numpy as np
 
 from extract.sample import GraphSample
 
-from .batching import Batch, BatchSpec, Prepared, prepare
+from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
 from .config import ModelInfo, Normalization, TrainConfig
 from .data import CollectionInfo, collection_info, enumerate_workload, load_collection
 from .metrics import evaluate
 from .registry import SimulatorError
-from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer, model_info,
-                      type_map)
+from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer,
+                      check_predictions, model_info, type_map)
 from .splits import make_split
 from .statistics import normalization_of
 
@@ -41,13 +41,19 @@ class SampleSource:
     """A list of GraphSamples as a `Source` (see the module docstring).
 
     `info`: the model's (a trained model's, or None: this data's own `model_info()`);
-    `collection`: what made the samples (default: `data.collection_info(samples)`)."""
+    `collection`: what made the samples (default: `data.collection_info(samples)`).
+
+    A runtime is NaN (unmeasured: a config to rank) or a positive finite number of
+    seconds; anything else is refused here, naming the sample. Training and scoring
+    need measured samples (`require_measured`). Samples whose widths differ from the
+    model's (`info`) are refused when they are prepared, naming the sample."""
 
     def __init__(self, samples: Sequence[GraphSample], info: Optional[ModelInfo] = None,
                  transform: str = "none", collection: Optional[CollectionInfo] = None):
         self.samples = list(samples)
         if not self.samples:
             raise SimulatorError("no samples")
+        check_runtimes(self.samples)
         self.transform = transform or "none"
         self.collection = collection if collection is not None else collection_info(self.samples)
         self.group_index = {g: i for i, g in enumerate(sorted({s.group for s in self.samples}))}
@@ -83,10 +89,12 @@ class SampleSource:
         """The samples as tensors for batches of `spec` (prepared once, by the root source)."""
         root = self._root
         if spec.vector not in root._prepared:
+            info = root.info
+            shapes = (Shapes(info.feature_dim, None, info.config_dim, info.node_config_dim) if spec.vector is None
+                      else Shapes(vector_dim=info.vector_dims.get(spec.vector)))
             root._prepared[spec.vector] = prepare(
-                root.samples, root.group_index, root.info.num_types, spec.vector,
-                feature_dim=root.info.feature_dim if spec.vector is None else None,
-                transform=root.transform, type_map=root._type_map)
+                root.samples, root.group_index, info.num_types, spec.vector,
+                transform=root.transform, type_map=root._type_map, shapes=shapes)
         every = root._prepared[spec.vector]
         return every if self._indices is None else [every[i] for i in self._indices]
 
@@ -103,6 +111,8 @@ class SampleSource:
         for start in range(0, len(items), batch_size):
             chunk = items[start:start + batch_size]
             pred = scorer.predict_batch(spec.make(chunk))
+            check_predictions(pred, [self.samples[start + j].name for j, it in enumerate(chunk)
+                                     for _ in range(len(it.y))])
             row = 0
             for j, it in enumerate(chunk):
                 yield start + j, pred[row:row + len(it.y)]
@@ -113,8 +123,19 @@ class SampleSource:
         parts = [p for _, p in self.score(scorer, batch_size)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
+    def require_measured(self, part: str = "") -> "SampleSource":
+        """This source, if every sample is measured (a clear error naming the first that is not)."""
+        unmeasured = [s for s in self.samples if np.isnan(np.asarray(s.runtimes, np.float64)).any()]
+        if unmeasured:
+            raise SimulatorError(f"{unmeasured[0].name}: unmeasured (runtime NaN), in the "
+                                 f"{part + ' part of the ' if part else ''}data to train or score on "
+                                 f"({len(unmeasured)} such samples); rank unmeasured configs with "
+                                 f"simulator.predict instead")
+        return self
+
     def evaluate(self, scorer: Scorer, batch_size: int) -> Dict[str, Dict]:
-        """Metrics per workload (sample.group) and their mean."""
+        """Metrics per workload (sample.group) and their mean (every sample measured)."""
+        self.require_measured()
         pred = self.predict(scorer, batch_size)
         true = np.concatenate([it.y.double().numpy() for it in self.items(scorer.batch_spec)])
         groups = [s.group for s in self.samples for _ in range(s.num_configs)]
@@ -133,7 +154,7 @@ class SampleSource:
 
     # ------------------------------------------------------------------ statistics
     def normalization(self, spec: BatchSpec, seed: int = 0) -> Normalization:
-        return normalization_of(self.items(spec))
+        return normalization_of(self.items(spec), self.names)
 
     def model_info(self) -> ModelInfo:
         """Shapes of these samples; the vocabulary of their collection."""
@@ -146,6 +167,21 @@ class SampleSource:
             config_dim=0 if first.config_features is None else int(first.config_features.shape[1]),
             node_config_dim=0 if first.node_config_features is None else int(first.node_config_features.shape[-1]),
             groups=sorted(self.group_index))
+
+
+def check_runtimes(samples: Sequence[GraphSample]) -> None:
+    """Every runtime is NaN (unmeasured) or a positive finite number of seconds; else a
+    one-line error naming the sample (and how many more there are)."""
+    bad = []
+    for s in samples:
+        r = np.asarray(s.runtimes, np.float64).reshape(-1)
+        wrong = ~np.isnan(r) & ~(np.isfinite(r) & (r > 0))
+        if wrong.any():
+            bad.append((s, r[wrong][0]))
+    if bad:
+        s, value = bad[0]
+        more = f" ({len(bad)} samples have such runtimes)" if len(bad) > 1 else ""
+        raise SimulatorError(f"{s.name}: runtime {value} is not a positive finite number of seconds{more}")
 
 
 def warn_extractor(info: ModelInfo, source: SampleSource, where: str) -> None:
@@ -180,7 +216,8 @@ class SampleData(DataKind):
         source = SampleSource(samples, info, config.data.feature_transform, collection)
         summary = (f"data: {len(samples)} samples, {len(source.group_index)} workloads; train {len(parts['train'])}, "
                    f"val {len(parts['val'])}, test {len(parts['test'])} ({config.data.split})")
-        return RunData(source.info, {part: source.subset(idx) for part, idx in parts.items()}, summary)
+        return RunData(source.info, {part: source.subset(idx).require_measured(part) for part, idx in parts.items()},
+                       summary)
 
     def open_evaluation(self, config: TrainConfig, info: ModelInfo, data: Optional[List[str]],
                         saved_split: Optional[Dict[str, List[str]]]) -> Dict[str, SampleSource]:

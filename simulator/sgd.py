@@ -16,22 +16,45 @@ holds the weights, optimizer, schedule, the loop's counters and all three RNG st
 
 `update_sgd(model, items, steps)` takes a few optimizer steps on new items (online
 updates, `CostModel.update`).
+
+Non-finite values stop the loop: a step whose loss is NaN or ±inf raises a one-line
+`SimulatorError` naming the epoch, the step and the batch's samples, before the
+optimizer takes it; weights that become non-finite are reported at the end of the
+epoch. No checkpoint is written for the failed epoch.
+
+Extending a finished run: resumed with a larger `--epochs`, a run that ended because
+it reached its epochs (early stopping did not fire) trains on from its last weights,
+optimizer, RNG states and epoch counter, the cosine schedule stretched to the new
+length from where it is (3 + 3 epochs is therefore not the same as 6 straight). A run
+that stopped early, or a `--epochs` below the epochs already trained, is refused
+(`check_resume`), since nothing would be trained that the config would then claim.
 """
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from .batching import Batch, batch_indices
-from .checkpoint import save_checkpoint
+from .checkpoint import checkpoint_record, save_checkpoint
+from .engine import stderr_is_terminal
 from .losses import Loss, build_loss
 from .metrics import higher_is_better
+from .registry import SimulatorError
+
+
+class NonFiniteLoss(ArithmeticError):
+    """A step's loss was NaN or infinite (raised before the optimizer step)."""
+
+    def __init__(self, value: float):
+        super().__init__(f"the training loss is {value}")
+        self.value = value
 
 
 @dataclass
@@ -44,9 +67,19 @@ class RunContext:
     path: str
     base: Dict[str, Any]
     resume: Optional[Dict[str, Any]] = None
+    saved: Optional[Dict[str, Any]] = None   # what `record` says of the last checkpoint written
 
     def save(self, state: Dict[str, Any]) -> None:
-        save_checkpoint(self.path, dict(self.base, **state))
+        full = dict(self.base, **state)
+        save_checkpoint(self.path, full)
+        self.saved = checkpoint_record(full)
+
+    def record(self) -> Dict[str, Any]:
+        """What metrics.json records of the checkpoint it was computed from (the weights'
+        SHA-256, epoch, step): the last one written, or the resumed one if none was."""
+        if self.saved is not None:
+            return dict(self.saved)
+        return checkpoint_record(self.resume) if self.resume is not None else {}
 
 
 @dataclass
@@ -74,10 +107,32 @@ class LoopState:
         return score is not None and (self.best_score is None or sign * score > sign * self.best_score)
 
 
+def check_resume(state: Dict[str, Any], epochs: int, where: str = "the run") -> Optional[str]:
+    """Whether a run saved in `state` can be resumed with `epochs` (a `SimulatorError`
+    when not); returns a note when a finished run will be extended, else None. A
+    checkpoint without an epoch counter (xgb) is not trained by epochs: nothing to check."""
+    if "epoch" not in state:
+        return None
+    done, patience = int(state["epoch"]), int(state["config"].get("patience", 0) or 0)
+    if epochs < done:
+        raise SimulatorError(f"--epochs {epochs}: {where} has already trained {done} epochs; give --epochs "
+                             f"{done} or more (or start a new run)")
+    if not state.get("finished") or epochs == done:
+        return None
+    if patience and int(state.get("bad_epochs", 0)) >= patience:
+        raise SimulatorError(f"--epochs {epochs}: {where} stopped early at epoch {done} (no better validation "
+                             f"score for {patience} epochs, best at epoch {state.get('best_epoch')}); it cannot "
+                             f"be extended — start a new run with more --epochs or --patience")
+    return f"extending the finished run from {done} to {epochs} epochs"
+
+
 def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch.optim.Optimizer,
              grad_clip: float) -> float:
-    """One optimizer step on one batch; the batch's loss."""
+    """One optimizer step on one batch; the batch's loss. A non-finite loss raises
+    `NonFiniteLoss` before the step (the weights stay as they were)."""
     loss = loss_fn(net(batch), batch.y, batch.group)
+    if not bool(torch.isfinite(loss)):
+        raise NonFiniteLoss(float(loss.item()))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
@@ -85,10 +140,75 @@ def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch
     return loss.item()
 
 
+def batch_names(source, idx: Sequence[int], batch: Optional[Batch] = None, shown: int = 4) -> str:
+    """The samples of a batch whose loss was not finite, for the error message: those with
+    a non-finite runtime, vector or config feature row if there are any (else the first
+    few of the batch)."""
+    names, idx = source.names, [int(i) for i in idx]
+    bad: List[int] = []
+    if batch is not None:
+        for rows in (batch.y, batch.vector, batch.config_x):
+            if rows is not None:
+                finite = torch.isfinite(rows.reshape(len(rows), -1)).all(1)
+                bad += [int(g) for g in batch.config_graph[~finite].tolist()]
+    if bad:
+        chosen = sorted(set(bad))
+        picked = [f"{names[idx[g]]}" for g in chosen[:shown]]
+        more = f", … ({len(chosen)} in all)" if len(chosen) > shown else ""
+        return f"{len(idx)} samples; non-finite values in {', '.join(picked)}{more}"
+    picked = [str(names[i]) for i in idx[:shown]]
+    more = f", … ({len(idx)} in all)" if len(idx) > shown else ""
+    return ", ".join(picked) + more
+
+
+def non_finite_weights(net: torch.nn.Module) -> Optional[str]:
+    """The first parameter or buffer holding a NaN/inf, or None."""
+    for name, t in net.state_dict().items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return name
+    return None
+
+
+def stretch_schedule(scheduler, optimizer, epochs: int) -> None:
+    """Give a resumed cosine schedule a new length: T_max = `epochs`, the learning rate
+    set to the closed form's value at the current epoch (unchanged length: nothing done,
+    so a killed and resumed run matches one never killed)."""
+    if scheduler.T_max == epochs:
+        return
+    scheduler.T_max = epochs
+    t = min(scheduler.last_epoch, epochs)
+    for group, base in zip(optimizer.param_groups, scheduler.base_lrs):
+        group["lr"] = scheduler.eta_min + (base - scheduler.eta_min) * (1 + math.cos(math.pi * t / epochs)) / 2
+
+
+def resume_loop(run: RunContext, net: torch.nn.Module, optimizer, scheduler, rng: np.random.Generator,
+                epochs: int) -> Tuple[LoopState, Optional[int]]:
+    """Every piece of state the loop touches, from the checkpoint `run.resume`; (the loop's
+    state, the epoch a finished run is extended from, or None)."""
+    state = run.resume
+    note = check_resume(state, epochs, run.path)
+    net.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    stretch_schedule(scheduler, optimizer, epochs)
+    rng.bit_generator.state = state["rng"]["numpy"]
+    torch.set_rng_state(state["rng"]["torch"])
+    random.setstate(state["rng"]["python"])
+    loop = LoopState.from_checkpoint(state)
+    print(f"resumed from {run.path} after epoch {loop.epoch}", file=sys.stderr)
+    if note is None:
+        return loop, None
+    print(note, file=sys.stderr)  # a finished run, extended
+    loop.finished = False
+    if loop.best_score is None:  # no validation: the last weights are the result
+        loop.best_model = None
+    return loop, loop.epoch
+
+
 def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, Any]:
     """Train `model` (a `TorchCostModel`) on the source `train`, early-stopping on `val`;
-    returns the run summary (best epoch, epochs run, best validation score). The model
-    ends with its best weights."""
+    returns the run summary (best epoch, epochs run, best validation score; `extended_from`
+    when a finished run was extended). The model ends with its best weights."""
     config, fit = model.config, model.config.fit
     net, spec = model.net, model.batch_spec
     # ------------------------------------------------------------ the pieces
@@ -108,21 +228,17 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
                          "python": random.getstate()})
 
     # ------------------------------------------------------------ resume
+    extended_from = None
     if run is not None and run.resume is not None:
-        state = run.resume
-        net.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scheduler.T_max = fit.epochs
-        rng.bit_generator.state = state["rng"]["numpy"]
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        loop = LoopState.from_checkpoint(state)
-        print(f"resumed from {run.path} after epoch {loop.epoch}", file=sys.stderr)
+        loop, extended_from = resume_loop(run, net, optimizer, scheduler, rng, fit.epochs)
 
     # ------------------------------------------------------------ epochs
     while not loop.finished and loop.epoch < fit.epochs and loop.bad_epochs < fit.patience:
         loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop)
+        bad = non_finite_weights(net)
+        if bad is not None:
+            raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step}: the weights became non-finite "
+                                 f"({bad}); stopping (try a lower --lr or --grad-clip)")
         scheduler.step()
         loop.epoch += 1
         score = val.evaluate(model, fit.eval_batch_size).get(select, {}).get("mean") if val else None
@@ -151,7 +267,10 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
         if run is not None:
             run.save(snapshot())
     net.load_state_dict(loop.best_model)
-    return {"best_epoch": loop.best_epoch, "epochs_run": loop.epoch, f"best_val_{select}": loop.best_score}
+    summary = {"best_epoch": loop.best_epoch, "epochs_run": loop.epoch, f"best_val_{select}": loop.best_score}
+    if extended_from is not None:
+        summary["extended_from"] = extended_from
+    return summary
 
 
 def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Generator,
@@ -162,9 +281,15 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
     start, seen, loss_sum = time.perf_counter(), 0, 0.0
     batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
     bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
-               mininterval=1.0, file=sys.stderr, disable=None)
+               mininterval=1.0, file=sys.stderr, disable=not stderr_is_terminal())
     for idx in bar:
-        loss = sgd_step(net, train.batch(idx, rng, spec), loss_fn, optimizer, fit.grad_clip)
+        batch = train.batch(idx, rng, spec)
+        try:
+            loss = sgd_step(net, batch, loss_fn, optimizer, fit.grad_clip)
+        except NonFiniteLoss as e:
+            raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step + 1}: {e} on the batch of "
+                                 f"{batch_names(train, idx, batch)}; stopping (non-finite runtimes or features "
+                                 f"in the data, or a diverging run: try a lower --lr)") from None
         loop.step += 1
         seen += len(idx)
         loss_sum += loss * len(idx)
@@ -185,6 +310,10 @@ def update_sgd(model, items, steps: int, optimizer: torch.optim.Optimizer, rng: 
         for idx in batch_indices(len(items), fit.batch_size, rng, groups, fit.group_size):
             if len(losses) == steps:
                 break
-            losses.append(sgd_step(model.net, items.batch(idx, rng, model.batch_spec), loss_fn, optimizer,
-                                   fit.grad_clip))
+            batch = items.batch(idx, rng, model.batch_spec)
+            try:
+                losses.append(sgd_step(model.net, batch, loss_fn, optimizer, fit.grad_clip))
+            except NonFiniteLoss as e:
+                raise SimulatorError(f"update step {len(losses) + 1}: {e} on the batch of "
+                                     f"{batch_names(items, idx, batch)}; the update was stopped") from None
     return losses

@@ -34,7 +34,7 @@ import numpy as np
 from .batching import Batch, BatchSpec
 from .config import ModelInfo, Normalization, TrainConfig
 from .data import CollectionInfo
-from .registry import Registry
+from .registry import Registry, SimulatorError
 
 
 class Scorer(Protocol):
@@ -168,6 +168,20 @@ def data_kind(data: Sequence[str]) -> DataKind:
         if name != DEFAULT_KIND and kind.matches(data):
             return kind
     return DATA_KINDS.get(DEFAULT_KIND)()
+
+
+def check_predictions(pred: np.ndarray, labels: Sequence[str]) -> np.ndarray:
+    """`pred` (one per config row; `labels`: each row's sample or file), if every value is
+    finite; else a one-line `SimulatorError` naming the first row's label: a non-finite
+    prediction never reaches a metric or a ranking."""
+    pred = np.asarray(pred)
+    bad = ~np.isfinite(pred)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        where = labels[first] if first < len(labels) else f"row {first}"
+        raise SimulatorError(f"{where}: the model predicts {pred[first]} ({int(bad.sum())} of {len(pred)} configs "
+                             f"in this batch); its weights are damaged or its training diverged")
+    return pred
 
 
 def model_info(num_types: int, feature_dim: int, collection: CollectionInfo, **shapes: Any) -> ModelInfo:

@@ -57,7 +57,7 @@ from .config import DataConfig, ModelInfo, Normalization, TrainConfig
 from .data import hlo_collection_info
 from .metrics import LAYOUT_METRICS, METRICS, TILE_METRICS, evaluate
 from .registry import SimulatorError
-from .sources import DATA_KINDS, DataKind, PredictOptions, Ranking, RunData, Scorer, model_info
+from .sources import DATA_KINDS, DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info
 from .statistics import RunningStats
 
 PREFIX = "tpugraphs:"
@@ -100,7 +100,7 @@ class TpuGraphsSource:
         self.keep_hops = -1 if config.keep_hops is None else int(config.keep_hops)
         self.configs_per_graph = int(config.configs_per_graph or 16)
         self.max_batch_nodes = int(config.max_batch_nodes or 2_000_000)
-        self.cache_bytes = int(float(config.graph_cache_mb or 1024) * 2 ** 20)
+        self.cache_bytes = int(float(1024 if config.graph_cache_mb is None else config.graph_cache_mb) * 2 ** 20)
         self._cache: "OrderedDict[int, Prepared]" = OrderedDict()
         self._cached_bytes = 0
         self._measured: Dict[int, np.ndarray] = {}
@@ -150,7 +150,7 @@ class TpuGraphsSource:
                              np.ascontiguousarray(arrays["edge_index"][:, ::-1]),  # producer → consumer
                              self.info.num_types, self.transform,
                              None if config_ids is None else config_ids.astype(np.int64).reshape(-1),
-                             self.keep_hops, group=i)
+                             self.keep_hops, group=i, name=str(self.files[i].path))
         if item.nbytes <= self.cache_bytes:
             self._cache[i] = item
             self._cached_bytes += item.nbytes
@@ -224,6 +224,7 @@ class TpuGraphsSource:
 
         def flush() -> Iterator[Tuple[int, np.ndarray]]:
             pred = scorer.predict_batch(spec.make([it for _, it in pending]))
+            check_predictions(pred, [str(self.files[i].path) for i, it in pending for _ in range(len(it.y))])
             row = 0
             for i, it in pending:
                 outputs[i].append(pred[row:row + len(it.y)])
@@ -275,7 +276,7 @@ class TpuGraphsSource:
         for i, pred in self.score(scorer, batch_size, indices):
             with np.errstate(divide="ignore", invalid="ignore"):
                 true = np.log(self.runtimes(i))
-            ok = np.isfinite(true)
+            ok = ~np.isnan(true)  # NaN: unmeasured (the one runtime rule); anything else non-finite is an error
             preds.append(pred[ok])
             trues.append(true[ok])
             groups += [self.files[i].name] * int(ok.sum())
@@ -297,10 +298,11 @@ class TpuGraphsSource:
         rng = np.random.default_rng([seed, 3])
         stats = RunningStats()
         for i in rng.permutation(len(self))[:STATS_FILES]:
-            stats.add("feature", self.graph(int(i)).x.numpy())
+            where = str(self.files[int(i)].path)
+            stats.add("feature", self.graph(int(i)).x.numpy(), where)
             if len(self.measured(int(i))):
                 stats.add_item(self.sample(int(i), np.random.default_rng([seed, 4, int(i)]), STATS_CONFIGS),
-                               nodes=False)
+                               nodes=False, where=where)
         if stats.count("target") == 0:
             raise SimulatorError(f"the {self.part or 'training'} graphs have no measured configs")
         return stats.result()

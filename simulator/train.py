@@ -8,8 +8,13 @@ folders of .npz samples), splits it by workload, trains with early stopping on t
 validation workloads' Kendall τ, keeps an atomic checkpoint in OUT after every epoch
 (`--resume` continues a killed run from it), and writes OUT/metrics.json:
 
-    {"test": {"kendall_tau": {"mean": …, "per_workload": {…}}, …}, "val": {…},
-     "config": {…}, "run": {…}}
+    {"test": {"kendall_tau": {"mean": …, "count": k, "per_workload": {…}}, …}, "val": {…},
+     "config": {…}, "run": {…}, "checkpoint": {"weights_sha256": …, "epoch": …, "step": …}}
+
+(`count`: the workloads the mean is over; `checkpoint`: the weights the metrics come
+from). OUT is held by this process for the whole run (a second writer exits 2), every
+flag is range-checked at parse time, and `--resume --epochs N` trains on to epoch N or
+refuses (simulator/README.md, "Runs").
 
 Same seed and thread count → the same metrics.json. `--model xgb` and `--model
 curve-mlp` train the baselines through the same command.
@@ -32,20 +37,26 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, SEED, SHARE, Float, Int,
+                       output_folder)
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
 from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
-from .engine import setup_determinism, write_json
+from .engine import locked_output, setup_determinism, write_json
 from .layers import POOLINGS, PROPAGATIONS
 from .losses import LOSSES
 from .metrics import METRICS, format_table
 from .registry import SimulatorError, run_cli
-from .sgd import RunContext
+from .sgd import RunContext, check_resume
 from .sources import DataKind, RunData, data_kind
 from .splits import SPLITS
 
 # flags that say where/how to run, not what the run is: kept out of the recorded config
 RUN_FLAGS = ("out", "resume", "overwrite")
+# what a run writes into OUT (cleared by --overwrite; metrics.json exists only while it
+# describes the checkpoint beside it)
+METRICS_NAME = "metrics.json"
+RUN_FILES = (CHECKPOINT_NAME, METRICS_NAME)
 # flags that make up the propagation layer's options (config.model.layer_options)
 LAYER_FLAGS = {"heads": "heads", "cheb_k": "k"}
 
@@ -62,35 +73,35 @@ def _data_flags(add: Add) -> None:
     add("--split", default="cross-workload", help=f"one of: {', '.join(SPLITS.names())} (tpugraphs: official)")
     add("--train-workloads", nargs="+", default=None, metavar="W")
     add("--test-workloads", nargs="+", default=None, metavar="W")
-    add("--val-fraction", type=float, default=0.2,
+    add("--val-fraction", type=SHARE, default=0.2,
         help="cross-workload: share of each training workload's configs for validation")
     add("--feature-transform", choices=["none", "log1p"], default="none",
         help="log1p: sign(x)·log(1+|x|) on node features and vectors before "
              "standardising (the TIR extractor's features are already log-scaled)")
-    add("--train-fraction", type=float, default=1.0,
+    add("--train-fraction", type=FRACTION, default=1.0,
         help="seeded share of the training set to train on (data-efficiency sweep)")
-    add("--configs-per-graph", type=int, default=None,
+    add("--configs-per-graph", type=COUNT, default=None,
         help="tpugraphs: measured configs of each graph drawn per step (default 16 tile, 8 layout)")
-    add("--keep-hops", type=int, default=None,
+    add("--keep-hops", type=Int(-1), default=None,
         help="tpugraphs layout: keep configurable nodes and their K-hop neighbourhood "
              "(default: --depth; -1: the whole graph)")
-    add("--max-batch-nodes", type=int, default=2_000_000,
+    add("--max-batch-nodes", type=COUNT, default=2_000_000,
         help="tpugraphs evaluation: at most this many nodes (graph copies × nodes) per forward pass")
-    add("--graph-cache-mb", type=float, default=1024,
-        help="tpugraphs: memory for prepared (pruned) graphs kept between steps")
+    add("--graph-cache-mb", type=Float(0, 2 ** 30), default=1024,
+        help="tpugraphs: memory for prepared (pruned) graphs kept between steps (0: none kept)")
 
 
 def _model_flags(add: Add) -> None:
     add("--model", default="gcn", help=f"one of: {', '.join(model_names())}")
-    add("--width", type=int, default=64)
-    add("--depth", type=int, default=3, help="propagation layers")
-    add("--type-dim", type=int, default=32, help="node-type embedding width")
-    add("--dropout", type=float, default=0.0)
+    add("--width", type=COUNT, default=64)
+    add("--depth", type=COUNT, default=3, help="propagation layers")
+    add("--type-dim", type=COUNT, default=32, help="node-type embedding width")
+    add("--dropout", type=PROBABILITY, default=0.0, help="0 ≤ p < 1")
     add("--no-residual", dest="residual", action="store_false")
     add("--norm", choices=["layer", "none"], default="layer")
     add("--pooling", default="mean", help=f"one of: {', '.join(POOLINGS.names())}")
-    add("--heads", type=int, default=None, help="gat: attention heads (default 4; layer option heads)")
-    add("--cheb-k", type=int, default=None, help="cheb: polynomial order (default 3; layer option k)")
+    add("--heads", type=COUNT, default=None, help="gat: attention heads (default 4; layer option heads)")
+    add("--cheb-k", type=COUNT, default=None, help="cheb: polynomial order (default 3; layer option k)")
     add("--layer-option", action="append", default=[], metavar="KEY=VALUE",
         help="an option of the propagation layer (repeatable); unknown options are an error")
     add("--join", choices=["early", "late"], default="early",
@@ -102,27 +113,27 @@ def _model_flags(add: Add) -> None:
 
 def _fit_flags(add: Add) -> None:
     add("--loss", default="huber", help=f"one of: {', '.join(LOSSES.names())} (default huber; listmle for tpugraphs)")
-    add("--huber-delta", type=float, default=1.0, help="huber: δ in log-runtime units")
-    add("--temperature", type=float, default=1.0, help="ranking losses: score = −ŷ/T")
-    add("--epochs", type=int, default=60)
-    add("--batch-size", type=int, default=64, help="graphs per batch (tpugraphs default: 8 tile, 2 layout)")
-    add("--group-size", type=int, default=16, help="ranking losses: configs of one workload per group in a batch")
-    add("--lr", type=float, default=2e-3)
-    add("--weight-decay", type=float, default=1e-4)
-    add("--grad-clip", type=float, default=1.0)
-    add("--patience", type=int, default=15, help="early stopping: epochs without a better val score")
+    add("--huber-delta", type=POSITIVE, default=1.0, help="huber: δ in log-runtime units")
+    add("--temperature", type=POSITIVE, default=1.0, help="ranking losses: score = −ŷ/T")
+    add("--epochs", type=COUNT, default=60)
+    add("--batch-size", type=COUNT, default=64, help="graphs per batch (tpugraphs default: 8 tile, 2 layout)")
+    add("--group-size", type=COUNT, default=16, help="ranking losses: configs of one workload per group in a batch")
+    add("--lr", type=LEARNING_RATE, default=2e-3, help="AdamW learning rate, 0 < lr ≤ 100")
+    add("--weight-decay", type=Float(0, 10), default=1e-4, help="AdamW weight decay, 0 ≤ λ ≤ 10")
+    add("--grad-clip", type=POSITIVE, default=1.0)
+    add("--patience", type=COUNT, default=15, help="early stopping: epochs without a better val score")
     add("--select-metric", default="kendall_tau", help="validation metric (mean over workloads) for early stopping")
-    add("--eval-batch-size", type=int, default=256, help="configs per evaluation forward pass")
-    add("--seed", type=int, default=0)
-    add("--threads", type=int, default=min(2, os.cpu_count() or 1),
+    add("--eval-batch-size", type=COUNT, default=256, help="configs per evaluation forward pass")
+    add("--seed", type=SEED, default=0)
+    add("--threads", type=COUNT, default=min(2, os.cpu_count() or 1),
         help="torch/DGL threads (results are reproducible for a fixed count)")
-    add("--xgb-rounds", type=int, default=500, help="xgb: boosting rounds")
-    add("--xgb-eta", type=float, default=0.3, help="xgb: learning rate")
-    add("--xgb-early-stopping", type=int, default=25, help="xgb: rounds without a better validation score")
+    add("--xgb-rounds", type=COUNT, default=500, help="xgb: boosting rounds")
+    add("--xgb-eta", type=FRACTION, default=0.3, help="xgb: learning rate")
+    add("--xgb-early-stopping", type=COUNT, default=25, help="xgb: rounds without a better validation score")
 
 
 def _run_flags(add: Add) -> None:
-    add("--out", default=None, help="run folder (default runs/SPLIT-MODEL-LOSS-seedS[-fF])")
+    add("--out", type=output_folder, default=None, help="run folder (default runs/SPLIT-MODEL-LOSS-seedS[-fF])")
     add("--resume", action="store_true", help="continue the run in OUT from its checkpoint")
     add("--overwrite", action="store_true", help="replace a run already in OUT")
 
@@ -214,23 +225,51 @@ def ignored_flags(given: Dict[str, Any], saved: Dict[str, Any]) -> List[str]:
     return sorted(out)
 
 
+def clear_run(out: str) -> None:
+    """--overwrite: remove the earlier run's files (and any temporaries a killed writer
+    left), before anything of this run is written. Other files in OUT are kept."""
+    removed = []
+    for name in sorted(os.listdir(out)):
+        if name in RUN_FILES or any(name.startswith(f".{f}.") and name.endswith(".partial") for f in RUN_FILES):
+            os.remove(os.path.join(out, name))
+            removed.append(name)
+    if removed:
+        print(f"{out}: removed the earlier run's {', '.join(removed)} (--overwrite)", file=sys.stderr)
+
+
 def resume_state(out: str, flags: Dict[str, Any], given: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """The checkpoint to continue from (None: a new run); refuses to overwrite a run."""
+    """The checkpoint to continue from (None: a new run); refuses to overwrite a run,
+    clears it with --overwrite. Called with OUT locked."""
     ckpt_path = os.path.join(out, CHECKPOINT_NAME)
+    holds_run = any(os.path.exists(os.path.join(out, name)) for name in RUN_FILES)
     state = None
+    if flags["resume"] and flags["overwrite"]:
+        raise SimulatorError("--resume continues the run in OUT, --overwrite replaces it: give one of them")
     if os.path.exists(ckpt_path) and flags["resume"]:
         state = load_checkpoint(ckpt_path)
         ignored = ignored_flags(given, state["config"])
+        if "epoch" not in state and given.get("epochs", state["config"].get("epochs")) != state["config"].get("epochs"):
+            ignored.append("epochs")  # not trained by epochs (xgb): the saved value stays
         if ignored:
             print(f"warning: --resume keeps the run's saved config; ignoring "
-                  f"{', '.join('--' + k.replace('_', '-') for k in ignored)}", file=sys.stderr)
-    elif os.path.exists(ckpt_path) and not flags["overwrite"]:
+                  f"{', '.join('--' + k.replace('_', '-') for k in sorted(ignored))}", file=sys.stderr)
+    elif holds_run and not flags["overwrite"] and not flags["resume"]:
         raise SimulatorError(f"{out} already holds a run: pass --resume to continue it, "
                              f"--overwrite to replace it, or another --out")
     elif flags["resume"]:
         print(f"{ckpt_path}: no checkpoint yet, starting the run", file=sys.stderr)
-    os.makedirs(out, exist_ok=True)
+    if flags["overwrite"]:
+        clear_run(out)
     return state
+
+
+def resumed_config(state: Dict[str, Any], given: Dict[str, Any], ckpt_path: str) -> TrainConfig:
+    """A resumed run's config: the saved one, with --epochs if given (and trainable: see
+    `sgd.check_resume`, which refuses what would not be trained)."""
+    saved = state["config"]
+    epochs = given.get("epochs", saved["epochs"]) if "epoch" in state else saved["epochs"]
+    check_resume(state, int(epochs), ckpt_path)  # before any work (the loop says what it extends)
+    return TrainConfig.from_dict(saved).replace(epochs=epochs)
 
 
 def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: str) -> Dict[str, Any]:
@@ -250,16 +289,23 @@ def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: st
 
 
 def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    # ------------------------------------------------------------ config
     flags, given = vars(build_parser().parse_args(argv)), explicit_flags(argv)
     config = config_from_flags(flags)
     kind = data_kind(config.data.data)
     config = validate(kind.resolve(config, set(given)))
     out = flags["out"] or default_out(config, kind)
+    with locked_output(out):  # one writer per run folder, for the whole run
+        return train_run(out, flags, given, config, kind)
+
+
+def train_run(out: str, flags: Dict[str, Any], given: Dict[str, Any], config: TrainConfig,
+              kind: DataKind) -> Dict[str, Any]:
+    """The run in OUT (held by this process): resume or start, fit, evaluate, write."""
+    # ------------------------------------------------------------ config
+    ckpt_path, metrics_path = os.path.join(out, CHECKPOINT_NAME), os.path.join(out, METRICS_NAME)
     state = resume_state(out, flags, given)
     if state is not None:  # a resumed run keeps its config; only --epochs may change
-        config = TrainConfig.from_dict(state["config"]).replace(
-            epochs=given.get("epochs", state["config"]["epochs"]))
+        config = resumed_config(state, given, ckpt_path)
     setup_determinism(config.seed, config.threads)
 
     # ------------------------------------------------------------ data and model
@@ -270,15 +316,18 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
                             else Normalization.from_dict(state["normalization"]))
 
     # ------------------------------------------------------------ fit, evaluate, write
-    checkpoint = RunContext(os.path.join(out, CHECKPOINT_NAME), resume=state, base={
+    if os.path.exists(metrics_path):  # metrics.json only ever describes the checkpoint beside it
+        os.remove(metrics_path)
+    checkpoint = RunContext(ckpt_path, resume=state, base={
         "config": config.to_dict(), "info": data.info.to_dict(), "normalization": model.normalization.to_dict(),
         "split": data.split})
     summary = model.fit(data.parts["train"], data.parts["val"], checkpoint)
     metrics: Dict[str, Any] = {"config": config.to_dict(), "run": dict(
-        summary, **{f"{part}_samples": len(names) for part, names in data.split.items()})}
+        summary, **{f"{part}_samples": len(names) for part, names in data.split.items()}),
+        "checkpoint": checkpoint.record()}
     metrics.update(evaluate_parts(model, data, config, out))
-    write_json(os.path.join(out, "metrics.json"), metrics)
-    print(f"\nwrote {os.path.join(out, 'metrics.json')}", file=sys.stderr)
+    write_json(metrics_path, metrics)
+    print(f"\nwrote {metrics_path}", file=sys.stderr)
     return metrics
 
 

@@ -6,24 +6,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extract.cli import QuietProgress, float_in, int_in, progress
+from extract.cli import Float, Int, QuietProgress, progress
 
 
 @given(st.integers(-1000, 1000))
-def test_int_in_accepts_exactly_its_range(value):
-    parse = int_in(0, 100)
+def test_int_accepts_exactly_its_range(value):
+    parse = Int(0, 100)
     if 0 <= value <= 100:
         assert parse(str(value)) == value
     else:
-        with pytest.raises(argparse.ArgumentTypeError, match=f"{value} is not in \\[0, 100\\]"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"{value} is not an integer in \\[0, 100\\]"):
             parse(str(value))
 
 
 @pytest.mark.parametrize("text", ["nan", "inf", "-inf", "0", "-1", "x"])
-def test_float_in_refuses_non_finite_and_out_of_range(text):
+def test_float_refuses_non_finite_and_out_of_range(text):
     with pytest.raises(argparse.ArgumentTypeError):
-        float_in(0, lo_open=True)(text)
-    assert float_in(0, lo_open=True)("0.5") == 0.5
+        Float(0, lo_open=True)(text)
+    assert Float(0, lo_open=True)("0.5") == 0.5
 
 
 class Tty(io.StringIO):

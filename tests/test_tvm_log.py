@@ -229,7 +229,7 @@ def test_cli_says_what_it_read_from_each_path(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--workers", "-1"], "--workers: -1 is not ≥ 0"),
+    (["--workers", "-1"], "--workers: -1 is not an integer ≥ 0"),
     (["--workers", "two"], "--workers: 'two' is not an integer"),
 ])
 def test_cli_arguments_are_checked_before_any_work(tmp_path, capsys, args, message):
