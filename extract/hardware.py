@@ -107,8 +107,14 @@ def _attrs(target) -> Dict[str, Any]:
         text = target.strip()
         if text.startswith("{"):
             return json.loads(text)
-        from tvm.target import Target
-        target = Target(text)
+        # a target string, "llvm -mcpu=znver3 -num-cores=1": its kind and -key=value options
+        words = text.split()
+        attrs: Dict[str, Any] = {"kind": words[0] if words else "llvm"}
+        for word in words[1:]:
+            key, sep, value = word.lstrip("-").partition("=")
+            if sep:
+                attrs[key] = value
+        return attrs
     attrs = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in dict(target.attrs).items()}
     attrs["kind"] = target.kind.name
     return attrs

@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Se
 import numpy as np
 
 from .sample import ExtractorInfo, GraphSample, register_extractor
+from .hardware import Hardware, hardware_of
 from .itervar import itervar_vector
 from .knob_features import knob_vector
 from .space import Config
@@ -101,11 +102,15 @@ def per_store_vector(target, sch_or_mod) -> np.ndarray:
 
 
 def extract_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: str = "",
-                     meta: Optional[Dict[str, Any]] = None, per_store: bool = False) -> Extraction:
-    """`sample_from_schedule`, with the counts of node kinds mapped to UNK."""
+                     meta: Optional[Dict[str, Any]] = None, per_store: bool = False,
+                     hardware: Optional[Hardware] = None) -> Extraction:
+    """`sample_from_schedule`, with the counts of node kinds mapped to UNK. `hardware`:
+    what the graph's context columns measure against (default: the target's)."""
     mod = as_module(sch_or_mod)
     func = lower_for_features(mod)[main_func_name(mod)]
-    graph = tir_to_graph(func)
+    if hardware is None and target is not None:
+        hardware = hardware_of(target)
+    graph = tir_to_graph(func, hardware)
     costs = np.atleast_1d(np.asarray(runtimes if runtimes is not None else [np.nan], dtype=np.float64))
     vectors = {"curve": graph.curve[None, :], "itervar": itervar_vector(func)[None, :]}
     if per_store:
@@ -144,16 +149,19 @@ def template_target(template_name: str):
 
 
 def config_sample(template: Template, wl: Workload, config: Config, costs: Runtimes = None,
-                  name: str = "", per_store: bool = True, group: str = "") -> Extraction:
+                  name: str = "", per_store: bool = True, group: str = "", target: Any = None) -> Extraction:
     """The sample of one config of a template: template → schedule → `sample_from_schedule`.
     `costs`: the record's per-repeat seconds (None: unmeasured, runtime NaN); `group`:
-    default the workload's (and the template's target kind if not CPU)."""
+    default the workload's (and the template's target kind if not CPU); `target`: the one
+    the config was measured on (a record's; its caches and limits are what the graph's
+    context columns measure against), default the template's target on this machine."""
     wl = template.check_workload(wl)
     sch = template.schedule(wl, config)
     group = group or group_name(wl, template.target_kind)
     meta = {"template": template.name, "workload": wl.key, "index": config.index, "config": config.values}
     extraction = extract_schedule(sch, template_target(template.name), costs, group,
-                                  name or f"{group}/{config.index}", meta, per_store)
+                                  name or f"{group}/{config.index}", meta, per_store,
+                                  hardware_of(target or template_target(template.name)))
     extraction.sample.vectors["knob"] = knob_vector(template.name, wl, config.values)[None, :]
     return extraction
 
@@ -170,10 +178,11 @@ class ConfigJob:
     name: str = ""                           # the sample's name ("" : group/index)
     group: str = ""                          # "" : the workload's (see group_name)
     source: str = ""                         # where it was read ("file:line"), for errors
+    target: str = ""                         # the target measured on ("": the template's here)
 
     def run(self, per_store: bool) -> Extraction:
         return config_sample(get_template(self.template), self.workload, self.config,
-                             self.costs, self.name, per_store, self.group)
+                             self.costs, self.name, per_store, self.group, self.target or None)
 
 
 class ExtractionJob(Protocol):

@@ -198,3 +198,89 @@ def test_transfer_benchmark_end_to_end(dataset_path, tmp_path):
     stamp = os.path.getmtime(tmp_path / "runs" / "xgb" / "C1.json")
     assert transfer.main(argv) == 0
     assert os.path.getmtime(tmp_path / "runs" / "xgb" / "C1.json") == stamp
+
+
+# ---------------------------------------------------------------- context features (tir_context)
+def _x86_graph(workload: str, index: int):
+    from extract.hardware import hardware_of
+    from extract.templates import get_template
+    from extract.tir_graph import lower_for_features, tir_to_graph
+    from extract.workloads import parse_workload
+
+    template, wl = get_template("conv2d_NCHWc.x86"), parse_workload(workload)
+    config = template.space(wl).get(index)
+    func = lower_for_features(template.schedule(wl, config).mod)["main"]
+    return config, tir_to_graph(func, hardware_of('{"kind": "llvm", "mcpu": "znver3"}'))
+
+
+def test_context_columns_of_an_x86_config():
+    from extract.tir_graph import COLUMN, TYPE_ID
+
+    config, g = _x86_graph("C11", 7)
+    f, types = g.node_features, g.node_types
+    assert f[0, COLUMN["work_share"]] == pytest.approx(1.0)  # the root holds all the work
+    assert ((f[:, COLUMN["work_share"]] >= 0) & (f[:, COLUMN["work_share"]] <= 1)).all()
+    for name in ("fits_l1", "fits_l2", "hit_reg", "hit_l1", "hit_l2", "contiguous", "stride_lines"):
+        assert ((f[:, COLUMN[name]] >= 0) & (f[:, COLUMN[name]] <= 1)).all(), name
+    vectorized = types == TYPE_ID["For.vectorized"]
+    oc_bn = config["tile_oc"][-1]
+    if vectorized.any():  # oc_bn float32 lanes of a 256-bit Zen 3 vector
+        assert f[vectorized, COLUMN["vector_fill"]] == pytest.approx(oc_bn * 32 / 256)
+    stores = types == TYPE_ID["BufferStore"]
+    assert f[stores, COLUMN["contiguous"]].any()
+    gpu = [COLUMN[n] for n in ("threads_per_block", "shared_per_block", "occupancy", "launch_invalid",
+                               "coalesced", "bank_conflict")]
+    assert not f[:, gpu].any()  # CPU code has no GPU structure
+
+
+def test_hardware_of_targets():
+    from extract.hardware import hardware_of
+
+    zen3 = hardware_of('{"kind": "llvm", "mcpu": "znver3", "num-cores": 1}')
+    assert (zen3.kind, zen3.l1_bytes, zen3.l2_bytes, zen3.vector_bits) == ("cpu", 32768, 524288, 256)
+    assert hardware_of("llvm -mcpu=znver3 -num-cores=1") == zen3
+    gpu = hardware_of({"kind": "cuda", "arch": "sm_86", "max_threads_per_block": 1024,
+                       "max_shared_memory_per_block": 49152})
+    assert gpu.is_gpu and gpu.max_shared_per_block == 49152 and gpu.max_threads_per_sm == 1536
+
+
+def test_cuda_configs_that_cannot_launch_are_known_from_the_graph(monkeypatch):
+    """The CUDA template's invalid configs (too many threads per block or in threadIdx.z,
+    too much shared memory), built anyway, are flagged by the graph's root; valid ones not."""
+    import random
+
+    from extract.hardware import hardware_of
+    from extract.templates import Conv2dWorkload, get_template
+    from extract.templates.conv2d_cuda import Conv2dCuda, InvalidGpuConfig
+    from extract.tir_graph import COLUMN, lower_for_features, tir_to_graph
+
+    template = get_template("tutorial/conv2d_no_batching")
+    hw = hardware_of(template.make_target())
+    resnet = Conv2dWorkload(1, 512, 7, 7, 512, 3, 3, 1, 1)
+    cases = [(resnet, template.space(resnet).from_entity([  # 162 KB of shared memory
+        ["tile_f", "sp", [-1, 1, 8, 1]], ["tile_y", "sp", [-1, 1, 7, 1]], ["tile_x", "sp", [-1, 1, 1, 7]],
+        ["tile_rc", "sp", [-1, 1, 512]], ["tile_ry", "sp", [-1, 1, 3]], ["tile_rx", "sp", [-1, 1, 3]],
+        ["auto_unroll_max_step", "ot", 0], ["unroll_explicit", "ot", 0]]))]
+    wl = Conv2dWorkload(1, 16, 14, 14, 64, 3, 3, 2, 1)
+    space = template.space(wl)
+    rng = random.Random(0)
+    cases += [(wl, space.get(rng.randrange(len(space)))) for _ in range(30)]
+    expected = []
+    for w, config in cases:
+        try:
+            template.schedule(w, config)
+            expected.append(0.0)
+        except InvalidGpuConfig:
+            expected.append(1.0)
+    assert 0 < sum(expected) < len(expected)
+    monkeypatch.setattr(Conv2dCuda, "check_threads", lambda self, config: None)
+    monkeypatch.setattr(Conv2dCuda, "check_shared_memory", lambda self, sch: None)
+    for (w, config), invalid in zip(cases, expected):
+        func = lower_for_features(template.schedule(w, config).mod)["main"]
+        root = tir_to_graph(func, hw).node_features[0]
+        assert root[COLUMN["launch_invalid"]] == invalid, config
+        assert (root[COLUMN["occupancy"]] > 0) == (not invalid)
+        threads = config["tile_f"][2] * config["tile_y"][2] * config["tile_x"][2]
+        assert root[COLUMN["threads_per_block"]] == pytest.approx(threads / 1024)
+        if not invalid:
+            assert 0 < root[COLUMN["shared_per_block"]] <= 1
