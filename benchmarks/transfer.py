@@ -50,6 +50,7 @@ from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, locked_out
 # name → simulator.train flags (besides data, split, seed, threads, epochs)
 MODEL_SPECS: Dict[str, List[str]] = {
     "gcn": ["--model", "gcn"],
+    "gcn-inv": ["--model", "gcn-inv"],
     "mlp": ["--model", "mlp"],
     "curve-mlp": ["--model", "curve-mlp"],
     "xgb": ["--model", "xgb", "--xgb-objective", "reg"],
@@ -319,11 +320,11 @@ def plot_heatmaps(mats: Dict[str, List[List]], workloads: Sequence[str], metric:
 
 
 def write_outputs(results: Sequence[Dict[str, Any]], workloads: Sequence[str], results_dir: str,
-                  args: Dict[str, Any]) -> Dict[str, Any]:
+                  args: Dict[str, Any], extractor: Optional[str] = None) -> Dict[str, Any]:
     os.makedirs(results_dir, exist_ok=True)
     write_csv(os.path.join(results_dir, "transfer_runs.csv"),
               ["model", "trained_on", "size", "test_workload", "metric", "value"], long_rows(results))
-    out = {"summary": summarize(results), "workloads": sorted(workloads, key=natural_key),
+    out = {"summary": summarize(results), "workloads": sorted(workloads, key=natural_key), "extractor": extractor,
            "tau": matrices(results, workloads, "kendall_tau"),
            "top5": matrices(results, workloads, "top5_slowdown"),
            "quiet_tau": matrices(results, workloads, "quiet_kendall_tau"),
@@ -360,7 +361,7 @@ def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, p
     jobs = make_jobs(get("models"), sets, workloads, get("seed"), get("epochs"), data, runs, data_key, quiet)
     results = run_all(jobs, parallel)
     protocol = {k: get(k) for k in ("models", "sizes", "choices", "seed", "epochs")}
-    out = write_outputs(results, workloads, results_dir, protocol)
+    out = write_outputs(results, workloads, results_dir, protocol, collection.extractor)
     for spec, per in out["summary"].items():
         s = per.get("1", next(iter(per.values())))
         log(f"{spec:18s} one workload: τ {s['mean_tau']:.3f} (worst {s['worst_tau']:.3f}), top-5 "

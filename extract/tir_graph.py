@@ -42,6 +42,11 @@ spirit of AutoTVM's loop-context (itervar) features:
   scope_*             global / local / shared memory of the buffer
   accumulate          stores whose value reads the stored location (a reduction update)
   dtype_bits, lanes, is_float   of the node's value (stores: the stored value)
+then the context columns `CONTEXT_NAMES` (`extract.tir_context`, computed after the walk
+from what it records and the target's `Hardware`): share of the program's work, footprints
+against the caches, register/L1/L2 hits, contiguity, vector fill, and for GPU code the
+launch structure (threads, vthreads, shared memory, registers, occupancy, whether it can
+launch at all) and coalescing / bank conflicts of accesses.
 Division and modulo by constants are treated as scaling (x // c has coefficient 1/c,
 x % c keeps x's coefficient): exact for the tiled layouts of the templates here.
 

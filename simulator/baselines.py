@@ -171,4 +171,4 @@ class XGBCostModel(CostModel):
         self.estimator.load_json(state["xgb"])
 
 
-from . import autotvm_baselines, invariant  # noqa: E402,F401  (register knob-xgb, itervar-xgb, gcn-inv)
+from . import autotvm_baselines, invariant  # noqa: E402,F401  (register knob-xgb, itervar-xgb, gcn-inv, mlp-inv)

@@ -64,3 +64,11 @@ class InvariantGCNCostModel(GNNCostModel):
     def dropped_columns(self) -> List[int]:
         names = list(self.info.feature_names or [])
         return [names.index(n) for n in self.DROP if n in names]
+
+
+@register_cost_model("mlp-inv")
+class InvariantMLPCostModel(InvariantGCNCostModel):
+    """The graph-free `mlp` (node states pooled, no message passing) on the same
+    size-invariant node features."""
+
+    PROPAGATION = "mlp"

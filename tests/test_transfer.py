@@ -284,3 +284,40 @@ def test_cuda_configs_that_cannot_launch_are_known_from_the_graph(monkeypatch):
         assert root[COLUMN["threads_per_block"]] == pytest.approx(threads / 1024)
         if not invalid:
             assert 0 < root[COLUMN["shared_per_block"]] <= 1
+
+
+@pytest.mark.parametrize("name", ["gcn-inv", "mlp-inv"])
+def test_invariant_models_ignore_the_absolute_columns(synthetic_samples, tmp_path, name):
+    """The dropped columns do not change a prediction; the others do; the mask is saved."""
+    import copy
+
+    import torch
+
+    from simulator.costmodel import CostModel, build_cost_model
+    from simulator.samples_source import SampleSource
+    from simulator.train import build_parser, config_from_flags, validate
+
+    samples = list(synthetic_samples[:32])
+    source = SampleSource(samples)
+    info = copy.deepcopy(source.info)
+    info.feature_names = ["outer_trips", "vectorized", "unrolled", "depth", "buffer_bytes", "one"]
+    config = validate(config_from_flags(dict(vars(build_parser().parse_args([])), model=name, width=16, depth=2)))
+    torch.manual_seed(0)
+    model = build_cost_model(config, info)
+    model.set_normalization(source.normalization(model.batch_spec, 0))
+    assert model.net.encoder.feature_keep.tolist() == [0, 1, 1, 1, 0, 1]
+    before = model.predict(samples)
+
+    def changed(column):
+        out = []
+        for s in samples:
+            s = copy.copy(s)
+            x = s.node_features.copy()
+            x[:, column] = x[:, column] * 3 + 5
+            s.node_features = x
+            out.append(s)
+        return model.predict(out)
+    assert np.allclose(changed(0), before) and np.allclose(changed(4), before)
+    assert not np.allclose(changed(3), before)
+    model.save(str(tmp_path / "m.pt"))
+    assert np.allclose(CostModel.load(str(tmp_path / "m.pt")).predict(samples), before)
