@@ -147,9 +147,11 @@ def seconds_of(out: str) -> Optional[float]:
 
 # ---------------------------------------------------------------- tables
 def mean_std(values: Iterable[Optional[float]]) -> tuple:
+    """(mean, std, n) of the finite values; (None, None, 0) when there are none (JSON null,
+    shown as "–" by `fmt`, skipped by `best_by`)."""
     v = np.array([x for x in values if x is not None and np.isfinite(x)], dtype=float)
     if v.size == 0:
-        return float("nan"), float("nan"), 0
+        return None, None, 0
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)
 
 
@@ -186,19 +188,32 @@ def read_csv(path: str) -> List[Dict[str, str]]:
 
 
 def write_json(path: str, obj: Any) -> None:
-    """Atomically, indented, numpy values as plain ones. (A mean without any value is NaN,
-    with its count n = 0 beside it: `mean_std`.)"""
+    """Atomically, indented, numpy values as plain ones, a non-finite number as null (JSON
+    has no NaN; a reader of the file must see "no value", never a number)."""
     with atomic_write(path, "w") as f:
-        json.dump(obj, f, indent=1, default=_json_default)
+        json.dump(finite_or_null(obj), f, indent=1, allow_nan=False)
         f.write("\n")
 
 
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o).__name__)
+def finite_or_null(obj: Any) -> Any:
+    """`obj` with numpy values as plain ones and every NaN/±inf replaced by None."""
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return finite_or_null(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+def best_by(names: Iterable[str], value: Callable[[str], Optional[float]]) -> Optional[str]:
+    """The name with the highest finite `value`, or None when no name has one."""
+    scored = [(v, n) for n in names for v in [value(n)] if v is not None and np.isfinite(v)]
+    return max(scored)[1] if scored else None
 
 
 def natural_key(name: str):

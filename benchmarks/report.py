@@ -18,7 +18,7 @@ import numpy as np
 
 from extract.fileio import atomic_write
 
-from .common import DEFAULT_RESULTS, METRIC_LABELS, METRICS, fmt, markdown_table, natural_key, output_file
+from .common import DEFAULT_RESULTS, METRIC_LABELS, METRICS, best_by, fmt, markdown_table, natural_key, output_file
 
 
 def _load(results: str, name: str) -> Optional[Any]:
@@ -27,6 +27,17 @@ def _load(results: str, name: str) -> Optional[Any]:
         return None
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def _float(value: Optional[float]) -> float:
+    """A JSON value for arithmetic: null (no value; `common.write_json`) as NaN, which the
+    callers test with `np.isfinite` before printing."""
+    return np.nan if value is None else float(value)
+
+
+def _percent_of_finite(values: Sequence[float]) -> str:
+    finite = [v for v in values if np.isfinite(v)]
+    return f"{100 * np.mean(finite):.0f}%" if finite else "–"
 
 
 _PREFIX = "results"  # the results folder relative to the report; set by build()
@@ -64,7 +75,9 @@ def exact_ceiling(tau12: float) -> float:
 def accuracy_section(acc: Dict[str, Any], results: str, out: str) -> List[str]:
     summary, ceiling = acc["summary"], acc.get("noise_ceiling")
     workloads = [w for w in next(iter(summary.values())) if w != "mean"]
-    best_model = max(summary, key=lambda m: summary[m]["mean"].get("kendall_tau", [-1])[0])
+    best_model = best_by(summary, lambda m: summary[m]["mean"].get("kendall_tau", [None])[0])
+    if best_model is None:
+        return ["No model has a finite test τ in this run: the accuracy results hold no value to show.", ""]
     lines = _accuracy_table(acc)
     lines += _per_workload_tables(summary, ceiling, workloads, best_model)
     if ceiling:
@@ -124,10 +137,10 @@ def _ceiling_rows(summary, ceiling, workloads: List[str], best_model: str) -> Li
     rows.append(["exact-predictor ceiling (est.)"] +
                 [fmt(exact_ceiling(ceiling[w][metric]), metric) if w in ceiling else "–" for w in workloads] +
                 [fmt(np.mean([exact_ceiling(ceiling[w][metric]) for w in held]), metric)])
-    ratio = [summary[best_model].get(w, {}).get(metric, [np.nan])[0] / ceiling[w][metric] if w in ceiling
-             else np.nan for w in workloads]
+    ratio = [_float(summary[best_model].get(w, {}).get(metric, [None])[0]) / _float(ceiling[w][metric])
+             if w in ceiling else np.nan for w in workloads]
     rows.append([f"`{best_model}` / ceiling"] + [f"{100 * r:.0f}%" if np.isfinite(r) else "–" for r in ratio]
-                + [f"{100 * np.nanmean(ratio):.0f}%"])
+                + [_percent_of_finite(ratio)])
     return rows
 
 
@@ -185,7 +198,10 @@ def _quiet_agreement(agree: Optional[Dict[str, Any]]) -> List[str]:
     rows = [["pass 1's measurements"] + [f"{agree['pass1'][w]:.3f}" for w in names + ["mean"]]]
     rows += [[f"`{m}` predictions"] + [fmt(v[w][0], "kendall_tau", v[w][1] if v[w][2] > 1 else None)
                                        for w in names + ["mean"]] for m, v in agree["models"].items()]
-    best = max(agree["models"], key=lambda m: agree["models"][m]["mean"][0])
+    best = best_by(agree["models"], lambda m: agree["models"][m]["mean"][0])
+    if best is None:
+        return ["**Models against the quiet pass.** No model has a finite τ against pass 3.", "",
+                markdown_table(header, rows), ""]
     return ["**Models against the quiet pass.** Kendall τ with pass 3 on the held-out configs it "
             "re-measured (count in brackets), mean ± std over seeds. Pass 1, the models' training and "
             "test labels, is one measurement of the same configs: a model that agrees with pass 3 as "
@@ -349,18 +365,19 @@ def goals_section(acc, speed, tuning, agree=None) -> List[str]:
                      "met" if len(fewer) == len(ws) else "missed"])
     if acc and acc.get("noise_ceiling"):
         s, ceiling = acc["summary"], acc["noise_ceiling"]
-        best = max(s, key=lambda m: s[m]["mean"]["kendall_tau"][0])
-        held_out = [w for w in s[best] if w != "mean" and w in ceiling]
-        pass_tau = np.mean([ceiling[w]["kendall_tau"] for w in held_out]) if held_out else np.nan
-        exact = np.mean([exact_ceiling(ceiling[w]["kendall_tau"]) for w in held_out]) if held_out else np.nan
-        rows.append(["(context) best τ vs noise ceiling (held-out workloads)",
-                     f"{best} {s[best]['mean']['kendall_tau'][0]:.3f}; pass 1 vs pass 2 {pass_tau:.3f}; "
-                     f"exact predictor (est.) {exact:.3f}", ""])
-    if agree:
-        best = max(agree["models"], key=lambda m: agree["models"][m]["mean"][0])
+        best = best_by(s, lambda m: s[m]["mean"]["kendall_tau"][0])
+        held_out = [w for w in s[best] if w != "mean" and w in ceiling] if best else []
+        pass_tau = [_float(ceiling[w]["kendall_tau"]) for w in held_out]
+        exact = [exact_ceiling(t) for t in pass_tau if np.isfinite(t)]
+        if best and exact:
+            rows.append(["(context) best τ vs noise ceiling (held-out workloads)",
+                         f"{best} {s[best]['mean']['kendall_tau'][0]:.3f}; pass 1 vs pass 2 "
+                         f"{np.nanmean(pass_tau):.3f}; exact predictor (est.) {np.mean(exact):.3f}", ""])
+    best = best_by(agree["models"], lambda m: agree["models"][m]["mean"][0]) if agree else None
+    if best:
         rows.append(["(context) τ against the quiet third pass",
                      f"{best} {agree['models'][best]['mean'][0]:.3f}; pass 1's measurements "
-                     f"{agree['pass1']['mean']:.3f}", ""])
+                     f"{fmt(agree['pass1']['mean'], 'kendall_tau')}", ""])
     if rows:
         lines += [markdown_table(["goal", "result", ""], rows, "lll"), ""]
     return lines

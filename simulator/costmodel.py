@@ -13,7 +13,7 @@ per call. What a batch needs (the graph or a vector, one graph copy per config f
 early join) is asked of the model: `model.batch_spec`.
 
 Implementations, registered by name: every propagation layer (`gcn`, `sage`, `gat`,
-`cheb`, `mlp`, and any layer registered later) is a `GNNCostModel`; `curve-mlp` is a
+`cheb`, `mlp`, and any layer registered later) is a `GraphCostModel`; `curve-mlp` is a
 `VectorCostModel` (`register_cost_model`); `xgb` lives in `simulator.baselines`.
 """
 from __future__ import annotations
@@ -157,7 +157,7 @@ class TorchCostModel(CostModel):
         self.net.load_state_dict(weights)
 
 
-class GNNCostModel(TorchCostModel):
+class GraphCostModel(TorchCostModel):
     """A `GraphModel` with the propagation layer named `config.model.model`."""
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
@@ -218,7 +218,7 @@ def cost_model_class(name: str) -> type:
     if name in COST_MODELS:
         return COST_MODELS.get(name)
     if name in PROPAGATIONS:
-        return GNNCostModel
+        return GraphCostModel
     raise UnknownNameError(f"unknown model {name!r} (known: {', '.join(model_names())})")
 
 

@@ -21,7 +21,7 @@ from typing import List, Tuple
 import torch
 
 from .config import ModelInfo, TrainConfig
-from .costmodel import GNNCostModel, register_cost_model
+from .costmodel import GraphCostModel, register_cost_model
 from .layers import NodeEncoder
 from .model import GraphModel
 
@@ -45,14 +45,14 @@ class MaskedNodeEncoder(NodeEncoder):
 
 
 @register_cost_model("gcn-inv")
-class InvariantGCNCostModel(GNNCostModel):
+class InvariantGCNCostModel(GraphCostModel):
     """GCN on the size-invariant node features (the absolute-size columns left out)."""
 
     PROPAGATION = "gcn"
     DROP: Tuple[str, ...] = ABSOLUTE_COLUMNS
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
-        super(GNNCostModel, self).__init__(config, info)  # TorchCostModel: the net is built here
+        super(GraphCostModel, self).__init__(config, info)  # TorchCostModel: the net is built here
         m = config.model
         self.net = GraphModel(self.PROPAGATION, info.feature_dim, info.num_types, width=m.width, depth=m.depth,
                               type_dim=m.type_dim, dropout=m.dropout, residual=m.residual, norm=m.norm,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from benchmarks import accuracy, plots, report, sweep, tuning
-from benchmarks.common import fmt, markdown_table, mean_std
+from benchmarks.common import best_by, fmt, markdown_table, mean_std, write_json
 
 WORKLOADS = ["C3", "C5", "C6", "C7", "C10", "C11"]
 
@@ -38,6 +38,30 @@ def test_mean_std_and_formatting():
     assert fmt(0.5, "kendall_tau") == "0.500"
     table = markdown_table(["a", "b"], [[1, 2]])
     assert table.splitlines()[1] == "| :--- | ---: |"
+
+
+def test_missing_values_are_null_in_json_and_skipped_in_the_report(tmp_path):
+    """A mean over no value is null in the results JSON (JSON has no NaN), shown as "–",
+    and never chosen as the best model."""
+    assert mean_std([None, float("nan")]) == (None, None, 0)
+    write_json(str(tmp_path / "x.json"), {"a": [float("nan"), np.float32(np.inf), 1.5], "b": np.array([2.0])})
+    text = (tmp_path / "x.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"a": [None, None, 1.5], "b": [2.0]}
+    assert best_by(["gcn", "xgb", "mlp"], {"gcn": None, "xgb": 0.4, "mlp": float("nan")}.get) == "xgb"
+    assert best_by(["gcn"], lambda m: None) is None
+    assert fmt(None, "kendall_tau") == "–"
+
+    res = _fake_results(("gcn", "xgb"), (0,))
+    for block in res[1]["metrics"]["test"].values():  # xgb: every test value missing
+        block["mean"], block["per_workload"] = float("nan"), {w: float("nan") for w in WORKLOADS}
+    out = accuracy.write_outputs(res, str(tmp_path), _ceiling())
+    assert out["summary"]["xgb"]["mean"]["kendall_tau"] == [None, None, 0]
+    saved = (tmp_path / "accuracy.json").read_text()
+    assert "NaN" not in saved
+    text = report.build(str(tmp_path), str(tmp_path / "RESULTS.md"))
+    assert "nan" not in text.lower().replace("nanogpt", "")
+    assert "`gcn` / ceiling" in text  # the model with values is the best one, not the empty one
 
 
 def test_accuracy_and_sweep_tables(tmp_path):

@@ -146,7 +146,7 @@ def test_shipped_samples_are_reproduced():
 
     stored = {s.name: s for s in load_samples(str(SHIPPED_SAMPLES))}
     jobs, _ = read_jobs([str(SHIPPED_LOG)])
-    for job in random.Random(1).sample(jobs, 12):
+    for job in random.Random(1).sample(jobs, 12):  # jobs arrive parsed (tvm_log.ConfigJob)
         template = get_template(job.template)
         func = lower_for_features(template.schedule(job.workload, job.config).mod)["main"]
         graph = tir_to_graph(func, hardware_of(job.target))
