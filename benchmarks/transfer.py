@@ -51,6 +51,8 @@ from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, locked_out
 MODEL_SPECS: Dict[str, List[str]] = {
     "gcn": ["--model", "gcn"],
     "gcn-inv": ["--model", "gcn-inv"],
+    "gcn-inv-listmle": ["--model", "gcn-inv", "--loss", "listmle"],
+    "mlp-inv": ["--model", "mlp-inv"],
     "mlp": ["--model", "mlp"],
     "curve-mlp": ["--model", "curve-mlp"],
     "xgb": ["--model", "xgb", "--xgb-objective", "reg"],
