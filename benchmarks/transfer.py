@@ -18,9 +18,10 @@ top-k slowdown) and, on the configs the quiet third pass re-measured
 (`docs/results/pass3_quiet.jsonl.gz`, ≈ 121 per workload), against that pass (τ).
 
 Models (`--models`, each a `simulator.train` command line; `MODEL_SPECS`): the graph
-models gcn and mlp, curve-mlp, xgb on MetaSchedule's per-store features, and AutoTVM's
-own baselines knob-xgb and itervar-xgb with `rank:pairwise` (`-rank`) and regression
-(`-reg`) objectives.
+models gcn and mlp, their size-invariant variants gcn-inv and mlp-inv
+(`simulator.invariant`; gcn-inv also with the ListMLE ranking loss, `gcn-inv-listmle`),
+curve-mlp, xgb on MetaSchedule's per-store features, and AutoTVM's own baselines
+knob-xgb and itervar-xgb with `rank:pairwise` (`-rank`) and regression (`-reg`) objectives.
 
 Runs happen in this process (the data is loaded and prepared once; `--parallel N`:
 N spawned worker processes, 1 thread each); a finished run with the same command line,

@@ -64,6 +64,47 @@ def analysis_table(analysis: Dict[str, Any]) -> str:
                            "Δ top-5 others, ablated"], rows)
 
 
+BASELINE_PREFIXES = ("knob-xgb", "itervar-xgb")   # AutoTVM's own models, the bar of issue 13
+GRAPH_PREFIXES = ("gcn", "sage", "gat", "cheb")    # the GNNs the goal is about
+WORST_TOP5_BAR, GOAL_TAU, GOAL_TOP5 = 0.25, 0.5, 0.03
+
+
+def goal_rows(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[List[str]]:
+    """Issue 13's goals, one row per GNN in the matrix: its one-workload mean τ against the
+    best AutoTVM baseline's, mean top-5 against the best baseline's, the worst pair's
+    top-5 against 25%, and the stretch goal (τ ≥ 0.5, top-5 ≤ 3%). [] when the matrix has
+    no baseline or no GNN."""
+    one = {m: per["1"] for m, per in summary.items() if "1" in per}
+    base = {m: s for m, s in one.items() if m.startswith(BASELINE_PREFIXES)}
+    gnns = {m: s for m, s in one.items() if m.startswith(GRAPH_PREFIXES)}
+    if not base or not gnns:
+        return []
+    best_tau = max(base.items(), key=lambda kv: kv[1]["mean_tau"])
+    best_top5 = min(base.items(), key=lambda kv: kv[1]["mean_top5"])
+    yes = lambda ok: "**yes**" if ok else "no"  # noqa: E731
+    rows = []
+    for m, s in gnns.items():
+        rows.append([f"`{m}`",
+                     f"{yes(s['mean_tau'] > best_tau[1]['mean_tau'])} ({_num(s['mean_tau'])} vs "
+                     f"{_num(best_tau[1]['mean_tau'])} `{best_tau[0]}`)",
+                     f"{yes(s['mean_top5'] < best_top5[1]['mean_top5'])} ({_pct(s['mean_top5'])} vs "
+                     f"{_pct(best_top5[1]['mean_top5'])} `{best_top5[0]}`)",
+                     f"{yes(s['worst_top5'] <= WORST_TOP5_BAR)} ({_pct(s['worst_top5'], 0)})",
+                     f"{yes(s['mean_tau'] >= GOAL_TAU and s['mean_top5'] <= GOAL_TOP5)} "
+                     f"(τ {_num(s['mean_tau'])}, top-5 {_pct(s['mean_top5'])})"])
+    return rows
+
+
+def goal_lines(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[str]:
+    rows = goal_rows(summary)
+    if not rows:
+        return []
+    return ["**Issue 13's goals, one training workload** (mean over the 132 pairs; \"best baseline\": the best "
+            "of AutoTVM's knob-xgb / itervar-xgb rows on that figure):", "",
+            markdown_table(["model", "mean τ beats the best baseline", "mean top-5 beats the best baseline",
+                            "worst pair top-5 ≤ 25%", "τ ≥ 0.5 and top-5 ≤ 3%"], rows, align="lllll"), ""]
+
+
 def transfer_section(results: str, prefix: str = "results") -> List[str]:
     out = _load(results, "transfer.json")
     if out is None:
@@ -80,6 +121,7 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
              "quiet third pass re-measured. Rows ending in `-rank` / `-reg` are AutoTVM's XGBoost with "
              "`rank:pairwise` / regression.", "",
              summary_table(out["summary"]), ""]
+    lines += goal_lines(out["summary"])
     before = _load(results, "transfer_before.json")
     if before is not None:
         lines += ["**The same matrix before issue 13's features** (extractor "

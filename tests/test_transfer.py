@@ -180,6 +180,21 @@ def test_summary_and_matrices_from_results():
     assert m == [[None, 0.5, 0.3], [0.7, None, 0.1], [None, None, None]]
 
 
+def test_goal_rows_compare_each_gnn_with_the_best_baseline():
+    from benchmarks.transfer_report import goal_lines, goal_rows
+
+    def one(tau, top5, worst):
+        return {"1": {"mean_tau": tau, "mean_top5": top5, "worst_top5": worst}}
+    summary = {"knob-xgb-rank": one(0.40, 0.60, 2.0), "itervar-xgb-reg": one(0.45, 0.30, 1.0),
+               "gcn": one(0.50, 0.40, 0.9), "gcn-inv": one(0.60, 0.02, 0.2), "xgb": one(0.9, 0.0, 0.0)}
+    rows = {r[0]: r[1:] for r in goal_rows(summary)}
+    assert set(rows) == {"`gcn`", "`gcn-inv`"}  # only the GNNs; xgb is neither a GNN nor the bar
+    assert rows["`gcn`"][0].startswith("**yes**") and "`itervar-xgb-reg`" in rows["`gcn`"][0]
+    assert rows["`gcn`"][1].startswith("no") and rows["`gcn`"][2].startswith("no")
+    assert rows["`gcn`"][3].startswith("no") and all(c.startswith("**yes**") for c in rows["`gcn-inv`"])
+    assert goal_rows({"gcn": one(0.5, 0.1, 0.2)}) == [] and goal_lines({"xgb": one(0.5, 0.1, 0.2)}) == []
+
+
 def test_transfer_benchmark_end_to_end(dataset_path, tmp_path):
     """Two cheap models on the synthetic C1…C12, one-workload trainings: every pair scored,
     outputs written, a second run reuses every training."""
