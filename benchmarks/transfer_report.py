@@ -105,6 +105,14 @@ def goal_lines(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[str]:
                             "worst pair top-5 ≤ 25%", "τ ≥ 0.5 and top-5 ≤ 3%"], rows, align="lllll"), ""]
 
 
+def _more_sets(proto: Dict[str, Any]) -> str:
+    sizes = [s for s in proto.get("sizes", []) if s != 1]
+    if not sizes:
+        return ""
+    return (f", and on {proto.get('choices', '?')} seeded sets of {' and '.join(str(s) for s in sizes)} "
+            "workloads (tested on the rest)")
+
+
 def transfer_section(results: str, prefix: str = "results") -> List[str]:
     out = _load(results, "transfer.json")
     if out is None:
@@ -112,8 +120,7 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
     proto = out.get("protocol", {})
     lines = ["## Transfer from few workloads (issue 13)", "",
              f"`python -m benchmarks.transfer`: each model trained on one workload and tested on each of the other "
-             f"eleven (12 trainings, 132 pairs), and on {proto.get('choices', '?')} seeded sets of "
-             f"{' and '.join(str(s) for s in proto.get('sizes', [])[1:])} workloads (tested on the rest); "
+             f"eleven (12 trainings, 132 pairs){_more_sets(proto)}; "
              f"20% of the training workloads' configs for validation and early stopping, "
              f"{proto.get('epochs', '?')} epochs at most for the graph and MLP models, seed {proto.get('seed', 0)}. "
              "τ and top-5 slowdown per (training set, test workload) pair against pass 1 (the labels); the worst "
