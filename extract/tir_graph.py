@@ -194,21 +194,7 @@ def _children(expr) -> List[object]:
         return []
     if name in ("TensorLoad", "BufferLoad"):
         return list(expr.indices)
-    if name == "Call":
-        return list(expr.args)
-    if name == "Select":
-        return [expr.condition, expr.true_value, expr.false_value]
-    if name in ("Cast", "Broadcast"):
-        return [expr.value]
-    if name == "Not":
-        return [expr.a]
-    if name == "Ramp":
-        return [expr.base, expr.stride]
-    if name == "Let":
-        return [expr.value, expr.body]
-    if hasattr(expr, "a") and hasattr(expr, "b"):
-        return [expr.a, expr.b]
-    return []
+    return _children_of(expr, name)
 
 
 def _dtype(e) -> str:
