@@ -13,7 +13,8 @@ batch, in_channels, height, width, out_channels, kernel_h, kernel_w, stride, pad
 and log2 of its FLOPs where it has them. A knob a workload's space lacks (conv2d x86:
 `unroll_kw` for 1×1 kernels) is 0. The layout is fixed per template (`knob_names`),
 taken from the space of a probe workload of the template's kind that has every knob,
-so that vectors of different workloads line up column by column.
+so that vectors of different workloads line up column by column; a kind without a probe
+(an operator added later) takes its layout from the workload's own space.
 """
 from __future__ import annotations
 
@@ -36,11 +37,17 @@ def _log2_1p(x: float) -> float:
     return math.log2(1.0 + abs(float(x)))
 
 
+def _layout(template_name: str, workload: Workload) -> Tuple[Tuple[str, str, int], ...]:
+    """(knob name, "sp"/"ot", columns) of a template, in its space's order: the space of
+    the probe workload of `workload`'s kind, else of `workload` itself."""
+    probe = PROBES.get(workload.kind)
+    return _layout_of(template_name, parse_workload(probe) if probe else workload)
+
+
 @functools.lru_cache(maxsize=None)
-def _layout(template_name: str, kind: str) -> Tuple[Tuple[str, str, int], ...]:
-    """(knob name, "sp"/"ot", columns) of a template, in its space's order."""
+def _layout_of(template_name: str, workload: Workload) -> Tuple[Tuple[str, str, int], ...]:
     template = get_template(template_name)
-    space = template.space(template.check_workload(parse_workload(PROBES[kind])))
+    space = template.space(template.check_workload(workload))
     return tuple((k.name, k.kind, len(k.options[0]) if isinstance(k, SplitKnob) else 1) for k in space.knobs)
 
 
@@ -56,7 +63,7 @@ def _shape_fields(workload: Workload) -> List[Tuple[str, float]]:
 def knob_names(template_name: str, workload: Workload) -> Tuple[str, ...]:
     """Column names of `knob_vector` for a template and a workload of its kind."""
     names: List[str] = []
-    for name, kind, width in _layout(get_template(template_name).name, workload.kind):
+    for name, kind, width in _layout(get_template(template_name).name, workload):
         names += [f"{name}[{i}]" for i in range(width)] if kind == "sp" else [name]
     return tuple(names) + tuple(f"workload_{n}" for n, _ in _shape_fields(workload))
 
@@ -67,7 +74,7 @@ def knob_vector(template_name: str, workload: Workload, values: Dict[str, Any]) 
     template = get_template(template_name)
     space = template.space(template.check_workload(workload))
     row: List[float] = []
-    for name, kind, width in _layout(template.name, workload.kind):
+    for name, kind, width in _layout(template.name, workload):
         knob = space.by_name.get(name)
         if name not in values or knob is None:
             row += [0.0] * width

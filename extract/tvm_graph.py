@@ -21,7 +21,7 @@ import numpy as np
 from .sample import ExtractorInfo, GraphSample, register_extractor
 from .hardware import Hardware, hardware_of
 from .itervar import itervar_vector
-from .knob_features import knob_vector
+from .knob_features import knob_vector_of_meta
 from .space import Config
 from .templates import Template, get_template
 from .tir_graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
@@ -117,6 +117,9 @@ def extract_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: s
         if target is None:
             raise ValueError("per-store features need the target")
         vectors["per_store"] = per_store_vector(target, sch_or_mod)[None, :]
+    knob = knob_vector_of_meta(meta or {})
+    if knob is not None:  # a template's config: its knob values (what knob-xgb reads)
+        vectors["knob"] = knob[None, :]
     sample = GraphSample(
         edges=graph.edges, node_features=graph.node_features, node_types=graph.node_types,
         runtimes=[costs.mean()], runtime_std=[costs.std() if costs.size > 1 else 0.0],
@@ -136,8 +139,10 @@ def sample_from_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, nam
     per repeat (the sample's runtime is their mean, `runtime_std` their spread), or None
     for unmeasured (NaN); `group`: what the sample is ranked against (the workload, and
     the target if not CPU); `meta`: JSON-able facts kept with the sample (the extractor
-    version is added); `per_store`: also MetaSchedule's per-store features, pooled
-    (`vectors["per_store"]`, what the xgb baseline reads; about a third of the time)."""
+    version is added; a meta naming a template, its workload key and config values, as
+    `config_sample` writes, also gives the config's knob features, `vectors["knob"]`);
+    `per_store`: also MetaSchedule's per-store features, pooled (`vectors["per_store"]`,
+    what the xgb baseline reads; about a third of the time)."""
     return extract_schedule(sch_or_mod, target, runtimes, group, name, meta, per_store).sample
 
 
@@ -162,7 +167,6 @@ def config_sample(template: Template, wl: Workload, config: Config, costs: Runti
     extraction = extract_schedule(sch, template_target(template.name), costs, group,
                                   name or f"{group}/{config.index}", meta, per_store,
                                   hardware_of(target or template_target(template.name)))
-    extraction.sample.vectors["knob"] = knob_vector(template.name, wl, config.values)[None, :]
     return extraction
 
 
