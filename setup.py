@@ -32,6 +32,8 @@ setup(
         # MetaSchedule's LocalBuilder/LocalRunner pools pickle their jobs with it (apache-tvm
         # does not depend on it)
         "cloudpickle",
+        # TVM's RPC tracker (python -m tvm.exec.rpc_tracker; extract/rpc_measure.py) needs it
+        "tornado",
     ],
     extras_require={
         "jax": ["jax"],

@@ -4,6 +4,9 @@
   temporary file beside the target (unique per process, so two writers never share
   one), flushed to disk, then `os.replace`d over the target; an exception or a kill
   leaves the old file (or none) and no temporary behind.
+* `AppendLog(path)`: a log that only grows by whole lines (measurement logs, whose
+  lines are the state a rerun resumes from): each line is one `write()` on a file
+  opened with O_APPEND, so a killed writer leaves whole lines, never half of one.
 * `output_lock(folder)`: one writer per output folder. A second process that tries to
   write into a folder another process is writing to gets `OutputBusyError` at once,
   naming the folder, instead of interleaving its files with the first one's.
@@ -55,6 +58,53 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+class AppendLog:
+    """Append whole lines to `path` (created if missing), one `write()` each.
+
+    A line is encoded and handed to the kernel in a single `os.write` on an O_APPEND
+    descriptor: a kill before it leaves the file as it was, a kill after leaves the
+    whole line; appenders in several threads or processes interleave lines, not bytes.
+    A file that does not end with a newline (edited by hand) gets one when it is
+    opened, so the first line is not glued to its last one."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        if _ends_without_newline(self.path):
+            self._write(b"\n")
+
+    def append(self, line: str) -> None:
+        if self._fd < 0:
+            raise ValueError(f"{self.path}: log is closed")
+        self._write((line.rstrip("\n") + "\n").encode("utf-8"))
+
+    def _write(self, data: bytes) -> None:
+        written = os.write(self._fd, data)
+        while written < len(data):  # only on a full disk or a signal mid-write
+            written += os.write(self._fd, data[written:])
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> "AppendLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _ends_without_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
 
 
 @contextlib.contextmanager

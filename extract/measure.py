@@ -16,6 +16,9 @@ configs already in it are skipped (a half-written last line of a killed run is p
 over, and ended so the next record starts a line of its own). Arguments are checked
 before anything is measured (counts ≥ 1, a timeout > 0, a known template and workloads,
 existing logs to re-measure); progress is a bar on a terminal, a few lines otherwise.
+
+With `--tracker HOST:PORT --rpc-key KEY`, configs are built here and checked and timed on
+remote devices through TVM's RPC tracker instead (see `extract.rpc_measure`).
 """
 from __future__ import annotations
 
@@ -101,11 +104,13 @@ def measure_one(template_name: str, wl: Workload, index: int, repeat: int,
         return failed(rec.RUNTIME_DEVICE, e)
 
 
-def check_and_time(module, wl: Workload, repeat: int, min_repeat_ms: int, start: float) -> MeasureResult:
-    """Run a built workload once against its NumPy reference, then time it."""
+def check_and_time(module, wl: Workload, repeat: int, min_repeat_ms: int, start: float,
+                   dev=None) -> MeasureResult:
+    """Run a built workload once against its NumPy reference, then time it (on `dev`:
+    this CPU by default, or a remote device of an RPC session)."""
     import tvm
 
-    dev = tvm.cpu()
+    dev = tvm.cpu() if dev is None else dev
     inputs, expected = reference_io(wl)
     args = ([tvm.runtime.tensor(x, dev) for x in inputs]
             + [tvm.runtime.tensor(np.zeros_like(e), dev) for e in expected])
@@ -294,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds per config (build + run)")
     ap.add_argument("--num-threads", type=COUNT, default=1,
                     help="runtime threads; 1 keeps timings stable on a shared 2-core machine")
+    from . import rpc_measure  # (it builds on this module)
+
+    rpc_measure.add_arguments(ap).add_argument(
+        "--rpc-target", metavar="TARGET",
+        help="build for this TVM target (the devices'; JSON, e.g. '{\"kind\": \"llvm\", "
+             "\"mcpu\": \"skylake\"}') instead of this CPU's")
     return ap
 
 
@@ -306,10 +317,18 @@ def plan_jobs(args: argparse.Namespace) -> List[MeasureJob]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from . import rpc_measure
+
     ap = build_parser()
     args = ap.parse_args(argv)
     if args.also and not args.remeasure:
         ap.error("--also goes with --remeasure")
+    try:
+        rpc = rpc_measure.from_args(args)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.rpc_target and rpc is None:
+        ap.error("--rpc-target goes with --tracker and --rpc-key")
 
     import tvm
 
@@ -320,10 +339,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise ValueError(f"{', '.join(unmeasurable)}: no reference implementation to check "
                              f"measurements against")
         passed_over: List[Tuple[str, int, str]] = []
-        done = done_keys(args.log, passed_over)
+        done = done_keys(args.log, passed_over) if rpc is None else set()
     except (ValueError, KeyError) as e:  # RecordFormatError, unknown workload or template
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if rpc is not None:
+        options = rpc_measure.Options(args.repeat, args.min_repeat_ms, args.timeout,
+                                      args.num_threads, args.rpc_target or "")
+        try:
+            return rpc_measure.measure_jobs(jobs, args.log, rpc, options)
+        except (ConnectionError, rpc_measure.TargetError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     if passed_over:
         file, line, reason = passed_over[0]
         print(f"{args.log}: {len(passed_over)} lines that are not records passed over "

@@ -31,6 +31,7 @@ Two ways to give the model those features (`GraphModel`'s `join`):
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -265,6 +266,13 @@ class Batch:
     @property
     def expanded(self) -> bool:
         return self.node_index is not None
+
+    def to(self, device: torch.device) -> "Batch":
+        """This batch on `device` (the batch itself when it is there already)."""
+        if self.y.device == torch.device(device):
+            return self
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device)
+                                            for f in dataclasses.fields(self) if getattr(self, f.name) is not None})
 
 
 def make_batch(items: Sequence[Prepared], with_graph: bool = True, with_vector: bool = False,

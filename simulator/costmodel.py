@@ -30,6 +30,7 @@ from extract.sample import GraphSample
 from .batching import Batch, BatchSpec
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ModelInfo, Normalization, TrainConfig
+from .distributed import Cluster
 from .layers import PROPAGATIONS
 from .model import GraphModel, VectorMLP
 from .registry import Registry, SimulatorError, UnknownNameError
@@ -59,6 +60,13 @@ class CostModel(abc.ABC):
     def set_normalization(self, stats: Normalization) -> None:
         """Install the training set's statistics (standardisation of inputs and target)."""
         self.normalization = stats
+
+    def place(self, cluster: Cluster) -> None:
+        """Train and score where `cluster` says (device; one of several torchrun processes).
+        This model trains in one CPU process only; torch models override."""
+        if cluster.distributed or cluster.device != "cpu":
+            raise SimulatorError(f"--model {self.config.model.model} trains in one CPU process: run it "
+                                 f"without torchrun and without --device {cluster.device}")
 
     @abc.abstractmethod
     def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
@@ -126,6 +134,13 @@ class TorchCostModel(CostModel):
         super().set_normalization(stats)
         self.net.set_normalization(stats)
 
+    def place(self, cluster: Cluster) -> None:
+        self.net.to(cluster.torch_device)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
     def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
         n_params = sum(p.numel() for p in self.net.parameters())
         print(f"model: {self.config.model.model}, {n_params} parameters; loss {self.config.fit.loss}",
@@ -144,7 +159,7 @@ class TorchCostModel(CostModel):
     def predict_batch(self, batch: Batch) -> np.ndarray:
         self.net.eval()
         with torch.no_grad():
-            return self.net(batch).double().numpy()
+            return self.net(batch.to(self.device)).double().cpu().numpy()
 
     def weights(self) -> Dict[str, Any]:
         state = self.net.state_dict()

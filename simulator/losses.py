@@ -27,6 +27,12 @@ class Loss(nn.Module):
         self.delta = delta
         self.temperature = temperature
 
+    def terms(self, y: torch.Tensor, group: torch.Tensor) -> int:
+        """How many terms the loss averages over on this batch (pointwise: rows). A
+        distributed step weights each process's loss by its share of the global batch's
+        terms (`simulator.distributed`)."""
+        return int(y.numel())
+
 
 @register_loss("huber")
 class HuberLoss(Loss):
@@ -60,6 +66,11 @@ class ListMLELoss(Loss):
 
     ranking = True
 
+    def terms(self, y, group):
+        """Groups with at least two configs."""
+        _, counts = torch.unique(group, return_counts=True)
+        return int((counts >= 2).sum())
+
     def forward(self, pred, y, group):
         losses = []
         for g in torch.unique(group):
@@ -80,6 +91,10 @@ class PairwiseHingeLoss(Loss):
     s = −ŷ/T: a faster config must score a margin of 1 above a slower one."""
 
     ranking = True
+
+    def terms(self, y, group):
+        """Pairs of one group with y_i < y_j."""
+        return int(((group[:, None] == group[None, :]) & (y[:, None] < y[None, :])).sum())
 
     def forward(self, pred, y, group):
         s = -pred / self.temperature

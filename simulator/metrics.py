@@ -164,6 +164,23 @@ def evaluate(pred_log: np.ndarray, true_log: np.ndarray, groups: Sequence[str],
     return out
 
 
+def merge(results: Sequence[Dict[str, Dict]]) -> Dict[str, Dict]:
+    """`evaluate`'s results of disjoint sets of workloads as one result: the per-workload
+    values side by side (in `evaluate`'s order) and their mean, as `evaluate` of all of
+    them at once would give."""
+    out: Dict[str, Dict] = {}
+    for result in results:
+        for name, value in result.items():
+            out.setdefault(name, {"mean": None, "count": 0, "per_workload": {}})["per_workload"].update(
+                value["per_workload"])
+    for value in out.values():
+        value["per_workload"] = {g: value["per_workload"][g] for g in sorted(value["per_workload"], key=_natural_key)}
+        values = [v for v in value["per_workload"].values() if v is not None]
+        value["mean"] = float(np.mean(values)) if values else None
+        value["count"] = len(values)
+    return out
+
+
 def coverage_notes(result: Dict[str, Dict]) -> List[str]:
     """One line per set of metrics whose mean is over fewer workloads than the table has:
     `mean over 5 of 6 workloads for kendall_tau, opa (no value: C7)`."""

@@ -97,8 +97,9 @@ class GraphModel(nn.Module):
         if self.join == "late" and self.node_config_dim:
             m = self.node_config_late(torch.cat(
                 [h[batch.node_config_node], self._standard(batch.node_config_x, "node_config")], dim=1))
-            total = torch.zeros(len(rows), m.shape[1], dtype=m.dtype).index_add(0, batch.node_config_row, m)
-            count = torch.zeros(len(rows), dtype=m.dtype).index_add(
+            total = torch.zeros(len(rows), m.shape[1], dtype=m.dtype, device=m.device).index_add(
+                0, batch.node_config_row, m)
+            count = torch.zeros(len(rows), dtype=m.dtype, device=m.device).index_add(
                 0, batch.node_config_row, torch.ones_like(batch.node_config_row, dtype=m.dtype))
             z = torch.cat([z, total / count.clamp(min=1.0)[:, None]], dim=1)
         return self.head(z)

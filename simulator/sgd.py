@@ -28,6 +28,11 @@ optimizer, RNG states and epoch counter, the cosine schedule stretched to the ne
 length from where it is (3 + 3 epochs is therefore not the same as 6 straight). A run
 that stopped early, or a `--epochs` below the epochs already trained, is refused
 (`check_resume`), since nothing would be trained that the config would then claim.
+
+Under torchrun (`RunContext.cluster` distributed) the same loop is data-parallel: every
+rank builds the same global batches, trains on its shard of each (`train_epoch_shard`,
+`shard_step`), scores its share of the validation set, and rank 0 writes checkpoints;
+see `simulator.distributed`. A single process never enters those functions.
 """
 from __future__ import annotations
 
@@ -43,6 +48,7 @@ import torch
 
 from .batching import Batch, batch_indices
 from .checkpoint import checkpoint_record, save_checkpoint
+from .distributed import Cluster
 from .engine import stderr_is_terminal
 from .losses import Loss, build_loss
 from .metrics import higher_is_better
@@ -62,14 +68,18 @@ class RunContext:
     """Where a fit checkpoints and what it continues from.
 
     `base`: plain data saved with every checkpoint (config, info, normalization, split);
-    `resume`: the checkpoint a resumed run continues from (None: a new run)."""
+    `resume`: the checkpoint a resumed run continues from (None: a new run);
+    `cluster`: this process's place in a torchrun run (only rank 0 writes)."""
 
     path: str
     base: Dict[str, Any]
     resume: Optional[Dict[str, Any]] = None
     saved: Optional[Dict[str, Any]] = None   # what `record` says of the last checkpoint written
+    cluster: Cluster = field(default_factory=Cluster)
 
     def save(self, state: Dict[str, Any]) -> None:
+        if not self.cluster.is_main:
+            return
         full = dict(self.base, **state)
         save_checkpoint(self.path, full)
         self.saved = checkpoint_record(full)
@@ -140,6 +150,28 @@ def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch
     return loss.item()
 
 
+def shard_step(trainer: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch.optim.Optimizer,
+               grad_clip: float, cluster: Cluster, stand_in: bool) -> float:
+    """One distributed optimizer step on this rank's shard of a global batch; the global
+    batch's loss. The gradient all-reduce weights each rank's gradients by its share of
+    the batch's loss terms (`Cluster.wrap`'s hook), which makes the step the global
+    batch's. A stand-in shard (a rank without items) has no share. A non-finite loss on
+    any rank raises `NonFiniteLoss` on every rank, before the step."""
+    loss = loss_fn(trainer(batch), batch.y, batch.group)
+    finite = bool(torch.isfinite(loss))
+    terms = 0 if stand_in else loss_fn.terms(batch.y, batch.group)
+    total_terms, total_loss, bad = cluster.all_reduce_sum(
+        [terms, loss.item() * terms if finite else 0.0, 0.0 if finite else 1.0])
+    if bad:
+        raise NonFiniteLoss(float(loss.item()) if not finite else float("nan"))
+    trainer.grad_share.value = terms / total_terms if total_terms else 0.0
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(trainer.parameters(), grad_clip)
+    optimizer.step()
+    return total_loss / total_terms if total_terms else 0.0
+
+
 def batch_names(source, idx: Sequence[int], batch: Optional[Batch] = None, shown: int = 4) -> str:
     """The samples of a batch whose loss was not finite, for the error message: those with
     a non-finite runtime, vector or config feature row if there are any (else the first
@@ -192,13 +224,15 @@ def resume_loop(run: RunContext, net: torch.nn.Module, optimizer, scheduler, rng
     scheduler.load_state_dict(state["scheduler"])
     stretch_schedule(scheduler, optimizer, epochs)
     rng.bit_generator.state = state["rng"]["numpy"]
-    torch.set_rng_state(state["rng"]["torch"])
-    random.setstate(state["rng"]["python"])
+    ranks = state["rng"].get("ranks") or []  # a distributed run's: each rank takes its own
+    own = ranks[run.cluster.rank] if len(ranks) == run.cluster.world_size else state["rng"]
+    torch.set_rng_state(own["torch"])
+    random.setstate(own["python"])
     loop = LoopState.from_checkpoint(state)
-    print(f"resumed from {run.path} after epoch {loop.epoch}", file=sys.stderr)
+    say(run.cluster, f"resumed from {run.path} after epoch {loop.epoch}")
     if note is None:
         return loop, None
-    print(note, file=sys.stderr)  # a finished run, extended
+    say(run.cluster, note)  # a finished run, extended
     loop.finished = False
     if loop.best_score is None:  # no validation: the last weights are the result
         loop.best_model = None
@@ -211,6 +245,7 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
     when a finished run was extended). The model ends with its best weights."""
     config, fit = model.config, model.config.fit
     net, spec = model.net, model.batch_spec
+    cluster = run.cluster if run is not None else Cluster()
     # ------------------------------------------------------------ the pieces
     loss_fn = build_loss(fit.loss, fit.huber_delta, fit.temperature)
     optimizer = torch.optim.AdamW(net.parameters(), lr=fit.lr, weight_decay=fit.weight_decay)
@@ -222,45 +257,54 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
 
     def snapshot() -> Dict[str, Any]:
         """Everything needed to continue (or to use) the run, for the checkpoint."""
+        rngs = {"numpy": rng.bit_generator.state, "torch": torch.get_rng_state(), "python": random.getstate()}
+        if cluster.distributed:  # each rank's own streams (dropout differs per rank)
+            rngs["ranks"] = cluster.gather({"torch": torch.get_rng_state(), "python": random.getstate()})
         return dict(loop.entries(), model=net.state_dict(), optimizer=optimizer.state_dict(),
-                    scheduler=scheduler.state_dict(),
-                    rng={"numpy": rng.bit_generator.state, "torch": torch.get_rng_state(),
-                         "python": random.getstate()})
+                    scheduler=scheduler.state_dict(), rng=rngs)
 
     # ------------------------------------------------------------ resume
     extended_from = None
     if run is not None and run.resume is not None:
         loop, extended_from = resume_loop(run, net, optimizer, scheduler, rng, fit.epochs)
+    trainer = cluster.wrap(net)
 
     # ------------------------------------------------------------ epochs
     while not loop.finished and loop.epoch < fit.epochs and loop.bad_epochs < fit.patience:
-        loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop)
+        cpu = time.process_time()
+        if cluster.distributed:
+            loss, seen, seconds = train_epoch_shard(trainer, spec, train, loss_fn, optimizer, rng, groups, fit,
+                                                    loop, cluster, config.seed)
+        else:
+            loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop)
+        cpu = time.process_time() - cpu  # this process's CPU seconds for the epoch's training
+        cpu_by_rank = cluster.gather(cpu) if cluster.distributed else [cpu]
         bad = non_finite_weights(net)
         if bad is not None:
             raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step}: the weights became non-finite "
                                  f"({bad}); stopping (try a lower --lr or --grad-clip)")
         scheduler.step()
         loop.epoch += 1
-        score = val.evaluate(model, fit.eval_batch_size).get(select, {}).get("mean") if val else None
+        score = cluster.evaluate(val, model, fit.eval_batch_size).get(select, {}).get("mean") if val else None
         if loop.improved(score, sign):
             loop.best_score, loop.best_epoch, loop.bad_epochs = score, loop.epoch, 0
             loop.best_model = {k: v.clone() for k, v in net.state_dict().items()}
         elif score is not None:
             loop.bad_epochs += 1
         loop.history.append({"epoch": loop.epoch, "train_loss": loss / max(seen, 1), f"val_{select}": score,
-                             "graphs_per_s": seen / seconds, "seconds": seconds})
+                             "graphs_per_s": seen / seconds, "seconds": seconds,
+                             "cpu_s_by_rank": cpu_by_rank})
         if run is not None:
             run.save(snapshot())
         shown = "-" if score is None else f"{score:.4f}"
-        print(f"epoch {loop.epoch:3d}  loss {loss / max(seen, 1):.4f}  val {select} {shown}  "
-              f"{seen / seconds:7.0f} graphs/s  ({seconds:.1f} s){'  *' if loop.best_epoch == loop.epoch else ''}",
-              file=sys.stderr, flush=True)
+        say(cluster, f"epoch {loop.epoch:3d}  loss {loss / max(seen, 1):.4f}  val {select} {shown}  "
+                     f"{seen / seconds:7.0f} graphs/s  ({seconds:.1f} s){'  *' if loop.best_epoch == loop.epoch else ''}")
 
     # ------------------------------------------------------------ finish
     if not loop.finished:
         if loop.bad_epochs >= fit.patience:
-            print(f"early stop: no better val {select} for {fit.patience} epochs "
-                  f"(best {loop.best_score:.4f} at epoch {loop.best_epoch})", file=sys.stderr)
+            say(cluster, f"early stop: no better val {select} for {fit.patience} epochs "
+                         f"(best {loop.best_score:.4f} at epoch {loop.best_epoch})")
         if loop.best_model is None:  # no validation set: keep the last weights
             loop.best_model, loop.best_epoch = {k: v.clone() for k, v in net.state_dict().items()}, loop.epoch
         loop.finished = True
@@ -278,12 +322,13 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
     """One pass over `train` in shuffled batches; (Σ loss × items, items seen, seconds)."""
     from tqdm import tqdm
     net.train()
+    device = next(net.parameters()).device
     start, seen, loss_sum = time.perf_counter(), 0, 0.0
     batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
     bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
                mininterval=1.0, file=sys.stderr, disable=not stderr_is_terminal())
     for idx in bar:
-        batch = train.batch(idx, rng, spec)
+        batch = train.batch(idx, rng, spec).to(device)
         try:
             loss = sgd_step(net, batch, loss_fn, optimizer, fit.grad_clip)
         except NonFiniteLoss as e:
@@ -298,6 +343,43 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
     return loss_sum, seen, time.perf_counter() - start
 
 
+def train_epoch_shard(trainer, spec, train, loss_fn: Loss, optimizer, rng: np.random.Generator,
+                      groups: Optional[np.ndarray], fit, loop: LoopState, cluster: Cluster,
+                      seed: int) -> Tuple[float, int, float]:
+    """`train_epoch` of one rank of a distributed run: the same global batches (the
+    loop's `rng`, identical on every rank), this rank's shard of each, its configs drawn
+    from `Cluster.step_rng`; the counts are the global batches'."""
+    from tqdm import tqdm
+    trainer.train()
+    device = next(trainer.parameters()).device
+    start, seen, loss_sum = time.perf_counter(), 0, 0.0
+    batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
+    bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
+               mininterval=1.0, file=sys.stderr, disable=not (cluster.is_main and stderr_is_terminal()))
+    for idx in bar:
+        local, stand_in = cluster.shard(idx, groups)
+        batch = train.batch(local, cluster.step_rng(seed, loop.step), spec).to(device)
+        try:
+            loss = shard_step(trainer, batch, loss_fn, optimizer, fit.grad_clip, cluster, stand_in)
+        except NonFiniteLoss as e:
+            raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step + 1}: {e} on a batch of rank "
+                                 f"{cluster.rank}'s or another's ({batch_names(train, local, batch)} here); "
+                                 f"stopping (non-finite runtimes or features in the data, or a diverging "
+                                 f"run: try a lower --lr)") from None
+        loop.step += 1
+        seen += len(idx)
+        loss_sum += loss * len(idx)
+        bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
+    bar.close()
+    return loss_sum, seen, time.perf_counter() - start
+
+
+def say(cluster: Cluster, line: str) -> None:
+    """A progress line on stderr (rank 0's only, in a distributed run)."""
+    if cluster.is_main:
+        print(line, file=sys.stderr, flush=True)
+
+
 def update_sgd(model, items, steps: int, optimizer: torch.optim.Optimizer, rng: np.random.Generator) -> List[float]:
     """`steps` optimizer steps of `model.net` on the source `items` (shuffled batches,
     grouped for ranking losses, as many passes as needed); the losses."""
@@ -310,7 +392,7 @@ def update_sgd(model, items, steps: int, optimizer: torch.optim.Optimizer, rng: 
         for idx in batch_indices(len(items), fit.batch_size, rng, groups, fit.group_size):
             if len(losses) == steps:
                 break
-            batch = items.batch(idx, rng, model.batch_spec)
+            batch = items.batch(idx, rng, model.batch_spec).to(next(model.net.parameters()).device)
             try:
                 losses.append(sgd_step(model.net, batch, loss_fn, optimizer, fit.grad_clip))
             except NonFiniteLoss as e:

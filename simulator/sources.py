@@ -12,7 +12,9 @@ evaluation and prediction need from data goes through these methods:
 * `evaluate(scorer, batch_size)`: metrics of the measured configs, per group and mean;
 * `rankings(scorer, batch_size)`: every group's configs in predicted order;
 * `normalization(spec, seed)`: the training statistics (`simulator.statistics`);
-* `model_info()`: what a model's shape depends on (`ModelInfo`, from the data).
+* `model_info()`: what a model's shape depends on (`ModelInfo`, from the data);
+* `subset(indices)`: the items at `indices`, as a source of the same kind (a run's parts;
+  a distributed run's shard of a part to score, `simulator.distributed`).
 
 Two implementations: `simulator.samples_source.SampleSource` (GraphSamples in memory:
 TVM templates, MetaSchedule, HLO) and `simulator.tpugraphs_source.TpuGraphsSource`
@@ -86,6 +88,8 @@ class Source(Protocol):
     def normalization(self, spec: BatchSpec, seed: int) -> Normalization: ...
 
     def model_info(self) -> ModelInfo: ...
+
+    def subset(self, indices: Sequence[int]) -> "Source": ...
 
 
 @dataclass

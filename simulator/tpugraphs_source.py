@@ -187,12 +187,16 @@ class TpuGraphsSource:
     def trainable(self) -> "TpuGraphsSource":
         """This source without the graphs that have fewer than 2 measured configs (nothing
         to rank), e.g. a test split whose runtimes are withheld."""
-        keep = [i for i in range(len(self)) if len(self.measured(i)) >= 2]
+        return self.subset([i for i in range(len(self)) if len(self.measured(i)) >= 2])
+
+    def subset(self, indices: Sequence[int]) -> "TpuGraphsSource":
+        """The graphs at `indices` (a cache of their own)."""
+        keep = [int(i) for i in indices]
         out = TpuGraphsSource.__new__(TpuGraphsSource)
         out.__dict__.update(self.__dict__)
         out.files = [self.files[i] for i in keep]
         out.collections = [self.collections[i] for i in keep]
-        out._measured = {j: self._measured[i] for j, i in enumerate(keep)}
+        out._measured = {j: self._measured[i] for j, i in enumerate(keep) if i in self._measured}
         out._cache, out._cached_bytes = OrderedDict(), 0
         return out
 

@@ -33,6 +33,7 @@ Flags not given then default per collection: `--loss listmle`, `--split official
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -42,6 +43,7 @@ from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, 
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
 from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
+from .distributed import DEVICES, Cluster, start, stop
 from .engine import locked_output, setup_determinism, write_json
 from .layers import POOLINGS, PROPAGATIONS
 from .losses import LOSSES
@@ -52,7 +54,7 @@ from .sources import DataKind, RunData, data_kind
 from .splits import SPLITS
 
 # flags that say where/how to run, not what the run is: kept out of the recorded config
-RUN_FLAGS = ("out", "resume", "overwrite")
+RUN_FLAGS = ("out", "resume", "overwrite", "device")
 # what a run writes into OUT (cleared by --overwrite; metrics.json exists only while it
 # describes the checkpoint beside it)
 METRICS_NAME = "metrics.json"
@@ -136,6 +138,8 @@ def _run_flags(add: Add) -> None:
     add("--out", type=output_folder, default=None, help="run folder (default runs/SPLIT-MODEL-LOSS-seedS[-fF])")
     add("--resume", action="store_true", help="continue the run in OUT from its checkpoint")
     add("--overwrite", action="store_true", help="replace a run already in OUT")
+    add("--device", choices=DEVICES, default="cpu",
+        help="train and score on this device (cuda: the GPU of this process, LOCAL_RANK under torchrun)")
 
 
 FLAG_GROUPS = (("data", _data_flags), ("model", _model_flags), ("training", _fit_flags), ("run", _run_flags))
@@ -237,9 +241,11 @@ def clear_run(out: str) -> None:
         print(f"{out}: removed the earlier run's {', '.join(removed)} (--overwrite)", file=sys.stderr)
 
 
-def resume_state(out: str, flags: Dict[str, Any], given: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def resume_state(out: str, flags: Dict[str, Any], given: Dict[str, Any],
+                 cluster: Cluster = Cluster()) -> Optional[Dict[str, Any]]:
     """The checkpoint to continue from (None: a new run); refuses to overwrite a run,
-    clears it with --overwrite. Called with OUT locked."""
+    clears it with --overwrite (rank 0 of a distributed run). Called with OUT locked (by
+    rank 0)."""
     ckpt_path = os.path.join(out, CHECKPOINT_NAME)
     holds_run = any(os.path.exists(os.path.join(out, name)) for name in RUN_FILES)
     state = None
@@ -256,9 +262,9 @@ def resume_state(out: str, flags: Dict[str, Any], given: Dict[str, Any]) -> Opti
     elif holds_run and not flags["overwrite"] and not flags["resume"]:
         raise SimulatorError(f"{out} already holds a run: pass --resume to continue it, "
                              f"--overwrite to replace it, or another --out")
-    elif flags["resume"]:
+    elif flags["resume"] and cluster.is_main:
         print(f"{ckpt_path}: no checkpoint yet, starting the run", file=sys.stderr)
-    if flags["overwrite"]:
+    if flags["overwrite"] and cluster.is_main:
         clear_run(out)
     return state
 
@@ -272,13 +278,17 @@ def resumed_config(state: Dict[str, Any], given: Dict[str, Any], ckpt_path: str)
     return TrainConfig.from_dict(saved).replace(epochs=epochs)
 
 
-def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: str) -> Dict[str, Any]:
-    """Metrics of the val and test parts (a part whose runtimes are withheld is skipped)."""
+def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: str,
+                   cluster: Cluster = Cluster()) -> Dict[str, Any]:
+    """Metrics of the val and test parts (a part whose runtimes are withheld is skipped);
+    the ranks of a distributed run score shares of each, rank 0 prints."""
     metrics: Dict[str, Any] = {}
     for part in ("val", "test"):
         if not len(data.parts[part]):
             continue
-        result = data.parts[part].evaluate(model, config.fit.eval_batch_size)
+        result = cluster.evaluate(data.parts[part], model, config.fit.eval_batch_size)
+        if not cluster.is_main:
+            continue
         if not result:  # TpuGraphs test split with its runtimes withheld
             print(f"\n{part}: no measured configs (runtimes withheld); not scored — rank them with "
                   f"python -m simulator.predict {out} --kaggle-csv FILE", file=sys.stderr)
@@ -289,43 +299,56 @@ def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: st
 
 
 def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """One training run: this process alone, or one rank of a torchrun run
+    (`simulator.distributed`; rank 0 holds OUT and writes)."""
     flags, given = vars(build_parser().parse_args(argv)), explicit_flags(argv)
     config = config_from_flags(flags)
     kind = data_kind(config.data.data)
     config = validate(kind.resolve(config, set(given)))
     out = flags["out"] or default_out(config, kind)
-    with locked_output(out):  # one writer per run folder, for the whole run
-        return train_run(out, flags, given, config, kind)
+    cluster = start(flags["device"])
+    try:
+        # one writer per run folder, for the whole run
+        with locked_output(out) if cluster.is_main else contextlib.nullcontext():
+            return train_run(out, flags, given, config, kind, cluster)
+    finally:
+        stop(cluster)
 
 
 def train_run(out: str, flags: Dict[str, Any], given: Dict[str, Any], config: TrainConfig,
-              kind: DataKind) -> Dict[str, Any]:
-    """The run in OUT (held by this process): resume or start, fit, evaluate, write."""
+              kind: DataKind, cluster: Cluster = Cluster()) -> Dict[str, Any]:
+    """The run in OUT (held by this process, or by rank 0): resume or start, fit,
+    evaluate, write (rank 0)."""
     # ------------------------------------------------------------ config
     ckpt_path, metrics_path = os.path.join(out, CHECKPOINT_NAME), os.path.join(out, METRICS_NAME)
-    state = resume_state(out, flags, given)
+    state = resume_state(out, flags, given, cluster)
     if state is not None:  # a resumed run keeps its config; only --epochs may change
         config = resumed_config(state, given, ckpt_path)
     setup_determinism(config.seed, config.threads)
 
     # ------------------------------------------------------------ data and model
     data = kind.open_run(config, None if state is None else ModelInfo.from_dict(state["info"]))
-    print(data.summary, file=sys.stderr)
+    if cluster.is_main:
+        print(data.summary + (f"; {cluster.world_size} processes" if cluster.distributed else ""), file=sys.stderr)
     model = build_cost_model(config, data.info)
+    model.place(cluster)
     model.set_normalization(data.parts["train"].normalization(model.batch_spec, config.seed) if state is None
                             else Normalization.from_dict(state["normalization"]))
 
     # ------------------------------------------------------------ fit, evaluate, write
-    if os.path.exists(metrics_path):  # metrics.json only ever describes the checkpoint beside it
+    if cluster.is_main and os.path.exists(metrics_path):  # it only ever describes the checkpoint beside it
         os.remove(metrics_path)
-    checkpoint = RunContext(ckpt_path, resume=state, base={
+    checkpoint = RunContext(ckpt_path, resume=state, cluster=cluster, base={
         "config": config.to_dict(), "info": data.info.to_dict(), "normalization": model.normalization.to_dict(),
         "split": data.split})
     summary = model.fit(data.parts["train"], data.parts["val"], checkpoint)
+    scores = evaluate_parts(model, data, config, out, cluster)
+    if not cluster.is_main:
+        return {}
     metrics: Dict[str, Any] = {"config": config.to_dict(), "run": dict(
         summary, **{f"{part}_samples": len(names) for part, names in data.split.items()}),
         "checkpoint": checkpoint.record()}
-    metrics.update(evaluate_parts(model, data, config, out))
+    metrics.update(scores)
     write_json(metrics_path, metrics)
     print(f"\nwrote {metrics_path}", file=sys.stderr)
     return metrics
