@@ -21,6 +21,11 @@ Stages (`--stages`, in this order):
             predictions against it, beside pass 1's (quiet_agreement.json)
   tuning    model-guided tuning, measured on this machine (benchmarks.tuning)
   speed     speed and memory vs xgb (benchmarks.speed)
+  ms-tuning MetaSchedule tuning of held-out operators with gnn, xgb, pre-trained xgb and
+            random, and their rank quality (benchmarks.ms_tuning, `--ms-…` options)
+  networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
+            networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
+            ceiling, and with the shipped conv2d dataset added (benchmarks.networks)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
 (`--no-wait` fails instead). The results, runs, tuning-runs and spaces folders are held
@@ -37,11 +42,12 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, speed, sweep, transfer, tuning
+from . import accuracy, ms_tuning, networks, speed, sweep, transfer, tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 
-STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "report"]
+STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "networks",
+          "report"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,14 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     transfer.add_arguments(x, prefix="transfer-")
     x.add_argument("--no-transfer-analysis", dest="transfer_analysis", action="store_false",
                    help="skip benchmarks.transfer_analysis in the transfer stage")
+    ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning (issue 11)"))
+    n = ap.add_argument_group("networks dataset (benchmarks.networks)")
+    networks.add_arguments(n)
     return ap
 
 
 def protocol_notes(args) -> List[str]:
     """Each option that differs from the full protocol, in words."""
     defaults = build_parser().parse_args([])
-    skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "transfer_quiet_log", "extraction_log", "tuning_runs", "spaces",
-            "space_workers", "force", "split_run"}
+    skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "transfer_quiet_log",
+            "extraction_log", "tuning_runs", "spaces", "space_workers", "force", "split_run", "networks_data"}
     notes = []
     for key, value in vars(args).items():
         if key in skip or getattr(defaults, key, value) == value:
@@ -279,6 +288,8 @@ def run_stages(args, argv: Optional[Sequence[str]]) -> int:
     stage("ceiling", do_ceiling)
     stage("tuning", do_tuning)
     stage("speed", do_speed)
+    stage("ms-tuning", lambda: (wait_quiet(args.no_wait), ms_tuning.run(args, command=info["command"])))
+    stage("networks", lambda: networks.run(args))
     info["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     write_json(info_path, info)
     if "report" in args.stages:

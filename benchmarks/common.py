@@ -29,8 +29,8 @@ MODELS = ["gcn", "sage", "gat", "cheb", "mlp", "curve-mlp", "xgb"]
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "l1_log", "mape"]
 METRIC_LABELS = {"kendall_tau": "Kendall τ", "top1_slowdown": "top-1 slowdown",
                  "top5_slowdown": "top-5 slowdown", "l1_log": "L1 (log)", "mape": "MAPE",
-                 "opa": "OPA", "top10_slowdown": "top-10 slowdown"}
-PERCENT = {"top1_slowdown", "top5_slowdown", "top10_slowdown", "mape", "top1_ape"}
+                 "opa": "OPA", "top10_slowdown": "top-10 slowdown", "top5_recall": "top-5 recall"}
+PERCENT = {"top1_slowdown", "top5_slowdown", "top10_slowdown", "mape", "top1_ape", "top5_recall"}
 DEFAULT_RESULTS = os.path.join("docs", "results")
 DEFAULT_RUNS = os.path.join("runs", "bench")
 

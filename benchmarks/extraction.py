@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .common import COUNT, output_file
+from .common import COUNT, output_file, write_json
 
 
 def stage_times(jobs, repeats: int = 1) -> dict:
@@ -58,7 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from extract.fileio import atomic_write
     from extract.tvm_graph import extract_many
     from extract.tvm_log import read_jobs
 
@@ -75,8 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             result[f"{prefix}configs_per_s_{workers}_workers"] = len(jobs) / (time.perf_counter() - start)
     print(json.dumps(result, indent=1))
     if args.out:
-        with atomic_write(args.out) as f:
-            json.dump(result, f, indent=1)
+        write_json(args.out, result)
     return 0
 
 

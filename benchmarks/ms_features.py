@@ -35,7 +35,6 @@ only the cores this process may use count: `--workers` above that is skipped.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -442,9 +441,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"load average (1 min) before {result['load_average_before']:.1f}, after "
           f"{result['load_average_after']:.1f} on {os.cpu_count()} cores")
     if args.out:
-        from extract.fileio import atomic_write
-        with atomic_write(args.out) as f:
-            json.dump(result, f, indent=1)
+        from .common import write_json
+        write_json(args.out, result)
     return 0
 
 

@@ -85,13 +85,14 @@ def test_predictions(run_dir: str, data: Optional[Sequence[str]] = None, samples
                     "predicted": np.array([float(r["predicted_s"]) for r in rows])}
     from simulator.costmodel import load_trained
     from simulator.data import load_data
-    from simulator.splits import make_split
+    from simulator.splits import group_tags, make_split
     model, _ = load_trained(run_dir)
     d = model.config.data
     if samples is None:
         samples = load_data(list(data or d.data), d.cache_dir)
     parts = make_split([s.group for s in samples], d.split, model.config.seed, d.train_workloads,
-                       d.test_workloads, d.val_fraction, d.train_fraction)
+                       d.test_workloads, d.val_fraction, d.train_fraction, group_tags(samples),
+                       d.test_network, d.test_op_kind)
     test = [samples[i] for i in parts["test"]]
     pred = np.exp(model.predict(test, 1024))
     out = {"workload": np.array([s.group for s in test for _ in range(s.num_configs)]),

@@ -427,6 +427,12 @@ def build(results: str, out: str) -> str:
         lines += speed_section(speed)
     if tuning:
         lines += tuning_section(tuning)
+    from .ms_tuning import report_section
+    lines += report_section(results)
+    nets = _load(results, "networks.json")
+    if nets:
+        from .networks import report_section as networks_section
+        lines += networks_section(nets)
     text = "\n".join(lines).rstrip() + "\n"
     with atomic_write(out, "w") as f:
         f.write(text)

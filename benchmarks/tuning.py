@@ -333,9 +333,9 @@ def run(args) -> Dict[str, Any]:
     with open(path, "a", encoding="utf-8") as f:
         for n, (p, (w, kind, index)) in enumerate(todo, 1):
             if kind == "config":
-                res = measurer.call(measure_config, (w, index, args.repeat, args.min_repeat_ms), args.timeout)
+                res = measurer.measure(measure_config, (w, index, args.repeat, args.min_repeat_ms), args.timeout)
             else:
-                res = measurer.call(measure_unscheduled, (w, args.repeat, args.min_repeat_ms), args.timeout * 4)
+                res = measurer.measure(measure_unscheduled, (w, args.repeat, args.min_repeat_ms), args.timeout * 4)
             m = {"workload": w, "kind": kind, "index": index, "pass": p, "time": time.time(), **asdict(res)}
             done.append(m)
             f.write(json.dumps(m) + "\n")

@@ -4,6 +4,9 @@
   * "shipped" — ResNet-18's twelve conv2d workloads measured on this project's machines
     (`datasets/resnet18_x86/`, see its README); groups are named C1…C12;
   * AutoTVM log files or folders of them (any template `extract.templates` knows);
+  * MetaSchedule tuning databases: a database folder (`database_workload.json` +
+    `database_tuning_record.json`, plain or .gz), or a folder of them (a pass folder of
+    the MetaSchedule dataset); groups are `extract.ms_workload` workload keys;
   * a folder of sample collections (`*.npz` written by `extract.tvm_log --out`), or
     such files.
 Several may be given ("shipped" among them). Each path is read once, and samples that
@@ -15,7 +18,7 @@ is said in one line per path (`Collection.read`; printed unless `progress=False`
 folder written by `extract.tvm_log` is checked against its report.json (an interrupted
 run, a stale or changed collection: `DatasetError`).
 
-Samples extracted from logs are cached on disk, keyed by a hash of the logs' bytes and
+Samples extracted from logs and databases are cached on disk, keyed by a hash of their bytes and
 the extractor version, so a changed extractor rebuilds the cache. The shipped data
 comes with its extracted samples (`samples.npz`), used while the extractor version
 matches.
@@ -108,13 +111,15 @@ def _logs_key(files: Iterable[str]) -> str:
 def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = True,
               progress: bool = True, cache: Optional[str] = None,
               per_file: Optional[Dict[str, Dict[str, int]]] = None) -> List[GraphSample]:
-    """Samples of AutoTVM logs, extracted once and cached (in `cache_dir(cache)`).
+    """Samples of AutoTVM logs and MetaSchedule databases (a database stands for itself
+    by its folder or its record file), extracted once and cached (in `cache_dir(cache)`).
     `per_file`, if given, gets what was read from each log file (records, samples,
     errors, skipped; empty for a cache written before these were kept)."""
-    from extract.tvm_log import extract_logs
+    from extract.tvm_log import extract_logs, input_files
 
-    files = log_files(list(paths))
-    cached = cache_dir(cache) / f"logs-{_logs_key(files)}.npz"
+    files = list({os.path.realpath(f): f for p in paths
+                  for f in (_database_record_files(p) or log_files([p]))}.values())
+    cached = cache_dir(cache) / f"logs-{_logs_key(input_files(files))}.npz"
     if use_cache and cached.exists():
         if per_file is not None:
             per_file.update(_counts_of(files, load_info(str(cached)).get("per_file", {})))
@@ -172,6 +177,19 @@ def _sample_files_in(folder: Path) -> List[str]:
                   and not p.name.startswith("."))
 
 
+def _database_record_files(spec: str) -> List[str]:
+    """The record files of the MetaSchedule databases a path stands for (a database
+    folder, one of its files, or a folder of databases; see extract.ms_database); each
+    names its database to the readers). A folder of the networks dataset
+    (`datasets.networks`) stands for its first pass's databases."""
+    from extract.ms_database import database_files, find_databases
+
+    from .networks import is_dataset, training_databases
+
+    folders = training_databases(spec) if is_dataset(spec) else find_databases(spec)
+    return [database_files(db)[1] for db in folders]
+
+
 @dataclass
 class _Source:
     """What one `--data` spec names: sample collection files and/or log files."""
@@ -195,8 +213,17 @@ def _classify(spec: str) -> _Source:
         raise DatasetError(f"{spec}: no such file or folder (give 'shipped', AutoTVM logs, "
                            f"or a folder of extracted .npz samples)")
     if not path.is_dir():
-        return _Source(spec, [spec], []) if _is_sample_file(path) else _Source(spec, [], [spec])
+        if _is_sample_file(path):
+            return _Source(spec, [spec], [])
+        return _Source(spec, [], _database_record_files(spec) or [spec])
     npz = _sample_files_in(path)
+    databases = _database_record_files(spec)
+    if databases:  # MetaSchedule databases: their record files stand for them
+        if npz:
+            raise DatasetError(f"{spec}: holds both sample collections ({len(npz)} .npz, e.g. {npz[0]}) and "
+                               f"MetaSchedule databases (e.g. {os.path.dirname(databases[0])}); give the "
+                               f"collections' folder or the databases themselves")
+        return _Source(spec, [], databases)
     try:
         logs = log_files([spec])
     except FileNotFoundError:
@@ -291,6 +318,7 @@ def load_collection(data: Union[str, Sequence[str]] = "shipped", progress: bool 
                         f"{count} samples" + _already(len(source.sample_files) - len(files)))
     logs = [s for s in sources if s.logs]
     if logs:
+        from extract.ms_database import is_record_file
         from extract.tvm_log import describe_counts
 
         per_file: Dict[str, Dict[str, int]] = {}
@@ -309,13 +337,33 @@ def load_collection(data: Union[str, Sequence[str]] = "shipped", progress: bool 
                 for f in files:
                     for k, v in per_file.get(f, {}).items():
                         counts[k] = counts.get(k, 0) + v
-                read.append(f"{source.spec}: {describe_counts(counts, len(files))}"
+                noun = "database" if files and all(map(is_record_file, files)) else "log"
+                read.append(f"{source.spec}: {describe_counts(counts, len(files), noun)}"
                             + _already(len(source.logs) - len(files)))
             else:  # a cache written before per-file counts were kept
                 read.append(f"{source.spec}: {len(files)} logs (extracted earlier, from the cache)")
     if not samples:
         raise DatasetError(f"{', '.join(specs)}: holds no samples")
+    read.extend(_tag_networks(samples, specs))
     return _finish(Collection(samples, shared_extractor(infos, names), read=read), progress)
+
+
+def _tag_networks(samples: Sequence[GraphSample], specs: Sequence[str]) -> List[str]:
+    """Tag the samples with the networks and operator kind of their task, from the task
+    tables of the networks dataset folders among `specs` (`datasets.networks.annotate`);
+    a line saying how many were tagged (none when no spec is such a folder)."""
+    from .networks import NetworkDataError, annotate, is_dataset, merge_tags, read_tasks, task_tags
+
+    folders = [s for s in specs if s != "shipped" and is_dataset(s)]
+    if not folders:
+        return []
+    try:
+        tags = merge_tags([task_tags(read_tasks(f)) for f in folders])
+    except NetworkDataError as e:
+        raise DatasetError(str(e)) from None
+    untagged = annotate(samples, tags)
+    return [f"tagged {len(samples) - untagged} samples with their networks and operator kind "
+            f"({len(tags)} tasks); {untagged} samples of no task in the table"]
 
 
 def _already(count: int) -> str:

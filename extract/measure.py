@@ -140,18 +140,24 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 # ---------------------------------------------------------------- driver side
-class Worker:
-    """One spawned measuring process; replaced after a timeout or a crash."""
 
-    def __init__(self, num_threads: int):
-        os.environ["TVM_NUM_THREADS"] = str(num_threads)
+class SlotTimeout(Exception):
+    """The process gave no answer in time (it was killed)."""
+
+
+class SlotDied(Exception):
+    """The process died (a crashed kernel, or killed from outside)."""
+
+
+class Slot:
+    """One spawned process that runs one call at a time; killed (with whatever it holds:
+    a hung kernel, sockets) and replaced after a timeout or a crash."""
+
+    def __init__(self) -> None:
         self.pool: Optional[cf.ProcessPoolExecutor] = None
 
-    def run(self, job: MeasureJob, repeat: int, min_repeat_ms: int, timeout: float) -> MeasureResult:
-        return self.call(measure_one, (*job, repeat, min_repeat_ms), timeout)
-
-    def call(self, fn, args: tuple, timeout: float) -> MeasureResult:
-        """fn(*args) in the worker; fn returns a `MeasureResult`, like `measure_one`."""
+    def call(self, fn, args: tuple, timeout: float):
+        """fn(*args) in the process; `SlotTimeout` / `SlotDied` when it hangs or dies."""
         if self.pool is None:
             self.pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                                initializer=_exit_with_parent, initargs=(os.getpid(),))
@@ -159,13 +165,14 @@ class Worker:
         try:
             return future.result(timeout=timeout)
         except cf.TimeoutError:
-            self.restart()
-            return MeasureResult.failed(rec.RUN_TIMEOUT, f"no result after {timeout:.0f} s", timeout)
+            self.kill()
+            raise SlotTimeout(f"no answer after {timeout:.0f} s") from None
         except cf.process.BrokenProcessPool as e:
-            self.restart()
-            return MeasureResult.failed(rec.RUNTIME_DEVICE, f"worker process died: {e}", 0.0)
+            self.kill()
+            raise SlotDied(f"measuring process died: {e}") from None
 
-    def restart(self) -> None:
+    def kill(self) -> None:
+        """Stop the process now (`shutdown` alone would wait for a hung kernel forever)."""
         if self.pool is not None:
             for proc in list(getattr(self.pool, "_processes", {}).values()):
                 proc.kill()
@@ -176,6 +183,26 @@ class Worker:
         if self.pool is not None:
             self.pool.shutdown()
             self.pool = None
+
+
+class Worker(Slot):
+    """One spawned measuring process; a hang or a crash is a failed measurement."""
+
+    def __init__(self, num_threads: int):
+        os.environ["TVM_NUM_THREADS"] = str(num_threads)
+        super().__init__()
+
+    def run(self, job: MeasureJob, repeat: int, min_repeat_ms: int, timeout: float) -> MeasureResult:
+        return self.measure(measure_one, (*job, repeat, min_repeat_ms), timeout)
+
+    def measure(self, fn, args: tuple, timeout: float) -> MeasureResult:
+        """fn(*args) in the worker; fn returns a `MeasureResult`, like `measure_one`."""
+        try:
+            return self.call(fn, args, timeout)
+        except SlotTimeout:
+            return MeasureResult.failed(rec.RUN_TIMEOUT, f"no result after {timeout:.0f} s", timeout)
+        except SlotDied as e:
+            return MeasureResult.failed(rec.RUNTIME_DEVICE, f"worker process died: {e}", 0.0)
 
 
 def sample_jobs(template_name: str, workloads: Dict[str, Workload], per_workload: int,

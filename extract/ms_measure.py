@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
+from .cli import COUNT, NONNEGATIVE, NONNEGATIVE_FLOAT, POSITIVE, SEED, Float, Int
 from .fileio import OutputBusyError, atomic_write, output_lock
 from .ms_collect import Measurer, SearchSettings, TaskCollector
 from .ms_load import LoadMonitor, measure_load
@@ -72,27 +73,27 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--networks", nargs="+", default=list(DEFAULT_NETWORKS))
     ap.add_argument("--only", nargs="+", default=[], metavar="SUBSTRING",
                     help="measure only tasks whose workload key contains one of these")
-    ap.add_argument("--max-tasks", type=int, default=0, help="at most this many tasks (0: all)")
-    ap.add_argument("--trials-per-task", type=int, default=96,
+    ap.add_argument("--max-tasks", type=NONNEGATIVE, default=0, help="at most this many tasks (0: all)")
+    ap.add_argument("--trials-per-task", type=COUNT, default=96,
                     help="records per task, half random, half evolutionary")
-    ap.add_argument("--batch", type=int, default=24, help="candidates per search round")
-    ap.add_argument("--population", type=int, default=128, help="evolutionary search population")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--measure-core", type=int, default=-1, help="core that times (default: the last)")
-    ap.add_argument("--load-threshold", type=float, default=20.0,
+    ap.add_argument("--batch", type=COUNT, default=24, help="candidates per search round")
+    ap.add_argument("--population", type=COUNT, default=128, help="evolutionary search population")
+    ap.add_argument("--seed", type=SEED, default=0)
+    ap.add_argument("--measure-core", type=Int(-1), default=-1, help="core that times (default: the last)")
+    ap.add_argument("--load-threshold", type=Float(0, 100), default=20.0,
                     help="percent busy above which the measuring core counts as loaded")
-    ap.add_argument("--max-wait", type=float, default=60.0,
+    ap.add_argument("--max-wait", type=NONNEGATIVE_FLOAT, default=60.0,
                     help="seconds to wait for a loaded measuring core before each batch")
     ap.add_argument("--force", action="store_true", help="start even if the measuring core is busy")
-    ap.add_argument("--build-timeout", type=float, default=MeasureConfig.build_timeout_s,
+    ap.add_argument("--build-timeout", type=POSITIVE, default=MeasureConfig.build_timeout_s,
                     help="seconds before a build counts as failed")
-    ap.add_argument("--run-timeout", type=float, default=MeasureConfig.run_timeout_s,
+    ap.add_argument("--run-timeout", type=POSITIVE, default=MeasureConfig.run_timeout_s,
                     help="seconds before a timing counts as failed")
-    ap.add_argument("--reference-every", type=float, default=300.0, help="seconds between reference timings")
-    ap.add_argument("--remeasure", type=float, default=0.0, metavar="FRACTION",
+    ap.add_argument("--reference-every", type=NONNEGATIVE_FLOAT, default=300.0, help="seconds between reference timings")
+    ap.add_argument("--remeasure", type=Float(0, 1), default=0.0, metavar="FRACTION",
                     help="second pass: time again this share of every task's valid records")
-    ap.add_argument("--pass-number", type=int, default=0, help="pass folder to write (default 1, or 2 with --remeasure)")
-    ap.add_argument("--progress-every", type=float, default=60.0, help="seconds between progress lines (not a terminal)")
+    ap.add_argument("--pass-number", type=NONNEGATIVE, default=0, help="pass folder to write (default 1, or 2 with --remeasure)")
+    ap.add_argument("--progress-every", type=NONNEGATIVE_FLOAT, default=60.0, help="seconds between progress lines (not a terminal)")
     ap.add_argument("--dry-run", action="store_true", help="write the task table, print the plan, measure nothing")
     return ap
 

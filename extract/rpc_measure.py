@@ -49,7 +49,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 from . import records as rec
 from .cli import NONNEGATIVE, POSITIVE, progress
 from .fileio import AppendLog
-from .measure import MeasureJob, MeasureResult, _exit_with_parent, check_and_time
+from .measure import MeasureJob, MeasureResult, Slot, SlotDied, SlotTimeout, check_and_time
 from .records import MeasureRecord, read_records
 from .templates import get_template
 from .workloads import Workload, workload_name
@@ -301,48 +301,6 @@ def run_session(path: str, wl: Workload, target: str, repeat: int, min_repeat_ms
 
 
 # ---------------------------------------------------------------- driver side
-class SlotTimeout(Exception):
-    pass
-
-
-class SlotDied(Exception):
-    pass
-
-
-class Slot:
-    """One spawned process holding one in-flight config; killed and replaced after a
-    timeout or a crash (which closes whatever sockets it held)."""
-
-    def __init__(self) -> None:
-        self.pool: Optional[cf.ProcessPoolExecutor] = None
-
-    def call(self, fn, args: tuple, timeout: float):
-        if self.pool is None:
-            self.pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                               initializer=_exit_with_parent, initargs=(os.getpid(),))
-        future = self.pool.submit(fn, *args)
-        try:
-            return future.result(timeout=timeout)
-        except cf.TimeoutError:
-            self.kill()
-            raise SlotTimeout(f"no answer after {timeout:.0f} s") from None
-        except cf.process.BrokenProcessPool as e:
-            self.kill()
-            raise SlotDied(f"measuring process died: {e}") from None
-
-    def kill(self) -> None:
-        if self.pool is not None:
-            for proc in list(getattr(self.pool, "_processes", {}).values()):
-                proc.kill()
-            self.pool.shutdown(wait=False, cancel_futures=True)
-        self.pool = None
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
-            self.pool = None
-
-
 class TargetError(ValueError):
     """A target TVM cannot build for."""
 

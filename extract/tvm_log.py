@@ -1,8 +1,18 @@
-"""AutoTVM tuning logs → graph samples.
+"""Tuning logs — AutoTVM logs and MetaSchedule databases — → graph samples.
 
     python -m extract.tvm_log LOG_OR_DIR... --out DIR [--overwrite] [--skip-bad] [--workers N] [--no-per-store]
 
-Reads records in both formats (v0.1 of TVM 0.5/0.6, v0.2 of TVM ≥ 0.7), picks the
+The format is told from the path: a folder holding a MetaSchedule database
+(`database_workload.json` + `database_tuning_record.json`, plain or .gz, as `ms.tune_tir`,
+the Relax integration, `simulator.tune` and `extract.ms_measure` write them), one of those
+two files, or a folder whose subfolders hold databases (a pass folder of the MetaSchedule
+dataset, `pass1/{random,evolutionary}`) is read as MetaSchedule databases
+(`extract.ms_database`: each record's trace replayed on its workload, groups named by
+`extract.ms_workload.workload_key`, failed records counted per group, a trace that no
+longer applies a counted skip naming its line); anything else as AutoTVM logs. Both
+kinds may be given in one run.
+
+AutoTVM: reads records in both formats (v0.1 of TVM 0.5/0.6, v0.2 of TVM ≥ 0.7), picks the
 template by the task name, rebuilds each config's TIR and writes one sample collection
 per workload group, `DIR/<group>.npz` (see extract.sample), and `DIR/report.json`.
 A group is the workload, and the record's target kind when it is not the template's own
@@ -42,6 +52,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .cli import NONNEGATIVE
+from .ms_database import is_record_file
 from .fileio import OutputBusyError, atomic_write, output_lock
 from .records import (ERROR_NAMES, REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report,
                       log_files, read_records, target_kind)
@@ -72,13 +83,14 @@ class LogReport:
 
     def table(self) -> str:
         groups = sorted(set(self.measured) | set(self.errors))
-        rows = [f"{'workload':<40} {'samples':>8} {'errors set aside':>17}"]
+        w = max([40, *map(len, groups)])
+        rows = [f"{'workload':<{w}} {'samples':>8} {'errors set aside':>17}"]
         for g in groups:
             errs = self.errors.get(g, Counter())
             detail = ", ".join(f"{n} {ERROR_NAMES.get(k, k)}" for k, n in sorted(errs.items()))
-            rows.append(f"{g:<40} {self.measured[g]:>8} {sum(errs.values()):>17}"
+            rows.append(f"{g:<{w}} {self.measured[g]:>8} {sum(errs.values()):>17}"
                         + (f"  ({detail})" if detail else ""))
-        rows.append(f"{'total':<40} {sum(self.measured.values()):>8} "
+        rows.append(f"{'total':<{w}} {sum(self.measured.values()):>8} "
                     f"{sum(sum(c.values()) for c in self.errors.values()):>17}")
         if self.bad_lines:
             rows.append(f"{len(self.bad_lines)} bad records skipped, first: "
@@ -92,19 +104,21 @@ class LogReport:
         lines, done = [], set()
         for path in paths:
             try:
-                files = [f for f in log_files([path]) if os.path.realpath(f) not in done]
+                files = [f for f in input_files([path]) if os.path.realpath(f) not in done]
             except (FileNotFoundError, RecordFormatError):
                 files = []
             done.update(os.path.realpath(f) for f in files)
             total = sum((self.per_file.get(f, Counter()) for f in files), Counter())
-            lines.append(f"{path}: " + (describe_counts(total, len(files)) if files
+            records = [f for f in files if is_record_file(f)]  # a database: its record file
+            lines.append(f"{path}: " + (describe_counts(total, len(records), "database") if records else
+                                        describe_counts(total, len(files)) if files
                                         else "nothing new (already read from an earlier path)"))
         return lines
 
 
-def describe_counts(counts: Dict[str, int], files: int) -> str:
-    """`2 logs: 9 records → 8 samples, 1 error set aside, 0 skipped`."""
-    return (f"{files} log{'s' * (files != 1)}: {counts.get('records', 0)} records → "
+def describe_counts(counts: Dict[str, int], files: int, noun: str = "log") -> str:
+    """`2 logs: 9 records → 8 samples, 1 error set aside, 0 skipped` (`noun`: log, database)."""
+    return (f"{files} {noun}{'s' * (files != 1)}: {counts.get('records', 0)} records → "
             f"{counts.get('samples', 0)} samples, {counts.get('errors', 0)} errors set aside, "
             f"{counts.get('skipped', 0)} skipped")
 
@@ -162,22 +176,51 @@ def read_jobs(paths: Sequence[str], skip_bad: bool = False,
     return jobs, report
 
 
+def split_inputs(paths: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """(MetaSchedule database paths, AutoTVM log paths) of the given paths: a path that
+    is or holds a MetaSchedule database (`extract.ms_database.find_databases`: a
+    database folder, one of its two files, or a folder of them such as a pass folder of
+    the MetaSchedule dataset) is read as databases, anything else as AutoTVM logs."""
+    from .ms_database import holds_databases
+
+    ms_paths = [p for p in paths if holds_databases(p)]
+    return ms_paths, [p for p in paths if p not in ms_paths]
+
+
+def input_files(paths: Sequence[str]) -> List[str]:
+    """The files the paths name, for reading and for a cache key: AutoTVM log files and
+    both files of every MetaSchedule database. Raises FileNotFoundError for a path that
+    is neither."""
+    from .ms_database import database_files, find_databases
+
+    ms_paths, logs = split_inputs(paths)
+    files = [f for p in ms_paths for db in find_databases(p) for f in database_files(db)]
+    return files + (log_files(logs) if logs else [])
+
+
 def extract_logs(paths: Sequence[str], skip_bad: bool = False, workers: int = 0,
                  progress: bool = True, per_store: bool = True
                  ) -> Tuple[Dict[str, List[GraphSample]], LogReport]:
-    """Read logs and extract every successful record; samples grouped by workload group.
-    With `skip_bad`, a config whose extraction raises is skipped and counted (file:line)."""
-    jobs, report = read_jobs(paths, skip_bad)
-    failed: Optional[List[JobFailed]] = [] if skip_bad else None
+    """Read AutoTVM logs and MetaSchedule databases (`split_inputs` tells them apart) and
+    extract every successful record; samples grouped by workload group. With `skip_bad`,
+    a config whose extraction raises is skipped and counted (file:line); a MetaSchedule
+    record whose trace no longer applies is always a counted skip."""
+    from .ms_database import count_failures, read_databases
+
+    ms_paths, logs = split_inputs(paths)
+    jobs, report = read_jobs(logs, skip_bad) if logs else ([], LogReport())
+    autotvm_jobs = len(jobs)
+    if ms_paths:
+        ms_jobs, report = read_databases(ms_paths, skip_bad, report)
+        jobs = list(jobs) + ms_jobs
+    failed: Optional[List[JobFailed]] = [] if skip_bad or ms_paths else None
     samples, report.unknown_nodes = extract_many(jobs, workers, progress, per_store, failed=failed)
-    by_source = {job.source: job for job in jobs}
-    for failure in failed or []:
-        job = by_source[failure.source]
-        report.skip(failure.source, f"extraction failed: {failure.reason}")
-        report.measured[job.group] -= 1
-        counts = report.per_file[failure.source.rpartition(":")[0]]
-        counts["samples"] -= 1
-        counts["skipped"] += 1
+    if not skip_bad:  # an AutoTVM config that fails stops the run, as without databases
+        autotvm_sources = {job.source for job in jobs[:autotvm_jobs]}
+        for failure in failed or []:
+            if failure.source in autotvm_sources:
+                raise ExtractionError(f"{failure.source}: extraction failed: {failure.reason}")
+    count_failures(jobs, failed or [], report)
     by_group: Dict[str, List[GraphSample]] = defaultdict(list)
     for s in samples:
         by_group[s.group].append(s)
@@ -229,6 +272,14 @@ def _write_report(out: Path, body: Dict[str, Any]) -> None:
         json.dump({"tool": TOOL, **body}, f, indent=1)
 
 
+def collection_name(group: str, limit: int = 180) -> str:
+    """`<group>.npz`; a group name too long for a file name (a MetaSchedule workload key
+    of a fused operator with many arguments) is cut and given a hash of the whole."""
+    if len(group) <= limit:
+        return f"{group}.npz"
+    return f"{group[:limit - 17]}-{hashlib.sha256(group.encode()).hexdigest()[:16]}.npz"
+
+
 def write_collections(out: str, by_group: Dict[str, List[GraphSample]], report: LogReport,
                       logs: Sequence[str]) -> None:
     """`OUT/<group>.npz` per workload group, then `OUT/report.json` listing them.
@@ -240,7 +291,7 @@ def write_collections(out: str, by_group: Dict[str, List[GraphSample]], report: 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     _write_report(folder, {"complete": False, "files": {}})
-    names = {group: f"{group}.npz" for group in by_group}
+    names = {group: collection_name(group) for group in by_group}
     for old in _collection_files(folder):
         if old.name not in names.values():
             old.unlink()
@@ -302,7 +353,8 @@ def _output_folder(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m extract.tvm_log", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("logs", nargs="+", help="AutoTVM log files or folders of them (.json/.jsonl/.log[.gz])")
+    ap.add_argument("logs", nargs="+", help="AutoTVM log files or folders of them (.json/.jsonl/.log[.gz]), "
+                    "MetaSchedule database folders (or folders of them)")
     ap.add_argument("--out", required=True, type=_output_folder, help="folder for the sample collections")
     ap.add_argument("--overwrite", action="store_true",
                     help="replace an earlier run's output in --out (its *.npz and report.json)")
@@ -317,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        log_files(args.logs)  # a missing log is reported before the output folder is made
+        input_files(args.logs)  # a missing log is reported before the output folder is made
         with output_lock(args.out):  # one writer per folder, known before extracting
             refuse_earlier_output(args.out, args.overwrite)
             by_group, report = extract_logs(args.logs, args.skip_bad, args.workers, per_store=args.per_store)

@@ -29,6 +29,8 @@ class DataConfig:
     split: str = "cross-workload"
     train_workloads: Optional[List[str]] = None
     test_workloads: Optional[List[str]] = None
+    test_network: Optional[str] = None       # leave-network-out: the held-out network
+    test_op_kind: Optional[str] = None       # leave-op-kind-out: the held-out operator kind
     val_fraction: float = 0.2
     feature_transform: str = "none"          # "none" | "log1p"
     train_fraction: float = 1.0

@@ -186,6 +186,12 @@ def start(device: str = "cpu") -> Cluster:
     return Cluster(rank, world, local_rank, device)
 
 
-def stop(cluster: Cluster) -> None:
+def stop(cluster: Cluster, finished: bool = False) -> None:
+    """Leave the process group. After a finished run every rank waits for the others first:
+    a rank that tears gloo down while a peer is still writing can abort at exit
+    ("terminate called without an active exception"). After a failure, no wait (the
+    others may never come)."""
     if cluster.distributed and torch.distributed.is_initialized():
+        if finished:
+            torch.distributed.barrier()
         torch.distributed.destroy_process_group()

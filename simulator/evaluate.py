@@ -21,6 +21,7 @@ from typing import Any, Dict, Optional, Sequence
 from extract.cli import COUNT
 from .checkpoint import checkpoint_record, metrics_mismatch, run_folder_of, weights_digest
 from .costmodel import load_trained
+from .distributed import DEVICES, Cluster, check_device
 from .engine import locked_output, setup_determinism, write_json
 from .metrics import format_table
 from .registry import SimulatorError, run_cli
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--which", choices=["best", "last"], default="best", help="best-validation or last weights")
     ap.add_argument("--write", action="store_true", help="rewrite DIR/metrics.json (run's own split only)")
     ap.add_argument("--threads", type=COUNT, default=None)
+    ap.add_argument("--device", choices=DEVICES, default="cpu", help="score on this device")
     ap.add_argument("--data-root", default=None, help="TpuGraphs runs: where the collection now is")
     return ap
 
@@ -58,6 +60,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
 def evaluate_run(args: argparse.Namespace) -> Dict[str, Any]:
     model, state = load_trained(args.run, "best_model" if args.which == "best" else "model")
+    check_device(args.device)  # a clear error without a GPU (or a CUDA build of DGL)
+    model.place(Cluster(device=args.device))
     warning = metrics_mismatch(args.run, state)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

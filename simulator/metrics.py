@@ -100,6 +100,18 @@ for _k in (1, 5, 10):
     register_metric(f"top{_k}_slowdown", percent=True)(lambda p, t, k=_k: top_k_slowdown(p, t, k))
 
 
+def top_k_recall(p, t, k):
+    """Share of the k fastest measured configs that are among the model's k first (no
+    value when a group has at most k configs: every choice would hold them all)."""
+    if len(t) <= k:
+        return float("nan")
+    chosen = set(np.argsort(p, kind="stable")[:k].tolist())
+    return len(chosen & set(np.argsort(t, kind="stable")[:k].tolist())) / k
+
+
+register_metric("top5_recall", higher_is_better=True, percent=True)(lambda p, t: top_k_recall(p, t, 5))
+
+
 # TpuGraphs' tile metric: google-research-datasets/tpu_graphs,
 # tpu_graphs/baselines/tiles/metrics.py, `top_error_performance`: "(ModelChosen - Best) /
 # Best, where ModelChosen is the (measured) runtime of configuration chosen by model (we

@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from extract.cli import COUNT, NONNEGATIVE, SEED, output_file
 from .checkpoint import metrics_mismatch
 from .costmodel import CostModel, load_trained
+from .distributed import DEVICES, Cluster, check_device
 from .data import DEFAULT_TEMPLATE
 from .engine import setup_determinism
 from .registry import run_cli
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="for a workload: extraction processes (0: one per core)")
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--threads", type=COUNT, default=None)
+    ap.add_argument("--device", choices=DEVICES, default="cpu", help="score on this device")
     x = ap.add_argument_group("TpuGraphs runs")
     x.add_argument("--kaggle-csv", type=output_file, default=None, metavar="FILE",
                    help="write the rankings as a Kaggle submission (ID,TopConfigs)")
@@ -75,6 +77,8 @@ def rank(model: CostModel, options: PredictOptions) -> Dict[str, List[Dict[str, 
 def run(argv: Optional[Sequence[str]] = None) -> Dict[str, List[Dict[str, Any]]]:
     args = build_parser().parse_args(argv)
     model, state = load_trained(args.run)
+    check_device(args.device)  # a clear error without a GPU (or a CUDA build of DGL)
+    model.place(Cluster(device=args.device))
     warning = metrics_mismatch(args.run, state)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

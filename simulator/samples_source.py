@@ -33,7 +33,7 @@ from .metrics import evaluate
 from .registry import SimulatorError
 from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer,
                       check_predictions, model_info, type_map)
-from .splits import make_split
+from .splits import group_tags, make_split
 from .statistics import normalization_of
 
 
@@ -203,12 +203,13 @@ class SampleData(DataKind):
         return True
 
     def run_name(self, config: TrainConfig) -> str:
-        return config.data.split
+        held = config.data.test_network or config.data.test_op_kind  # a leave-one-out split's
+        return config.data.split + (f"-{held}" if held else "")
 
     def _split(self, config: TrainConfig, samples: Sequence[GraphSample]) -> Dict[str, np.ndarray]:
         d = config.data
         return make_split([s.group for s in samples], d.split, config.seed, d.train_workloads, d.test_workloads,
-                          d.val_fraction, d.train_fraction)
+                          d.val_fraction, d.train_fraction, group_tags(samples), d.test_network, d.test_op_kind)
 
     def open_run(self, config: TrainConfig, info: Optional[ModelInfo]) -> RunData:
         samples, collection = load_collection(config.data.data, config.data.cache_dir)

@@ -8,6 +8,13 @@
 * `random`: 80/10/10 of each workload's configs.
 * `official`: TpuGraphs' own train/valid/test folders (`--data tpugraphs:…` only; the
   folders are the split, see `simulator.tpugraphs_source`).
+* `leave-network-out` (`--test-network bert`): test on every workload of that network
+  (a task two networks share included), train on all others (workloads of no network,
+  e.g. the shipped conv2d templates given beside, are training workloads); validation
+  as for cross-workload. Networks come from the samples' tags (`group_tags`: the
+  networks dataset, `datasets.networks`).
+* `leave-op-kind-out` (`--test-op-kind softmax`): the same with an operator kind
+  (`meta["kind"]`, else the kind a MetaSchedule workload key or a template name starts with).
 
 `train_fraction` F then keeps a seeded ⌈F·n⌉ of each workload's training configs (the
 data-efficiency sweep); validation and test stay whole.
@@ -15,7 +22,8 @@ data-efficiency sweep); validation and test stay whole.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -46,6 +54,51 @@ def _per_group(groups: np.ndarray) -> Dict[str, np.ndarray]:
     return {g: np.flatnonzero(groups == g) for g in sorted(set(groups.tolist()))}
 
 
+@dataclass(frozen=True)
+class GroupTags:
+    """What the leave-one-out splits know of a workload group."""
+
+    networks: Tuple[str, ...] = ()
+    kind: Optional[str] = None
+
+
+def kind_of(group: str, meta: Mapping[str, Any]) -> Optional[str]:
+    """A sample's operator kind: its tag, else the kind its MetaSchedule workload key
+    (`kind.chain.shapes.dtype.target`) or its template's name starts with."""
+    from extract.ms_workload import KINDS
+
+    if meta.get("kind"):
+        return str(meta["kind"])
+    head = group.split(".")[0] if group.count(".") == 4 else str(meta.get("template", "")).split(".")[0]
+    return next((k for k in sorted(KINDS, key=len, reverse=True) if head == k or head.startswith(k + "_")), None)
+
+
+def group_tags(samples: Sequence[Any]) -> Dict[str, GroupTags]:
+    """Group → networks (union over its samples' `meta["networks"]`) and operator kind."""
+    networks: Dict[str, set] = {}
+    kinds: Dict[str, Optional[str]] = {}
+    for s in samples:
+        networks.setdefault(s.group, set()).update(s.meta.get("networks") or ())
+        kinds.setdefault(s.group, kind_of(s.group, s.meta))
+    return {g: GroupTags(tuple(sorted(networks[g])), kinds[g]) for g in networks}
+
+
+def _train_val_test(groups: np.ndarray, rng: np.random.Generator, train: Sequence[str], test: Sequence[str],
+                    val_fraction: float) -> Dict[str, np.ndarray]:
+    """Test: every config of the test groups; validation: a seeded `val_fraction` of
+    each training group's configs; training: the rest of them."""
+    parts: Dict[str, List[np.ndarray]] = {"train": [], "val": [], "test": []}
+    for g, idx in _per_group(groups).items():
+        if g in test:
+            parts["test"].append(idx)
+        elif g in train:
+            idx = rng.permutation(idx)
+            n_val = int(round(val_fraction * len(idx)))
+            parts["val"].append(np.sort(idx[:n_val]))
+            parts["train"].append(np.sort(idx[n_val:]))
+    return {k: np.sort(np.concatenate(v)) if v else np.zeros(0, np.int64) for k, v in parts.items()}
+
+
 @SPLITS.register("cross-workload")
 def cross_workload(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
                    test_workloads=None, val_fraction: float = 0.2) -> Dict[str, np.ndarray]:
@@ -70,16 +123,50 @@ def cross_workload(groups: np.ndarray, rng: np.random.Generator, train_workloads
         raise SimulatorError(f"workloads {', '.join(overlap)} are both training and test workloads")
     if not train or not test:
         raise SimulatorError("cross-workload split needs at least one training and one test workload")
-    parts: Dict[str, List[np.ndarray]] = {"train": [], "val": [], "test": []}
-    for g, idx in _per_group(groups).items():
-        if g in test:
-            parts["test"].append(idx)
-        elif g in train:
-            idx = rng.permutation(idx)
-            n_val = int(round(val_fraction * len(idx)))
-            parts["val"].append(np.sort(idx[:n_val]))
-            parts["train"].append(np.sort(idx[n_val:]))
-    return {k: np.sort(np.concatenate(v)) if v else np.zeros(0, np.int64) for k, v in parts.items()}
+    return _train_val_test(groups, rng, train, test, val_fraction)
+
+
+def _leave_out(groups: np.ndarray, rng: np.random.Generator, held_out: Optional[str], val_fraction: float,
+               members: Callable[[str], Sequence[str]], flag: str, what: str) -> Dict[str, np.ndarray]:
+    """Test on the groups whose `members` include `held_out`, train on the others."""
+    present = sorted(set(groups.tolist()))
+    valid = sorted({m for g in present for m in members(g)})
+    if not valid:
+        raise SimulatorError(f"{flag}: the data's samples carry no {what} (they come from the task table of "
+                             f"the networks dataset: --data datasets/networks_x86)")
+    if held_out is None or held_out not in valid:
+        given = "is required" if held_out is None else f"{held_out!r} is not in the data"
+        raise SimulatorError(f"{flag} {given} ({what}: {', '.join(valid)})")
+    test = [g for g in present if held_out in members(g)]
+    train = [g for g in present if g not in test]
+    if not train:
+        raise SimulatorError(f"{flag} {held_out}: every workload of the data is one of its, none is left to train on")
+    return _train_val_test(groups, rng, train, test, val_fraction)
+
+
+def _no_workload_lists(train_workloads, test_workloads) -> None:
+    if train_workloads or test_workloads:
+        raise SimulatorError("--train-workloads/--test-workloads apply to --split cross-workload only")
+
+
+@SPLITS.register("leave-network-out")
+def leave_network_out(groups: np.ndarray, rng: np.random.Generator, train_workloads=None, test_workloads=None,
+                      val_fraction: float = 0.2, tags: Optional[Mapping[str, GroupTags]] = None,
+                      held_out: Optional[str] = None) -> Dict[str, np.ndarray]:
+    _no_workload_lists(train_workloads, test_workloads)
+    tags = tags or {}
+    return _leave_out(groups, rng, held_out, val_fraction, lambda g: tags.get(g, GroupTags()).networks,
+                      "--test-network", "networks")
+
+
+@SPLITS.register("leave-op-kind-out")
+def leave_op_kind_out(groups: np.ndarray, rng: np.random.Generator, train_workloads=None, test_workloads=None,
+                      val_fraction: float = 0.2, tags: Optional[Mapping[str, GroupTags]] = None,
+                      held_out: Optional[str] = None) -> Dict[str, np.ndarray]:
+    _no_workload_lists(train_workloads, test_workloads)
+    tags = tags or {}
+    return _leave_out(groups, rng, held_out, val_fraction,
+                      lambda g: [k for k in (tags.get(g, GroupTags()).kind,) if k], "--test-op-kind", "operator kinds")
 
 
 @SPLITS.register("random")
@@ -104,15 +191,33 @@ def official_split(groups: np.ndarray, rng: np.random.Generator, train_workloads
                          "--data tpugraphs:<collection> --data-root ROOT")
 
 
+HELD_OUT_FLAGS = {"leave-network-out": "--test-network", "leave-op-kind-out": "--test-op-kind"}
+
+
+def _split_kwargs(split: str, val_fraction: float, tags: Optional[Mapping[str, GroupTags]],
+                  test_network: Optional[str], test_op_kind: Optional[str]) -> Dict[str, Any]:
+    """The keyword arguments a split takes; a held-out flag given to another split is an error."""
+    held = {"leave-network-out": test_network, "leave-op-kind-out": test_op_kind}
+    for name, value in held.items():
+        if value is not None and split != name:
+            raise SimulatorError(f"{HELD_OUT_FLAGS[name]} applies to --split {name} only (not {split})")
+    if split in held:
+        return {"val_fraction": val_fraction, "tags": tags, "held_out": held[split]}
+    return {"val_fraction": val_fraction} if split == "cross-workload" else {}
+
+
 def make_split(groups: Sequence[str], split: str, seed: int, train_workloads: Optional[Sequence[str]] = None,
                test_workloads: Optional[Sequence[str]] = None, val_fraction: float = 0.2,
-               train_fraction: float = 1.0) -> Dict[str, np.ndarray]:
-    """Indices into the sample list for "train", "val" and "test" (sorted, disjoint)."""
+               train_fraction: float = 1.0, tags: Optional[Mapping[str, GroupTags]] = None,
+               test_network: Optional[str] = None, test_op_kind: Optional[str] = None) -> Dict[str, np.ndarray]:
+    """Indices into the sample list for "train", "val" and "test" (sorted, disjoint).
+    `tags` (`group_tags(samples)`): the groups' networks and operator kinds, for the
+    leave-network-out (`test_network`) and leave-op-kind-out (`test_op_kind`) splits."""
     if not 0.0 < train_fraction <= 1.0:
         raise SimulatorError(f"--train-fraction {train_fraction} is not in (0, 1]")
     groups = np.asarray(groups)
     rng = np.random.default_rng([seed, 1])
-    kwargs = {"val_fraction": val_fraction} if split == "cross-workload" else {}
+    kwargs = _split_kwargs(split, val_fraction, tags, test_network, test_op_kind)
     parts = SPLITS.get(split)(groups, rng, train_workloads, test_workloads, **kwargs)
     if train_fraction < 1.0:
         keep = []

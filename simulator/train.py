@@ -75,6 +75,10 @@ def _data_flags(add: Add) -> None:
     add("--split", default="cross-workload", help=f"one of: {', '.join(SPLITS.names())} (tpugraphs: official)")
     add("--train-workloads", nargs="+", default=None, metavar="W")
     add("--test-workloads", nargs="+", default=None, metavar="W")
+    add("--test-network", default=None, metavar="NET",
+        help="leave-network-out: the held-out network (e.g. bert; the networks dataset's tags)")
+    add("--test-op-kind", default=None, metavar="KIND",
+        help="leave-op-kind-out: the held-out operator kind (e.g. softmax)")
     add("--val-fraction", type=SHARE, default=0.2,
         help="cross-workload: share of each training workload's configs for validation")
     add("--feature-transform", choices=["none", "log1p"], default="none",
@@ -307,12 +311,15 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     config = validate(kind.resolve(config, set(given)))
     out = flags["out"] or default_out(config, kind)
     cluster = start(flags["device"])
+    finished = False
     try:
         # one writer per run folder, for the whole run
         with locked_output(out) if cluster.is_main else contextlib.nullcontext():
-            return train_run(out, flags, given, config, kind, cluster)
+            metrics = train_run(out, flags, given, config, kind, cluster)
+        finished = True
+        return metrics
     finally:
-        stop(cluster)
+        stop(cluster, finished)
 
 
 def train_run(out: str, flags: Dict[str, Any], given: Dict[str, Any], config: TrainConfig,

@@ -161,6 +161,13 @@ def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path, dataset_path, caps
     assert train.main(["--data", dataset_path, "--out", str(tmp_path / "gpu"), "--device", "cuda"] + ARGS) == 2
     assert "--device cuda" in capsys.readouterr().err
     assert not (tmp_path / "gpu").exists()
+    # scoring a trained run: the same clear error, from evaluate and predict
+    from simulator import evaluate, predict
+    assert train.main(["--data", dataset_path, "--out", str(tmp_path / "cpu")] + ARGS) == 0
+    capsys.readouterr()
+    for cli in (evaluate, predict):
+        assert cli.main([str(tmp_path / "cpu"), "--device", "cuda"]) == 2
+        assert "--device cuda" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _cuda_training(),
@@ -171,6 +178,9 @@ def test_device_cuda_trains_and_scores_like_the_cpu(tmp_path, dataset_path):
     cpu, gpu = means(tmp_path / "cpu" / "metrics.json"), means(tmp_path / "gpu" / "metrics.json")
     # GPU kernels sum in other orders: a looser tolerance than two CPU processes
     assert all(abs(gpu[k] - v) <= 1e-2 * max(abs(v), 1e-3) for k, v in cpu.items() if v is not None)
+    from simulator import evaluate
+    on_gpu = evaluate.run([str(tmp_path / "cpu"), "--device", "cuda"])  # a CPU-trained run scored on the GPU
+    assert on_gpu["test"]["kendall_tau"]["mean"] == pytest.approx(cpu[("test", "kendall_tau")], abs=1e-2)
 
 
 def test_merged_scores_of_disjoint_workloads_are_the_scores_of_all():

@@ -330,3 +330,20 @@ def test_metaschedule_rpc_runner_measures_on_a_farm_server(farm, tmp_path):
     assert result.error_msg is None and len(result.run_secs) == 2
     assert all(math.isfinite(float(s)) and float(s) > 0 for s in result.run_secs)  # timings, not a failure
     assert any("scale_by_two.tar" in farm.log(name) for name in ("a", "b"))  # timed on a server
+
+
+def test_simulator_tune_measures_through_the_tracker(farm, tmp_path):
+    """`simulator.tune --tracker --rpc-key`: MetaSchedule tuning whose candidates are timed
+    on the farm's servers, written to a database the reader takes back."""
+    from extract.ms_database import read_databases
+    from simulator import tune
+
+    work = str(tmp_path / "tune")
+    summary = tune.run(["dense_32x32x48", "--cost-model", "random", "--trials", "4", "--trials-per-iter", "4",
+                        "--work-dir", work, "--tracker", f"127.0.0.1:{farm.tracker_port}", "--rpc-key", KEY,
+                        "--quiet"])
+    assert summary["tasks"][0]["trials"] == 4 and summary["tasks"][0]["errors"] == 0
+    assert math.isfinite(summary["tasks"][0]["best_s"]) and summary["tasks"][0]["best_s"] > 0
+    assert any(".tar" in farm.log(name) or ".so" in farm.log(name) for name in ("a", "b"))  # timed remotely
+    jobs, report = read_databases([work])
+    assert len(jobs) == 4  # every measured candidate is a record the reader takes back

@@ -51,3 +51,10 @@ def test_evaluate_means_over_workloads():
     assert out["top1_slowdown"]["mean"] == pytest.approx(1.0 / 3)
     table = format_table(out, "test")
     assert "C10" in table and "mean" in table and "100.00%" in table
+
+
+def test_top5_recall_by_hand():
+    t = [1, 2, 3, 4, 5, 6, 7, 8]            # the 5 fastest: configs 0…4
+    assert m("top5_recall", t, t) == 1.0
+    assert m("top5_recall", t[::-1], t) == pytest.approx(2 / 5)  # model picks 3…7: 3 and 4 are right
+    assert math.isnan(m("top5_recall", [1, 2, 3], [1, 2, 3]))   # ≤ 5 configs: no value

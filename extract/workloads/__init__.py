@@ -9,7 +9,9 @@ with `@register_workload`, plus its import line below.
 from .base import (NAMED, NAMED_SETS, WORKLOAD_KINDS, TensorSpec, Workload, parse_workload,
                    parse_workloads, register_named, register_workload, workload_name)
 from .conv2d import RESNET18, Conv2dWorkload  # registers the conv2d kind and ResNet-18's names
+from .matmul import BatchMatmulWorkload, DenseWorkload  # registers dense and batch_matmul
 
-__all__ = ["NAMED", "NAMED_SETS", "RESNET18", "WORKLOAD_KINDS", "Conv2dWorkload", "TensorSpec",
+__all__ = ["NAMED", "NAMED_SETS", "RESNET18", "WORKLOAD_KINDS", "BatchMatmulWorkload", "Conv2dWorkload",
+           "DenseWorkload", "TensorSpec",
            "Workload", "parse_workload", "parse_workloads", "register_named", "register_workload",
            "workload_name"]

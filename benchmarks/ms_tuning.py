@@ -1,0 +1,403 @@
+"""Issue 11 §4: MetaSchedule tuning of held-out operators with each cost model, measured here.
+
+    python -m benchmarks.ms_tuning --pretrain-data DB_FOLDER ... [--operators ...] [--trials 128]
+        [--points 64 128] [--seeds 0 1 2] [--cost-models gnn xgb xgb-pretrained random]
+        [--deadline-min 40] [--runs runs/ms_tuning] [--results docs/results]
+
+Also the `ms-tuning` stage of `python -m benchmarks.all`.
+
+1. **Pre-training data.** `--pretrain-data`: MetaSchedule databases of real networks
+   (issue 12's dataset). A snapshot of them is taken first (at most `--pretrain-records` records of
+   each database, evenly spaced in file order so that every workload contributes; a last
+   line still being written is left out), so every cost model pre-trains on the same records.
+2. **Held-out operators** (`--operators`, `extract.workloads` specs): refused if their
+   workload key is among the pre-training data's (so "not in the pre-training data" is
+   checked, not assumed).
+3. **Pre-training.** gnn: `simulator.train` (gcn, random split, `--epochs`) on the
+   snapshot's graph samples; xgb-pretrained: TenSet's recipe (`simulator.ms_costmodel.
+   pretrain_xgb`: MetaSchedule's XGBModel on PerStoreFeature rows of the same records).
+   Both are reused when present under `--runs`.
+4. **Tuning.** For each seed, operator and cost model, one `simulator.tune.tune` run of
+   `--trials` trials (64 per round, MetaSchedule's evolutionary search defaults), one
+   builder for all runs; the best latency after each of `--points` trials is read from the
+   run's best-so-far history (so the 64-trial point of a 128-trial run is its state after
+   its first round). Runs are ordered seed-major, and a run is not started when
+   `--deadline-min` minutes would be exceeded at the mean run time so far: what was cut
+   is listed in the results. A finished run (its `tune_summary.json`) is reused.
+5. **Rank quality.** Every successful record of the held-out operators' runs (all cost
+   models and seeds, one point per distinct schedule) scored offline by the pre-trained gnn,
+   the pre-trained xgb and random scores: Kendall τ per operator and top-k recall (how many
+   of the k fastest the model's k best hold).
+
+Outputs: `ms_tuning.json` and `ms_tuning.png` (best latency against trials per operator,
+mean over seeds with min–max band) in `--results`; the section of docs/RESULTS.md comes
+from `report_section`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from extract.cli import POSITIVE
+
+from .common import COUNT, SEED, log, write_json
+
+OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
+COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random"]
+RESULT = "ms_tuning.json"
+
+
+def add_arguments(ap, prefix: str = "ms-") -> None:
+    ap.add_argument(f"--{prefix}pretrain-data", nargs="+", default=[], metavar="DB",
+                    help="MetaSchedule databases to pre-train on (default: datasets/networks_x86 if present)")
+    ap.add_argument(f"--{prefix}pretrain-records", type=COUNT, default=400, help="records per database in the snapshot")
+    ap.add_argument(f"--{prefix}operators", nargs="+", default=OPERATORS)
+    ap.add_argument(f"--{prefix}cost-models", nargs="+", default=COST_MODELS)
+    ap.add_argument(f"--{prefix}trials", type=COUNT, default=256)
+    ap.add_argument(f"--{prefix}points", nargs="+", type=COUNT, default=[64, 128, 256])
+    ap.add_argument(f"--{prefix}trials-per-iter", type=COUNT, default=64)
+    ap.add_argument(f"--{prefix}seeds", nargs="+", type=SEED, default=[0, 1, 2])
+    ap.add_argument(f"--{prefix}epochs", type=COUNT, default=20, help="gnn pre-training epochs")
+    ap.add_argument(f"--{prefix}deadline-min", type=POSITIVE, default=None, help="start no run past this many minutes")
+    ap.add_argument(f"--{prefix}runs", default=os.path.join("runs", "ms_tuning"))
+    ap.add_argument(f"--{prefix}top-k", type=COUNT, default=8)
+
+
+def _opt(args, name: str, prefix: str):
+    return getattr(args, (prefix + name).replace("-", "_"))
+
+
+# ---------------------------------------------------------------- data
+def snapshot(databases: Sequence[str], out: str, records: int) -> List[str]:
+    """At most `records` complete lines of each database's records, evenly spaced in file
+    order (every workload of the database contributes; workloads copied whole)."""
+    from extract.ms_database import RECORD_FILE, WORKLOAD_FILE, find_databases
+
+    found = [db for path in databases for db in find_databases(path)]
+    if not found:
+        raise SystemExit(f"no MetaSchedule database in {', '.join(databases)}")
+    copies = []
+    for i, db in enumerate(found):
+        dst = os.path.join(out, f"{i}-{os.path.basename(os.path.normpath(db))}")
+        if not os.path.exists(os.path.join(dst, RECORD_FILE)):
+            os.makedirs(dst, exist_ok=True)
+            shutil.copyfile(os.path.join(db, WORKLOAD_FILE), os.path.join(dst, WORKLOAD_FILE))
+            with open(os.path.join(db, RECORD_FILE), encoding="utf-8") as f:
+                lines = [line for line in f if line.endswith("\n")]
+            step = max(1, math.ceil(len(lines) / records))   # spread over all the workloads
+            lines = lines[::step]
+            with open(os.path.join(dst, RECORD_FILE), "w", encoding="utf-8") as f:
+                f.writelines(lines)
+        copies.append(dst)
+    return copies
+
+
+def pretrain_groups(databases: Sequence[str]) -> set:
+    from extract.ms_database import read_databases
+
+    jobs, _ = read_databases(list(databases), skip_bad=True)
+    return {job.group for job in jobs}
+
+
+def held_out(operators: Sequence[str], groups: set, target) -> Dict[str, str]:
+    """Operator → workload key; SystemExit if one is in the pre-training data."""
+    from extract.ms_workload import workload_key
+    from extract.workloads import parse_workload
+
+    keys = {op: workload_key(parse_workload(op).prim_func(), target) for op in operators}
+    seen = [op for op, key in keys.items() if key in groups]
+    if seen:
+        raise SystemExit(f"not held out: {', '.join(seen)} are in the pre-training data")
+    return keys
+
+
+def pretrain(snap: Sequence[str], runs: str, epochs: int) -> Dict[str, str]:
+    """The pre-trained gnn run folder and xgb tar (made unless present)."""
+    from simulator import train
+    from simulator.ms_costmodel import pretrain_xgb
+
+    gnn = os.path.join(runs, "pretrain", "gnn")
+    if not os.path.exists(os.path.join(gnn, "metrics.json")):
+        log(f"pre-training gnn on {len(snap)} databases ({epochs} epochs)")
+        code = train.main(["--data", *snap, "--model", "gcn", "--split", "random", "--epochs", str(epochs),
+                           "--threads", "1", "--out", gnn, "--cache-dir", os.path.join(runs, "cache")])
+        if code != 0:
+            raise SystemExit(f"gnn pre-training failed ({code})")
+    xgb = os.path.join(runs, "pretrain", "xgb.tar")
+    if not os.path.exists(xgb):
+        log("pre-training xgb (PerStoreFeature rows of the same records)")
+        pretrain_xgb(list(snap), out=xgb)
+    return {"gnn": gnn, "xgb-pretrained": xgb}
+
+
+# ---------------------------------------------------------------- tuning
+def best_at(history: Sequence[Dict[str, Any]], points: Sequence[int]) -> Dict[str, Optional[float]]:
+    """Best latency after each of `points` trials (None: not reached, or nothing valid)."""
+    out = {}
+    for p in points:
+        rows = [r for r in history if r["trial"] <= p]
+        out[str(p)] = rows[-1]["best_s"] if len(rows) == p else None
+    return out
+
+
+def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: int, pre: Dict[str, str],
+             measure, builder, runner, target) -> Dict[str, Any]:
+    from extract.workloads import parse_workload
+    from simulator import tune
+    from simulator.ms_costmodel import make_cost_model
+
+    summary = os.path.join(work, tune.SUMMARY)
+    if os.path.exists(summary):
+        with open(summary, encoding="utf-8") as f:
+            return json.load(f)
+    if os.path.exists(work):
+        shutil.rmtree(work)  # an unfinished run
+    model = make_cost_model(name, pre.get(name), seed=seed)
+    settings = tune.SearchSettings(trials=trials, trials_per_iter=per_iter, seed=seed)
+    task = tune._task(op, parse_workload(op).prim_func(), target)
+    result = tune.tune([task], target, model, work, settings, measure, builder, runner, quiet=True)
+    out = {"workload": op, "cost_model": name, "seed": seed, **result.to_dict()}
+    write_json(summary, out)
+    return out
+
+
+def tune_all(args, prefix, pre, target, deadline: Optional[float]) -> Dict[str, Any]:
+    from extract.ms_runner import MeasureConfig, make_builder, make_runner
+
+    measure = MeasureConfig.for_machine()
+    builder, runner = make_builder(measure, target), make_runner(measure)
+    runs, cut, durations = [], [], []
+    trials = _opt(args, "trials", prefix)
+    try:
+        for seed in _opt(args, "seeds", prefix):
+            for op in _opt(args, "operators", prefix):
+                for name in _opt(args, "cost-models", prefix):
+                    mean = sum(durations) / len(durations) if durations else 0.0
+                    if deadline is not None and time.time() + mean > deadline:
+                        cut.append({"workload": op, "cost_model": name, "seed": seed})
+                        continue
+                    work = os.path.join(_opt(args, "runs", prefix), "tune", op, name, f"seed{seed}")
+                    start = time.time()
+                    s = tune_one(op, name, seed, work, trials, _opt(args, "trials-per-iter", prefix), pre,
+                                 measure, builder, runner, target)
+                    durations.append(time.time() - start)
+                    s["work_dir"] = work
+                    s["best_at"] = best_at(s["history"], _opt(args, "points", prefix))
+                    log(f"{op} {name} seed {seed}: " + ", ".join(
+                        f"{p}: {_us(v)}" for p, v in s["best_at"].items()) + f" ({s['wall_s']:.0f} s)")
+                    runs.append(s)
+    finally:
+        builder.pool.shutdown(wait=False)
+    return {"runs": runs, "cut": cut, "measure": measure.as_dict()}
+
+
+def _us(s: Optional[float]) -> str:
+    return "–" if s is None else f"{s * 1e6:.1f} µs"
+
+
+# ---------------------------------------------------------------- rank quality
+def kendall_tau(score, runtime) -> Optional[float]:
+    from scipy.stats import kendalltau
+
+    tau = kendalltau(score, [-r for r in runtime]).statistic
+    return float(tau) if tau is not None and math.isfinite(tau) else None
+
+
+def topk_recall(score, runtime, k: int) -> Optional[float]:
+    import numpy as np
+
+    if len(runtime) < 2 * k:
+        return None
+    best = set(np.argsort(runtime)[:k].tolist())
+    picked = set(np.argsort(-np.asarray(score))[:k].tolist())
+    return len(best & picked) / k
+
+
+def xgb_scores(path: str, jobs) -> List[float]:
+    from extract.ms_database import target_of, workload_module
+    from simulator.ms_costmodel import feature_context, load_pretrained_xgb, measure_candidate
+
+    model = load_pretrained_xgb(path)
+    context = feature_context(workload_module(jobs[0].workload), target_of(jobs[0].target))
+    return [float(x) for x in model.predict(context, [measure_candidate(j.schedule()) for j in jobs])]
+
+
+def rank_quality(runs: Sequence[Dict[str, Any]], pre: Dict[str, str], k: int) -> Dict[str, Any]:
+    """τ and top-k recall of each pre-trained cost model (and random) on the held-out records."""
+    import numpy as np
+
+    from extract.ms_database import read_databases
+    from extract.tvm_graph import extract_many
+    from simulator.costmodel import load_trained
+
+    gnn = load_trained(pre["gnn"], "best_model")[0]
+    out: Dict[str, Any] = {}
+    for op in sorted({r["workload"] for r in runs}):
+        jobs, report = read_databases([r["work_dir"] for r in runs if r["workload"] == op], skip_bad=True)
+        failed: List[Any] = []
+        samples, _ = extract_many(jobs, 1, False, False, failed=failed)
+        lost = {f.source for f in failed}
+        jobs = [j for j in jobs if j.source not in lost]
+        unique = {s.name: (s, j) for s, j in zip(samples, jobs)}  # one point per schedule
+        samples = [s for s, _ in unique.values()]
+        jobs = [j for _, j in unique.values()]
+        runtime = [float(s.runtimes[0]) for s in samples]
+        scores = {"gnn (pre-trained)": (-np.asarray(gnn.predict(samples))).tolist(),
+                  "xgb (pre-trained)": xgb_scores(pre["xgb-pretrained"], jobs),
+                  "random": np.random.default_rng(0).random(len(samples)).tolist()}
+        out[op] = {"records": len(samples), "skipped": len(report.bad_lines) + len(lost),
+                   **{m: {"tau": kendall_tau(s, runtime), f"top{k}_recall": topk_recall(s, runtime, k)}
+                      for m, s in scores.items()}}
+    return out
+
+
+# ---------------------------------------------------------------- summary, plot, report
+def summarize(runs: Sequence[Dict[str, Any]], points: Sequence[int]) -> List[Dict[str, Any]]:
+    """Per operator, cost model and point: mean/min/max best latency over the seeds run."""
+    rows = []
+    for op in sorted({r["workload"] for r in runs}):
+        for name in dict.fromkeys(r["cost_model"] for r in runs):
+            mine = [r for r in runs if r["workload"] == op and r["cost_model"] == name]
+            for p in points:
+                vals = [r["best_at"][str(p)] for r in mine if r["best_at"].get(str(p)) is not None]
+                if vals:
+                    rows.append({"workload": op, "cost_model": name, "trials": p, "seeds": len(vals),
+                                 "mean_s": sum(vals) / len(vals), "min_s": min(vals), "max_s": max(vals),
+                                 "cost_model_share": _mean([r["cost_model_share"] for r in mine])})
+    return rows
+
+
+def _mean(values):
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def plot(rows: Sequence[Dict[str, Any]], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = sorted({r["workload"] for r in rows})
+    fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 3.8), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        for name in dict.fromkeys(r["cost_model"] for r in rows):
+            mine = sorted((r for r in rows if r["workload"] == op and r["cost_model"] == name), key=lambda r: r["trials"])
+            if not mine:
+                continue
+            x = [r["trials"] for r in mine]
+            ax.plot(x, [r["mean_s"] * 1e6 for r in mine], marker="o", label=name)
+            ax.fill_between(x, [r["min_s"] * 1e6 for r in mine], [r["max_s"] * 1e6 for r in mine], alpha=0.15)
+        ax.set_title(op, fontsize=9)
+        ax.set_xlabel("trials")
+        ax.set_ylabel("best latency (µs)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report_section(results: str) -> List[str]:
+    """The MetaSchedule tuning section of docs/RESULTS.md (empty without results)."""
+    from .common import markdown_table
+
+    path = os.path.join(results, RESULT)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        res = json.load(f)
+    lines = ["## MetaSchedule tuning of held-out operators (issue 11)", "",
+             f"    {res['command']}", "",
+             f"Held-out operators (workload keys absent from the pre-training data, checked): "
+             + ", ".join(f"`{op}`" for op in res["held_out"]) + f". Pre-training data: {res['pretrain']['records']} "
+             f"records of {len(res['pretrain']['databases'])} MetaSchedule databases (snapshot of "
+             f"{', '.join('`' + d + '`' for d in res['pretrain']['sources'])}). Seeds run: {res['seeds_run']}; "
+             f"{len(res['cut'])} planned runs cut by the deadline. Best latency (µs, mean over seeds [min–max]):", ""]
+    points = sorted({r["trials"] for r in res["summary"]})
+    table = []
+    for op in res["held_out"]:
+        for name in dict.fromkeys(r["cost_model"] for r in res["summary"]):
+            cells = {r["trials"]: r for r in res["summary"] if r["workload"] == op and r["cost_model"] == name}
+            if cells:
+                share = next(iter(cells.values()))["cost_model_share"]
+                table.append([op, name] + [f"{cells[p]['mean_s'] * 1e6:.1f} [{cells[p]['min_s'] * 1e6:.1f}–"
+                                           f"{cells[p]['max_s'] * 1e6:.1f}] ({cells[p]['seeds']})" if p in cells else "–"
+                                           for p in points] + ["–" if share is None else f"{100 * share:.0f}%"])
+    lines += [markdown_table(["operator", "cost model", *(f"{p} trials" for p in points), "cost model share"],
+                             table), "", f"![MetaSchedule tuning]({res['figure']})", ""]
+    k = res["top_k"]
+    rq = [[op, m, _f(v["tau"]), _f(v[f"top{k}_recall"]), str(rank["records"])] for op, rank in res["rank"].items()
+          for m, v in rank.items() if isinstance(v, dict)]
+    if rq:
+        lines += [f"Rank quality on the recorded held-out databases (every distinct measured schedule of the runs "
+                  f"above; pre-trained models, no online update):", "",
+                  markdown_table(["operator", "model", "τ", f"top-{k} recall", "records"], rq), ""]
+    if res.get("notes"):  # what the person who ran it found (kept in the JSON, so a rebuild keeps it)
+        for note in res["notes"]:
+            lines += [note, ""]
+    return lines
+
+
+def _f(v: Optional[float]) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+# ---------------------------------------------------------------- driver
+def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str = "") -> Dict[str, Any]:
+    from extract.ms_runner import host_target, load_tensor_intrinsics
+
+    start = time.time()
+    minutes = _opt(args, "deadline-min", prefix)
+    deadline = start + 60 * minutes if minutes else None
+    results = results or args.results
+    runs_dir = _opt(args, "runs", prefix)
+    sources = _opt(args, "pretrain-data", prefix) or [os.path.join("datasets", "networks_x86")]
+    snap = snapshot(sources, os.path.join(runs_dir, "snapshot"), _opt(args, "pretrain-records", prefix))
+    target = host_target(1)
+    load_tensor_intrinsics(target)
+    groups = pretrain_groups(snap)
+    keys = held_out(_opt(args, "operators", prefix), groups, target)
+    pre = pretrain(snap, runs_dir, _opt(args, "epochs", prefix))
+    tuned = tune_all(args, prefix, pre, target, deadline)
+    points = _opt(args, "points", prefix)
+    rows = summarize(tuned["runs"], points)
+    os.makedirs(results, exist_ok=True)
+    plot(rows, os.path.join(results, "ms_tuning.png"))
+    rank = rank_quality(tuned["runs"], pre, _opt(args, "top-k", prefix)) if tuned["runs"] else {}
+    out = {"command": command, "held_out": keys, "figure": "results/ms_tuning.png",
+           "pretrain": {"sources": list(sources), "databases": snap, "records": _records(snap),
+                        "gnn_run": pre["gnn"], "epochs": _opt(args, "epochs", prefix)},
+           "seeds_run": sorted({r["seed"] for r in tuned["runs"]}), "cut": tuned["cut"], "measure": tuned["measure"],
+           "summary": rows, "rank": rank, "top_k": _opt(args, "top-k", prefix),
+           "runs": [{k: v for k, v in r.items() if k != "history"} | {"best_so_far": [h["best_s"] for h in r["history"]]}
+                    for r in tuned["runs"]], "wall_s": time.time() - start}
+    write_json(os.path.join(results, RESULT), out)
+    return out
+
+
+def _records(snap: Sequence[str]) -> int:
+    from extract.ms_database import RECORD_FILE
+
+    return sum(sum(1 for _ in open(os.path.join(d, RECORD_FILE), encoding="utf-8")) for d in snap)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ms_tuning", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap, prefix="")
+    ap.add_argument("--results", default=os.path.join("docs", "results"))
+    args = ap.parse_args(argv)
+    command = " ".join(["python -m benchmarks.ms_tuning", *(argv if argv is not None else sys.argv[1:])])
+    out = run(args, prefix="", command=command)
+    for line in report_section(args.results):
+        print(line)
+    return 0 if out["runs"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The MetaSchedule dataset of real networks' operators (issue 12): its folder, task table,
+the networks and operator kind of every sample, and the agreement of its two passes.
+
+A dataset folder is `extract.ms_measure`'s work folder or its compacted copy
+(`datasets/networks_x86/`, made by `python -m datasets.ms_ship`); every file may be
+gzipped (`.gz`):
+
+    tasks.json        the task table (`extract.ms_tasks`): key, operator kind, shapes,
+                      networks of origin with their weights, the task's IRModule
+    reference.jsonl   the reference kernel, timed every few minutes (drift)
+    pass1/{random,evolutionary}/database_{workload,tuning_record}.json   the dataset
+    pass1/records.jsonl   one line per record: every repeat, min, median, wall time, …
+    pass2/…           the re-measured share of pass 1 (the noise ceiling)
+
+Loading (`datasets.load_collection`, the one data path) reads the databases of pass 1
+only (`training_databases`; pass 2 re-times schedules pass 1 already has) and tags every
+sample whose workload group is a task of the table (`annotate`): `meta["networks"]`
+(sorted names), `meta["kind"]` (operator kind) and `meta["weight"]` (calls per
+inference, summed over its networks). The leave-network-out and leave-op-kind-out splits
+(`simulator.splits`) read those tags.
+
+The noise ceiling (`agreement`) joins pass 2's records with pass 1's by (workload,
+sampling method, schedule hash) and gives, per task, Kendall τ between the two passes'
+runtimes and the median |t₂ − t₁| / t₁, raw and drift-corrected (each runtime divided by
+`extract.ms_reference.drift_factor` at the time it was measured).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+NETWORKS_X86 = HERE / "networks_x86"
+PRETRAINED = NETWORKS_X86 / "pretrained" / "gcn.pt"  # simulator.export of a gcn trained on it (README)
+PRETRAIN_RUN = "runs/networks-pretrained-gcn"
+PRETRAIN_COMMANDS = (  # how PRETRAINED is made (from the repository root)
+    f"python -m simulator.train --data datasets/networks_x86 --split random --model gcn --epochs 30 "
+    f"--seed 0 --threads 1 --out {PRETRAIN_RUN}",
+    f"python -m simulator.export {PRETRAIN_RUN} datasets/networks_x86/pretrained/gcn.pt "
+    f"--scores datasets/networks_x86/pretrained/gcn.json")
+TASKS = "tasks.json"
+REFERENCE = "reference.jsonl"
+SIDECAR = "records.jsonl"
+FIRST_PASS = "pass1"
+MIN_TAU_RECORDS = 3   # a task's τ between passes needs this many re-measured records
+
+
+class NetworkDataError(ValueError):
+    """A dataset folder that cannot be read; the message names the file (and line)."""
+
+
+@dataclass(frozen=True)
+class TaskTags:
+    """What the task table says about one workload group."""
+
+    networks: Tuple[str, ...]
+    kind: str
+    weight: int
+
+
+# ---------------------------------------------------------------- files
+def find_file(folder: os.PathLike, name: str) -> Optional[Path]:
+    """`folder/name` or `folder/name.gz`, whichever exists (None: neither)."""
+    for candidate in (Path(folder) / name, Path(folder) / (name + ".gz")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def open_text(path: os.PathLike) -> IO[str]:
+    """A text file, gunzipped when it is gzip (told by its first bytes)."""
+    raw = open(path, "rb")
+    if raw.read(2) == b"\x1f\x8b":
+        raw.seek(0)
+        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw, mode="rb"), encoding="utf-8")
+    raw.seek(0)
+    return io.TextIOWrapper(raw, encoding="utf-8")
+
+
+def iter_jsonl(path: os.PathLike) -> Iterator[Tuple[int, Dict[str, Any]]]:
+    """(line number, row) of each complete line; a bad line is a NetworkDataError naming
+    file:line (a last line cut off without its newline is left out: a writer was appending)."""
+    with open_text(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                return
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise NetworkDataError(f"{path}:{n}: not JSON ({e.msg})") from None
+                if not isinstance(row, dict):
+                    raise NetworkDataError(f"{path}:{n}: not a JSON object")
+                yield n, row
+
+
+def is_dataset(folder: os.PathLike) -> bool:
+    """A folder of this dataset's layout: a task table and a first pass."""
+    return (Path(folder).is_dir() and find_file(folder, TASKS) is not None
+            and (Path(folder) / FIRST_PASS).is_dir())
+
+
+def training_databases(folder: os.PathLike) -> List[str]:
+    """The database folders a dataset folder trains on: its first pass's."""
+    from extract.ms_database import find_databases
+
+    found = find_databases(str(Path(folder) / FIRST_PASS))
+    if not found:
+        raise NetworkDataError(f"{folder}/{FIRST_PASS}: holds no MetaSchedule database")
+    return found
+
+
+# ---------------------------------------------------------------- the task table
+def read_tasks(folder: os.PathLike) -> List[Dict[str, Any]]:
+    """The task table's rows (NetworkDataError naming the file when it is not one)."""
+    path = find_file(folder, TASKS)
+    if path is None:
+        raise NetworkDataError(f"{folder}: no {TASKS}[.gz] (the task table)")
+    try:
+        with open_text(path) as f:
+            doc = json.load(f)
+    except (json.JSONDecodeError, EOFError, OSError) as e:
+        raise NetworkDataError(f"{path}: not a task table ({e})") from None
+    rows = doc.get("tasks") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise NetworkDataError(f"{path}: not a task table (no 'tasks' list)")
+    for i, row in enumerate(rows):
+        missing = [k for k in ("key", "kind", "networks") if k not in row]
+        if missing or not isinstance(row["networks"], dict) or not row["networks"]:
+            raise NetworkDataError(f"{path}: task {i} lacks {', '.join(missing) or 'its networks'}")
+    return rows
+
+
+def task_tags(rows: Sequence[Mapping[str, Any]]) -> Dict[str, TaskTags]:
+    """Workload key → its networks, operator kind and weight."""
+    return {row["key"]: TaskTags(tuple(sorted(row["networks"])), str(row["kind"]),
+                                 int(sum(row["networks"].values()))) for row in rows}
+
+
+def merge_tags(tables: Sequence[Mapping[str, TaskTags]]) -> Dict[str, TaskTags]:
+    """Several tables as one (a task in two tables gets both tables' networks)."""
+    out: Dict[str, TaskTags] = {}
+    for table in tables:
+        for key, tags in table.items():
+            if key in out and out[key] != tags:
+                old = out[key]
+                tags = TaskTags(tuple(sorted(set(old.networks) | set(tags.networks))), old.kind,
+                                max(old.weight, tags.weight))
+            out[key] = tags
+    return out
+
+
+def annotate(samples: Sequence[Any], tags: Mapping[str, TaskTags]) -> int:
+    """Tag each sample of a task in `tags` (meta networks, kind, weight); how many were
+    not (their group is no task of the table)."""
+    untagged = 0
+    for s in samples:
+        t = tags.get(s.group)
+        if t is None:
+            untagged += 1
+            continue
+        s.meta.update(networks=list(t.networks), kind=t.kind, weight=t.weight)
+    return untagged
+
+
+# ---------------------------------------------------------------- the noise ceiling
+def sidecar_runtimes(path: os.PathLike, stat: str = "median") -> Dict[Tuple[str, str, str], Tuple[float, float]]:
+    """(workload, method, schedule hash) → (runtime `stat` in s, wall time) of each valid
+    record of a pass's sidecar (the first, when a schedule was measured twice)."""
+    out: Dict[Tuple[str, str, str], Tuple[float, float]] = {}
+    for n, row in iter_jsonl(path):
+        if row.get("stage") != "ok" or row.get("error") or not row.get("mod_hash"):
+            continue
+        value = row.get(stat)
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise NetworkDataError(f"{path}:{n}: {stat} {value!r} of a valid record is not a positive run time")
+        key = (str(row["workload"]), str(row["method"]), str(row["mod_hash"]))
+        out.setdefault(key, (float(value), float(row.get("time", 0.0))))
+    return out
+
+
+def reference_rows(folder: os.PathLike) -> List[Dict[str, Any]]:
+    path = find_file(folder, REFERENCE)
+    return [row for _, row in iter_jsonl(path)] if path else []
+
+
+@dataclass
+class TaskAgreement:
+    """Pass 1 against pass 2 on one task's re-measured records."""
+
+    records: int
+    tau: Optional[float]              # None: fewer than MIN_TAU_RECORDS
+    median_rel_diff: float            # median |t2 − t1| / t1
+
+
+def task_agreement(t1: np.ndarray, t2: np.ndarray) -> TaskAgreement:
+    from scipy.stats import kendalltau
+
+    tau = None
+    if len(t1) >= MIN_TAU_RECORDS:
+        value = float(kendalltau(t1, t2).statistic)
+        tau = value if math.isfinite(value) else None
+    return TaskAgreement(len(t1), tau, float(np.median(np.abs(t2 - t1) / t1)))
+
+
+def agreement(folder: os.PathLike, second: str = "pass2", corrected: bool = False,
+              stat: str = "median") -> Dict[str, TaskAgreement]:
+    """Per task: pass 1 against pass `second` on the records both timed ({} when the
+    second pass is missing). `corrected`: each runtime divided by the drift factor at its
+    measuring time (extract.ms_reference.drift_factor, reference kernel timings)."""
+    from extract.ms_reference import drift_factor
+
+    first_path = find_file(Path(folder) / FIRST_PASS, SIDECAR)
+    second_path = find_file(Path(folder) / second, SIDECAR)
+    if first_path is None or second_path is None:
+        return {}
+    a, b = sidecar_runtimes(first_path, stat), sidecar_runtimes(second_path, stat)
+    ref = reference_rows(folder) if corrected else []
+    scale = (lambda t, at: t / drift_factor(ref, at)) if corrected else (lambda t, at: t)
+    by_task: Dict[str, List[Tuple[float, float]]] = {}
+    for key in sorted(set(a) & set(b)):
+        by_task.setdefault(key[0], []).append((scale(*a[key]), scale(*b[key])))
+    return {task: task_agreement(np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
+            for task, pairs in by_task.items()}
+
+
+def summarize_agreement(per_task: Mapping[str, TaskAgreement]) -> Dict[str, Any]:
+    """Mean τ over the tasks that have one (and how many), and the median of the tasks'
+    median |Δt|/t (None where there is nothing to summarise: never a NaN)."""
+    taus = [a.tau for a in per_task.values() if a.tau is not None]
+    rel = [a.median_rel_diff for a in per_task.values()]
+    return {"tasks": len(per_task), "tasks_with_tau": len(taus),
+            "records": int(sum(a.records for a in per_task.values())),
+            "mean_tau": float(np.mean(taus)) if taus else None,
+            "median_tau": float(np.median(taus)) if taus else None,
+            "median_rel_diff": float(np.median(rel)) if rel else None}

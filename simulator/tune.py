@@ -1,0 +1,473 @@
+"""Tune an operator or a whole network with MetaSchedule, the simulator as its cost model.
+
+    python -m simulator.tune WORKLOAD_OR_MODEL --cost-model gnn|xgb|xgb-pretrained|mlp|random
+        --trials N --work-dir DIR [--checkpoint RUN_DIR] [--target TARGET] [--seed S]
+
+WORKLOAD_OR_MODEL is one of
+  * a network of `extract.networks` (`resnet50`, `mobilenet_v2`, `bert`, `vit`): imported
+    into Relax and split into MetaSchedule's tasks as the dataset was (`extract.ms_tasks`),
+    all tuned together by MetaSchedule's gradient task scheduler (`--trials` for the whole
+    network, as `ms.relax_integration.tune_relax` counts them; `--trials-per-task` caps one);
+  * an operator by shape: `dense_128x768x3072` (M×K×N), `batch_matmul_12x128x64x128`,
+    `conv2d_1x64x56x56_64x3x3_s1_p1` or ResNet-18's `C1`…`C12` (`extract.workloads`);
+  * a MetaSchedule workload key (`extract.ms_workload.workload_key`, e.g. one of the
+    dataset's tasks), looked up in `--tasks` (a task table `tasks.json` of
+    `extract.ms_measure`, or MetaSchedule databases whose workloads hold it);
+  * a TVMScript file (a `@T.prim_func`, or an `@I.ir_module` of PrimFuncs: each tuned).
+
+Cost models (`simulator.ms_costmodel`): `gnn` — the simulator, from `--checkpoint` (a
+`simulator.train` run, pre-trained) or cold without one, fine-tuned online; `xgb` —
+MetaSchedule's default XGBModel (random until 100 measurements); `xgb-pretrained` —
+XGBModel trained offline on `--pretrain-data` databases (or loaded from `--checkpoint`,
+a tar saved by `pretrain_xgb`), then updated online; `mlp` — MetaSchedule's MLPModel;
+`random`.
+
+Measuring (`extract.ms_runner`, the dataset's protocol): candidates are built by
+MetaSchedule's LocalBuilder function on a pool of persistent workers (the per-call pool
+of LocalBuilder re-imports TVM's tensor intrinsics, > 1 s per candidate), and timed by
+MetaSchedule's LocalRunner in one worker pinned to the measuring core (`--measure-core`,
+default the last core this process may use: under `taskset -c 0` that is core 0),
+single-threaded kernels (`TVM_NUM_THREADS=1`, target `num-cores` 1), evaluator
+`number=1, repeat=5, min_repeat_ms=20` — TVM raises `number` until one repeat lasts
+≥ 20 ms, so a 50 µs kernel is averaged over ~400 runs per repeat and timer resolution
+and one-off interrupts stop mattering, while a slow kernel runs once per repeat; every
+repeat is kept in the database — and no cache flush (it would flush once per repeat,
+before `number` warm runs: a variable cold first run; batch-1 kernels run warm in a
+network). Timeouts are explicit (build 120 s, run 60 s). The search itself runs in this
+process with one thread.
+
+Output: DIR holds a normal MetaSchedule database (`database_workload.json`,
+`database_tuning_record.json`; `python -m extract.tvm_log DIR` and `simulator.train
+--data DIR` read it), MetaSchedule's logs, and `tune_summary.json`: per task the best
+latency, trials and errors; the best-so-far history (one row per measured candidate);
+the time spent in the cost model (predict, update, featurizing) against the run's wall
+time; the measuring configuration. A progress line per measured batch shows trials, the
+batch's best, the best so far and the cost model's share of the time; a table ends the
+run. A DIR that already holds a database is refused unless `--overwrite` (which removes
+its database and summary first).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from extract.cli import COUNT, NONNEGATIVE, SEED, Int, output_folder
+
+from .registry import SimulatorError, run_cli
+
+SUMMARY = "tune_summary.json"
+DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
+
+
+@dataclass
+class Task:
+    """One MetaSchedule tuning task."""
+
+    name: str            # MetaSchedule's task name
+    mod: Any             # IRModule holding the PrimFunc
+    weight: int = 1      # calls per inference (networks)
+    key: str = ""        # extract.ms_workload.workload_key
+    flops: float = 0.0
+
+
+@dataclass
+class SearchSettings:
+    """The evolutionary search (MetaSchedule's defaults unless said)."""
+
+    trials: int
+    trials_per_iter: int = 64
+    trials_per_task: Optional[int] = None
+    population: int = 512
+    init_min_unmeasured: int = 50
+    genetic_num_iters: int = 4
+    seed: int = 0
+
+    def strategy(self):
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.search_strategy.EvolutionarySearch(
+            population_size=self.population, init_min_unmeasured=min(self.init_min_unmeasured, self.population),
+            genetic_num_iters=self.genetic_num_iters)
+
+
+# ---------------------------------------------------------------- what to tune
+def _task(name: str, mod, target, weight: int = 1) -> Task:
+    import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    from extract.ms_workload import workload_key
+
+    if isinstance(mod, tvm.tirx.PrimFunc):
+        mod = tvm.IRModule({"main": mod.with_attr("global_symbol", "main")})
+    return Task(name, mod, weight, workload_key(mod, target), float(estimate_tir_flops(mod)))
+
+
+def network_tasks(name: str, target) -> List[Task]:
+    """The tasks of a network of `extract.networks`, as the dataset extracted them."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from extract.ms_tasks import import_network
+
+    with target:
+        mod = import_network(name)
+    return [_task(str(t.task_name), t.dispatched[0], target, int(t.weight))
+            for t in ms.relax_integration.extract_tasks(mod, target)]
+
+
+def keyed_task(key: str, target, tables: Sequence[str]) -> Task:
+    """The task of a workload key, from task tables or databases. Keys are compared
+    without their target part, so a key of the dataset's machine finds its task."""
+    from extract.ms_database import find_databases, holds_databases, read_databases, workload_module
+    from extract.ms_tasks import load_tasks
+    from extract.ms_workload import parse_workload_key
+
+    want = str(parse_workload_key(key)).rsplit(".", 1)[0]
+    for table in tables:
+        if holds_databases(table):
+            jobs, _ = read_databases(find_databases(table), skip_bad=True)
+            for job in jobs:
+                if job.group.rsplit(".", 1)[0] == want:
+                    return _task(key, workload_module(job.workload), target)
+        elif os.path.isfile(table):
+            for info in load_tasks(table):
+                if info.key.rsplit(".", 1)[0] == want:
+                    return _task(key, info.mod, target, info.weight)
+        else:
+            raise SimulatorError(f"--tasks {table}: no such task table or database")
+    where = ", ".join(tables) if tables else "no --tasks given"
+    raise SimulatorError(f"workload key {key!r} not found ({where}); pass --tasks with the task table "
+                         f"(tasks.json of extract.ms_measure) or databases that hold it")
+
+
+def script_tasks(path: str, target) -> List[Task]:
+    """The PrimFuncs of a TVMScript file."""
+    import tvm
+    from tvm.script import from_source
+
+    with open(path, encoding="utf-8") as f:
+        parsed = from_source(f.read())
+    if isinstance(parsed, tvm.tirx.PrimFunc):
+        return [_task(os.path.basename(path), parsed, target)]
+    funcs = [(gv.name_hint, f) for gv, f in parsed.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    if not funcs:
+        raise SimulatorError(f"{path}: holds no PrimFunc")
+    return [_task(name, func, target) for name, func in sorted(funcs, key=lambda x: x[0])]
+
+
+def resolve(spec: str, target, tables: Sequence[str] = ()) -> List[Task]:
+    """The tasks WORKLOAD_OR_MODEL names (see the module docstring)."""
+    from extract.networks import NETWORKS
+    from extract.workloads import parse_workload
+
+    if spec in NETWORKS:
+        return network_tasks(spec, target)
+    if os.path.isfile(spec):
+        return script_tasks(spec, target)
+    if spec.count(".") == 4:
+        return [keyed_task(spec, target, tables)]
+    try:
+        workload = parse_workload(spec)
+    except ValueError as e:
+        raise SimulatorError(f"{e}; or a network ({', '.join(NETWORKS)}), a MetaSchedule workload key "
+                             f"(with --tasks), or a TVMScript file") from None
+    return [_task(workload.key, workload.prim_func(), target)]
+
+
+def parse_target(text: Optional[str]):
+    """`--target`: a target string or JSON config; default LLVM for this CPU, one core."""
+    from tvm.target import Target
+
+    from extract.ms_runner import host_target
+
+    if not text:
+        return host_target(1)
+    try:
+        return Target(json.loads(text)) if text.lstrip().startswith("{") else Target(text)
+    except Exception as e:  # noqa: BLE001 - TVM raises its own error types
+        raise SimulatorError(f"--target {text!r}: {str(e).strip().splitlines()[-1]}") from None
+
+
+# ---------------------------------------------------------------- progress
+def _mean(result) -> Optional[float]:
+    secs = [float(s) for s in (result.run_secs or [])]
+    if getattr(result, "error_msg", None) is not None or not secs or max(secs) >= 1e10:
+        return None
+    return sum(secs) / len(secs)
+
+
+class Recorder:
+    """What a tuning run measured, in order: one row per candidate (task, latency or
+    None for an error, the task's best so far, seconds since the start)."""
+
+    def __init__(self, tasks: Sequence[Task], stats=None, quiet: bool = False):
+        self.tasks, self.stats, self.quiet = list(tasks), stats, quiet
+        self.start = time.perf_counter()
+        self.rows: List[Dict[str, Any]] = []
+        self.best: List[Optional[float]] = [None] * len(tasks)
+        self.trials = [0] * len(tasks)
+        self.errors = [0] * len(tasks)
+
+    def add(self, task_id: int, results) -> None:
+        elapsed = time.perf_counter() - self.start
+        batch = []
+        for result in results:
+            latency = _mean(result)
+            self.trials[task_id] += 1
+            if latency is None:
+                self.errors[task_id] += 1
+            elif self.best[task_id] is None or latency < self.best[task_id]:
+                self.best[task_id] = latency
+            batch.append(latency)
+            self.rows.append({"trial": len(self.rows) + 1, "task": task_id, "latency_s": latency,
+                              "best_s": self.best[task_id], "elapsed_s": round(elapsed, 3)})
+        if not self.quiet:
+            print(self.line(task_id, batch, elapsed), flush=True)
+
+    def weighted_best(self) -> Optional[float]:
+        """Σ weight × best latency over the tasks (None until every task has one)."""
+        if any(b is None for b in self.best):
+            return None
+        return sum(t.weight * b for t, b in zip(self.tasks, self.best))
+
+    def line(self, task_id: int, batch: Sequence[Optional[float]], elapsed: float) -> str:
+        valid = [b for b in batch if b is not None]
+        task = self.tasks[task_id]
+        share = ""
+        if self.stats is not None and elapsed > 0:
+            share = f", cost model {100 * self.stats.total_s / elapsed:.0f}% of the time"
+        best = self.best[task_id]
+        total = self.weighted_best() if len(self.tasks) > 1 else None
+        return (f"[{len(self.rows)} trials, {elapsed:.0f} s] {task.name}: batch of {len(batch)}"
+                + (f" best {_us(min(valid))}" if valid else "") + f", {len(batch) - len(valid)} errors; "
+                f"best so far {_us(best)}" + (f"; network {_us(total)}" if total is not None else "") + share)
+
+
+def _us(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1e6:.1f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
+
+
+def recording_callback(recorder: Recorder):
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    @derived_object
+    class Progress(PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            recorder.add(int(task_id), runner_results)
+
+    return Progress()
+
+
+# ---------------------------------------------------------------- tuning
+@dataclass
+class TuneResult:
+    """What `tune` returns (and writes as tune_summary.json)."""
+
+    tasks: List[Dict[str, Any]]
+    history: List[Dict[str, Any]]
+    wall_s: float
+    cost_model_stats: Dict[str, Any] = field(default_factory=dict)
+    settings: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cost_model_share(self) -> Optional[float]:
+        total = self.cost_model_stats.get("total_s")
+        return total / self.wall_s if total is not None and self.wall_s > 0 else None
+
+    def best_latency(self) -> Optional[float]:
+        """The best latency of a one-task run, or the weighted sum over a network's tasks."""
+        bests = [t["best_s"] for t in self.tasks]
+        if any(b is None for b in bests):
+            return None
+        return sum(t["weight"] * t["best_s"] for t in self.tasks)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {**asdict(self), "cost_model_share": self.cost_model_share, "best_latency_s": self.best_latency()}
+
+
+def _contexts(tasks: Sequence[Task], target, settings: SearchSettings, work_dir: str):
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
+    from tvm.s_tir.meta_schedule.utils import fork_seed
+
+    names = [t.name for t in tasks]
+    return [ms.TuneContext(mod=t.mod, target=target, space_generator="post-order-apply",
+                           search_strategy=settings.strategy(), task_name=t.name, rand_state=seed,
+                           num_threads=1, logger=logger).clone()
+            for t, logger, seed in zip(tasks, get_loggers_from_work_dir(work_dir, names),
+                                       fork_seed(settings.seed, len(tasks)))]
+
+
+def tune(tasks: Sequence[Task], target, cost_model, work_dir: str, settings: SearchSettings,
+         measure=None, builder=None, runner=None, quiet: bool = False) -> TuneResult:
+    """Tune `tasks` with `cost_model` (a MetaSchedule cost model; `simulator.ms_costmodel`'s
+    keep their time in `.stats`), writing a JSONDatabase into `work_dir`. `measure`: an
+    `extract.ms_runner.MeasureConfig` (default: this machine's); `builder`/`runner`: reuse
+    ones made by `extract.ms_runner` (they are made, and the builder's workers stopped
+    after, otherwise)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from extract.ms_runner import MeasureConfig, load_tensor_intrinsics, make_builder, make_runner
+
+    if not tasks:
+        raise SimulatorError("nothing to tune")
+    measure = measure or MeasureConfig.for_machine()
+    os.makedirs(work_dir, exist_ok=True)
+    load_tensor_intrinsics(target)  # before TuneContext imports them all
+    own_builder = builder is None
+    builder = builder or make_builder(measure, target)
+    runner = runner or make_runner(measure)
+    stats = getattr(cost_model, "stats", None)
+    recorder = Recorder(tasks, stats, quiet)
+    start = time.perf_counter()
+    try:
+        ms.tune.tune_tasks(
+            tasks=_contexts(tasks, target, settings, work_dir), task_weights=[float(t.weight) for t in tasks],
+            work_dir=work_dir, max_trials_global=settings.trials,
+            max_trials_per_task=settings.trials_per_task or settings.trials,
+            num_trials_per_iter=settings.trials_per_iter, builder=builder, runner=runner, database="json",
+            cost_model=cost_model,
+            measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [recording_callback(recorder)],
+            task_scheduler="gradient" if len(tasks) > 1 else "round-robin")
+    finally:
+        wall = time.perf_counter() - start
+        if own_builder:
+            builder.pool.shutdown(wait=False)
+    rows = [{"name": t.name, "key": t.key, "weight": t.weight, "flops": t.flops, "trials": recorder.trials[i],
+             "errors": recorder.errors[i], "best_s": recorder.best[i]} for i, t in enumerate(tasks)]
+    return TuneResult(rows, recorder.rows, wall, stats.as_dict() if stats is not None else {},
+                      {**asdict(settings), "target": str(target), "measure": measure.as_dict()})
+
+
+def table(result: TuneResult, cost_model: str) -> str:
+    """The final table: per task its best latency, GFLOP/s, trials and errors."""
+    w = max([4, *(len(t["name"]) for t in result.tasks)])
+    rows = [f"{'task':<{w}}  {'weight':>6}  {'trials':>6}  {'errors':>6}  {'best latency':>12}  {'GFLOP/s':>8}"]
+    for t in result.tasks:
+        gflops = f"{t['flops'] / t['best_s'] / 1e9:.2f}" if t["best_s"] and t["flops"] else "–"
+        rows.append(f"{t['name']:<{w}}  {t['weight']:>6}  {t['trials']:>6}  {t['errors']:>6}  "
+                    f"{_us(t['best_s']):>12}  {gflops:>8}")
+    best = result.best_latency()
+    rows.append(f"{'total' if len(result.tasks) == 1 else 'network (weighted)':<{w}}  {'':>6}  "
+                f"{sum(t['trials'] for t in result.tasks):>6}  {sum(t['errors'] for t in result.tasks):>6}  "
+                f"{_us(best):>12}")
+    share = result.cost_model_share
+    cm = result.cost_model_stats
+    rows.append(f"cost model {cost_model}: {cm.get('total_s', 0):.1f} s of {result.wall_s:.1f} s"
+                + (f" ({100 * share:.1f}%)" if share is not None else "")
+                + (f"; predict {cm['predict_s']:.1f} s for {cm['scored']} candidates, update {cm['update_s']:.1f} s"
+                   if cm else ""))
+    return "\n".join(rows)
+
+
+# ---------------------------------------------------------------- command line
+def build_parser() -> argparse.ArgumentParser:
+    from .ms_costmodel import COST_MODELS
+
+    ap = argparse.ArgumentParser(prog="python -m simulator.tune", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workload", metavar="WORKLOAD_OR_MODEL")
+    ap.add_argument("--cost-model", choices=COST_MODELS, default="gnn")
+    ap.add_argument("--trials", type=COUNT, required=True, help="measured candidates (a network: in all)")
+    ap.add_argument("--work-dir", type=output_folder, required=True)
+    ap.add_argument("--checkpoint", default=None,
+                    help="gnn: a simulator.train run (none: cold); xgb-pretrained: a saved pre-trained XGBModel")
+    ap.add_argument("--pretrain-data", nargs="+", default=[], metavar="DB",
+                    help="xgb-pretrained: MetaSchedule databases to train XGBModel on first")
+    ap.add_argument("--target", default=None, help="target string or JSON (default: LLVM for this CPU, 1 core)")
+    ap.add_argument("--seed", type=SEED, default=0)
+    ap.add_argument("--tasks", nargs="+", default=[], metavar="TABLE_OR_DB",
+                    help="where a workload key is looked up: task tables (tasks.json) or databases")
+    s = ap.add_argument_group("search")
+    s.add_argument("--trials-per-iter", type=COUNT, default=64)
+    s.add_argument("--trials-per-task", type=COUNT, default=None, help="a network: at most this many per task")
+    s.add_argument("--population", type=Int(2), default=512, help="evolutionary search population")
+    s.add_argument("--init-min-unmeasured", type=COUNT, default=50)
+    s.add_argument("--genetic-iters", type=COUNT, default=4)
+    g = ap.add_argument_group("gnn")
+    g.add_argument("--workers", type=COUNT, default=1, help="featurizing processes (forked per call)")
+    g.add_argument("--update-steps", type=NONNEGATIVE, default=8)
+    g.add_argument("--min-measured", type=COUNT, default=32, help="cold: measurements before the first training")
+    g.add_argument("--cold-model", default="gcn", help="cold: the simulator model to build")
+    m = ap.add_argument_group("measuring")
+    m.add_argument("--measure-core", type=Int(-1), default=-1,
+                   help="core the runner times on (-1: the last core this process may use)")
+    from extract import rpc_measure
+
+    rpc_measure.add_arguments(ap)
+    ap.add_argument("--overwrite", action="store_true", help="replace a database already in --work-dir")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    return ap
+
+
+def remote_runner(args: argparse.Namespace, measure):
+    """MetaSchedule's RPCRunner on the tracker's devices (`--tracker`/`--rpc-key`), timing
+    with this machine's evaluator settings; None for local measuring."""
+    from extract import rpc_measure
+    from extract.ms_runner import evaluator_config
+
+    try:
+        rpc = rpc_measure.from_args(args)
+    except ValueError as e:
+        raise SimulatorError(str(e)) from None
+    return rpc.meta_schedule_runner(evaluator_config(measure)) if rpc else None
+
+
+def prepare_work_dir(work_dir: str, overwrite: bool) -> None:
+    present = [n for n in (*DATABASE_FILES, SUMMARY) if os.path.exists(os.path.join(work_dir, n))]
+    if present and not overwrite:
+        raise SimulatorError(f"{work_dir}: holds an earlier run ({', '.join(present)}); pass --overwrite "
+                             f"to replace it, or choose another --work-dir")
+    for name in present:
+        os.remove(os.path.join(work_dir, name))
+
+
+def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    from extract.fileio import atomic_write, output_lock
+    from extract.ms_runner import MeasureConfig
+
+    from .ms_costmodel import make_cost_model
+
+    args = build_parser().parse_args(argv)
+    target = parse_target(args.target)
+    tasks = resolve(args.workload, target, args.tasks)
+    measure = MeasureConfig.for_machine(args.measure_core)
+    if args.measure_core >= 0 and args.measure_core not in os.sched_getaffinity(0):
+        raise SimulatorError(f"--measure-core {args.measure_core}: not a core this process may use "
+                             f"({sorted(os.sched_getaffinity(0))})")
+    settings = SearchSettings(args.trials, args.trials_per_iter, args.trials_per_task, args.population,
+                              args.init_min_unmeasured, args.genetic_iters, args.seed)
+    os.makedirs(args.work_dir, exist_ok=True)
+    with output_lock(args.work_dir):
+        prepare_work_dir(args.work_dir, args.overwrite)
+        runner = remote_runner(args, measure)
+        model = make_cost_model(args.cost_model, args.checkpoint, args.seed, args.workers, args.pretrain_data,
+                                **({"update_steps": args.update_steps, "min_measured": args.min_measured,
+                                    "cold_model": args.cold_model} if args.cost_model == "gnn" else {}))
+        where = (f"on the devices of tracker {args.tracker} (key {args.rpc_key})" if args.tracker
+                 else f"on core {measure.measure_core}")
+        print(f"tuning {len(tasks)} task{'s' * (len(tasks) != 1)} of {args.workload} for {args.trials} trials "
+              f"with {args.cost_model}; measuring {where}, building on {list(measure.build_cores)}", flush=True)
+        result = tune(tasks, target, model, args.work_dir, settings, measure, runner=runner, quiet=args.quiet)
+        summary = {"workload": args.workload, "cost_model": args.cost_model, "checkpoint": args.checkpoint,
+                   **result.to_dict()}
+        with atomic_write(os.path.join(args.work_dir, SUMMARY)) as f:
+            json.dump(summary, f, indent=1, default=str)
+    print(table(result, args.cost_model))
+    return summary
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run_cli(run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Issue 11 §2–3: every cost model of `simulator.tune` tunes a tiny dense and leaves a
+MetaSchedule database that the reader (§1) reads back; GNNCostModel's save/load.
+
+The command line itself (`tune.run`, a cold gnn) is the `ms_tuned` fixture of conftest;
+here the other cost models share one builder (its workers start once: ~20 s), with
+4 trials each. Measuring: extract.ms_runner's protocol on the last core this process may
+use (under `taskset -c 0`: core 0)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import MS_SMALL
+
+TINY = "dense_16x16x32"
+
+
+@pytest.fixture(scope="module")
+def gnn_run(tmp_path_factory):
+    """A simulator.train run on the committed database (1 epoch): a pre-trained gnn."""
+    from simulator import train
+
+    out = tmp_path_factory.mktemp("gnn_run") / "run"
+    cache = str(tmp_path_factory.mktemp("cache"))
+    assert train.main(["--data", MS_SMALL, "--model", "gcn", "--split", "random", "--epochs", "1", "--threads", "1",
+                       "--out", str(out), "--cache-dir", cache]) == 0
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def tuned_each(tmp_path_factory, gnn_run):
+    """{cost model: (work dir, TuneResult)} for xgb, xgb-pretrained (on the committed
+    database), mlp, random and gnn from `gnn_run`, one shared builder."""
+    from extract.ms_runner import MeasureConfig, make_builder, make_runner
+    from extract.workloads import parse_workload
+    from simulator import ms_costmodel, tune
+
+    target = tune.parse_target(None)
+    measure = MeasureConfig.for_machine()
+    builder, runner = make_builder(measure, target), make_runner(measure)
+    settings = tune.SearchSettings(trials=4, trials_per_iter=4, population=8, init_min_unmeasured=4,
+                                   genetic_num_iters=1, seed=1)
+    out = {}
+    try:
+        for name in ("xgb", "xgb-pretrained", "mlp", "random", "gnn"):
+            task = tune._task(TINY, parse_workload(TINY).prim_func(), target)
+            model = ms_costmodel.make_cost_model(name, gnn_run if name == "gnn" else None, seed=1,
+                                                 pretrain_data=[MS_SMALL] if name == "xgb-pretrained" else ())
+            work = str(tmp_path_factory.mktemp(name.replace("-", "_")))
+            out[name] = (work, tune.tune([task], target, model, work, settings, measure, builder, runner,
+                                         quiet=True), model)
+    finally:
+        builder.pool.shutdown(wait=False)
+    return out
+
+
+@pytest.mark.parametrize("name", ["xgb", "xgb-pretrained", "mlp", "random", "gnn"])
+def test_each_cost_model_tunes_and_writes_a_readable_database(tuned_each, name):
+    from extract.ms_database import database_samples
+
+    work, result, model = tuned_each[name]
+    (task,) = result.tasks
+    assert task["trials"] == 4 and len(result.history) == 4
+    samples, report = database_samples(work)
+    assert len(samples) == task["trials"] - task["errors"] > 0
+    assert {s.group for s in samples} == {task["key"]}
+    best = min(s.runtimes[0] for s in samples)
+    assert task["best_s"] == pytest.approx(best, rel=1e-6)
+    assert result.cost_model_stats["predict_calls"] >= 1 and result.cost_model_stats["update_calls"] == 1
+    assert 0 <= result.cost_model_share <= 1
+
+
+def test_pretrained_gnn_scores_candidates_before_any_measurement(tuned_each):
+    _, result, model = tuned_each["gnn"]
+    assert not model.is_cold and model.stats.random_predictions == 0 and model.stats.scored > 0
+    assert sum(len(v) for v in model.measured.values()) == 4
+
+
+def test_cold_gnn_trains_after_min_measured_and_scores_higher_is_faster(ms_tuned):
+    """The cold model of the CLI run: random until 8 measurements, then trained; its
+    scores are float64, one per candidate, finite."""
+    _, spy, summary, inner = ms_tuned
+    assert inner.stats.trained_at == 8 and not inner.is_cold
+    assert all(out.dtype == np.float64 and out.shape == (len(mods),) for mods, out in spy.predicted)
+    samples = [s for group in inner.measured.values() for s in group]
+    score = -np.asarray(inner.model.predict(samples))
+    assert np.isfinite(score).all()
+    assert len(summary["history"]) == 16
+
+
+def test_gnn_cost_model_save_load_round_trip(ms_tuned, tmp_path):
+    from simulator.ms_costmodel import GNNCostModel
+
+    inner = ms_tuned[3]
+    path = str(tmp_path / "gnn.pt")
+    inner.save(path)
+    again = GNNCostModel()
+    again.load(path)
+    samples = [s for group in inner.measured.values() for s in group]
+    assert {k: len(v) for k, v in again.measured.items()} == {k: len(v) for k, v in inner.measured.items()}
+    np.testing.assert_allclose(again.model.predict(samples), inner.model.predict(samples), rtol=1e-6)
+    with pytest.raises(ValueError, match="cold"):
+        GNNCostModel().save(str(tmp_path / "cold.pt"))
+
+
+def test_tune_summary_and_refused_rerun(ms_tuned, capsys):
+    from simulator import tune
+
+    work, _, summary, _ = ms_tuned
+    saved = json.loads(open(os.path.join(work, tune.SUMMARY)).read())
+    assert saved["cost_model"] == "gnn" and saved["tasks"][0]["trials"] == 16
+    measure = saved["settings"]["measure"]
+    assert (measure["number"], measure["min_repeat_ms"], measure["enable_cpu_cache_flush"]) == (1, 20, False)
+    assert measure["build_timeout_s"] > 0 and measure["run_timeout_s"] > 0
+    assert tune.main(["dense_32x32x48", "--trials", "4", "--work-dir", work]) != 0
+    assert "holds an earlier run" in capsys.readouterr().err

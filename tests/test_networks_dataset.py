@@ -1,0 +1,305 @@
+"""The MetaSchedule networks dataset (issue 12): compaction of a work folder, loading with
+network / operator-kind tags, and the leave-network-out / leave-op-kind-out splits."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datasets import DatasetError, load_collection
+from datasets.ms_ship import main as ship_main
+from datasets.ms_ship import ship
+from datasets.networks import NetworkDataError, agreement, is_dataset, summarize_agreement
+from extract.sample import GraphSample
+from simulator.registry import SimulatorError
+from simulator.splits import GroupTags, group_tags, make_split
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "tests" / "data" / "networks_tiny"
+
+# ---------------------------------------------------------------- a fake work folder
+TASKS = [("conv2d.a.1x8_8x8.float32.t", "conv2d", {"resnet50": 2}),
+         ("dense.b.1x8_8x8.float32.t", "dense", {"bert": 1, "vit": 3}),
+         ("softmax.c.1x8_1x8.float32.t", "softmax", {"vit": 1})]
+
+
+def _jsonl(path, rows, cut_off=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + cut_off)
+
+
+def _record(workload, secs):
+    return [workload, [[["trace"]], secs, {"kind": "llvm"}, []]]
+
+
+def make_work(folder: Path, second_times=None, cut_off="") -> Path:
+    """3 tasks × 4 records (one failed), all of pass 1 re-timed in pass 2."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tasks.json").write_text(json.dumps({"version": 1, "target": "t", "tasks": [
+        {"key": k, "kind": kind, "shapes": [[1, 8], [8, 8]], "dtype": "float32", "flops": 1.0,
+         "networks": nets, "task_names": {}, "mod_json": "{}"} for k, kind, nets in TASKS]}))
+    (folder / "meta.json").write_text(json.dumps({"sessions": [
+        {"argv": ["/x/extract/ms_measure.py", "--work-dir", str(folder), "--trials-per-task", "4"],
+         "machine": {"cpu_model": "TestCPU", "cores": 2}, "measure": {"repeat": 5}}]}))
+    _jsonl(folder / "reference.jsonl", [{"time": 2000.0 * i, "median": 1e-3 * (1 + (i >= 2)), "pass": 1}
+                                        for i in range(4)])
+    side1, side2, recs = [], [], {"random": [], "evolutionary": []}
+    for w, (key, _, _) in enumerate(TASKS):
+        for r in range(4):
+            method = "random" if r % 2 == 0 else "evolutionary"
+            ok = r != 3
+            t = 1e-3 * (r + 1) * (w + 1)
+            row = {"workload": key, "method": method, "record": r, "mod_hash": f"{w}{r}", "time": 50.0 * r,
+                   "stage": "ok" if ok else "run", "error": None if ok else "boom",
+                   "median": t if ok else None, "min": t if ok else None, "run_secs": [t] * 3 if ok else None}
+            side1.append(row)
+            recs[method].append(_record(w, [t] * 3 if ok else [1e10]))
+            if ok:
+                t2 = second_times(w, r, t) if second_times else t * 1.1
+                side2.append(dict(row, median=t2, time=6000.0 + r, pass_=2))
+    for method, rows in recs.items():
+        _jsonl(folder / "pass1" / method / "database_workload.json", [["h", {}]] * len(TASKS))
+        _jsonl(folder / "pass1" / method / "database_tuning_record.json", rows, cut_off)
+    _jsonl(folder / "pass1" / "records.jsonl", side1)
+    _jsonl(folder / "pass2" / "records.jsonl", side2)
+    return folder
+
+
+def _gunzip_lines(path):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def test_compaction_writes_gzip_databases_sidecar_and_table(tmp_path):
+    work = make_work(tmp_path / "work", cut_off='[0, [["tr')
+    out = tmp_path / "out"
+    report = ship(work, out)
+    rec = _gunzip_lines(out / "pass1" / "random" / "database_tuning_record.json.gz")
+    assert len(rec) == 6 and all(json.loads(x) for x in rec)             # the cut-off line left out …
+    assert str(work / "pass1" / "random" / "database_tuning_record.json") in report.cut_off  # … and said
+    assert len(_gunzip_lines(out / "pass1" / "records.jsonl.gz")) == 12  # every record, every repeat
+    assert json.loads(gzip.open(out / "tasks.json.gz").read())["tasks"][1]["networks"] == {"bert": 1, "vit": 3}
+    summary = json.loads((out / "summary.json").read_text())
+    dense = summary["tasks"][1]
+    assert (dense["kind"], dense["weight"], dense["valid"], dense["errors"]) == ("dense", 4, 3, 1)
+    assert dense["min_ms"] == pytest.approx(2.0) and dense["max_ms"] == pytest.approx(6.0)
+    assert dense["tau"] == pytest.approx(1.0) and dense["rel_diff"] == pytest.approx(0.1)
+    text = (out / "README.md").read_text()
+    assert "--trials-per-task 4" in text and "TestCPU" in text and "| dense |" in text
+    assert "cut-off last line left out" in text
+    assert is_dataset(out)
+
+
+def test_compaction_is_deterministic_and_refuses_to_overwrite(tmp_path):
+    work = make_work(tmp_path / "work")
+    ship(work, tmp_path / "a")
+    ship(work, tmp_path / "b")
+    for f in ("tasks.json.gz", "pass1/records.jsonl.gz", "pass1/evolutionary/database_tuning_record.json.gz"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    assert ship_main([str(work), "--out", str(tmp_path / "a")]) == 2          # exists: one-line error
+    assert ship_main([str(work), "--out", str(tmp_path / "a"), "--overwrite"]) == 0
+    assert ship_main([str(tmp_path / "nothing"), "--out", str(tmp_path / "c")]) == 2
+
+
+def test_sidecar_and_database_disagreeing_is_reported(tmp_path):
+    work = make_work(tmp_path / "work")
+    with open(work / "pass1" / "evolutionary" / "database_tuning_record.json", "a") as f:
+        f.write(json.dumps(_record(0, [1e-3])) + "\n")
+    report = ship(work, tmp_path / "out")
+    assert report.problems == ["pass1/evolutionary: the database holds 7 records, the sidecar 6 lines"]
+
+
+def test_agreement_raw_and_drift_corrected(tmp_path):
+    # pass 2 swaps two records of task 0: τ drops below 1 for it only
+    swap = {(0, 0): 2e-3, (0, 1): 1e-3}
+    work = make_work(tmp_path / "work", second_times=lambda w, r, t: swap.get((w, r), t))
+    raw = agreement(work)
+    assert raw["conv2d.a.1x8_8x8.float32.t"].tau == pytest.approx(1 / 3)
+    assert raw["dense.b.1x8_8x8.float32.t"].tau == pytest.approx(1.0)
+    assert raw["dense.b.1x8_8x8.float32.t"].median_rel_diff == 0.0
+    # the reference kernel ran twice as slow when pass 2 measured (t≈6000) as in pass 1 (t≈0):
+    # corrected, pass 2's runtimes are halved against pass 1's
+    corrected = agreement(work, corrected=True)
+    assert corrected["dense.b.1x8_8x8.float32.t"].median_rel_diff == pytest.approx(0.5)
+    summary = summarize_agreement(raw)
+    assert summary["tasks_with_tau"] == 3 and summary["mean_tau"] == pytest.approx((1 / 3 + 2) / 3)
+    assert summarize_agreement({})["mean_tau"] is None                  # nothing: None, never NaN
+
+
+def test_bad_sidecar_line_names_file_and_line(tmp_path):
+    work = make_work(tmp_path / "work")
+    with open(work / "pass2" / "records.jsonl", "a") as f:
+        f.write("{not json\n")
+    with pytest.raises(NetworkDataError, match=r"pass2/records.jsonl:10: not JSON"):
+        agreement(work)
+
+
+# ---------------------------------------------------------------- loading (real records)
+def test_loader_reads_pass1_only_and_tags_networks_and_kinds(tmp_path):
+    c = load_collection([str(TINY)], progress=False, cache=str(tmp_path))
+    assert len(c.samples) == 24 and c.duplicates == 0                   # pass 2 not read
+    assert {s.meta["database"].split(os.sep)[-2] for s in c.samples} == {"pass1"}
+    tags = {(s.meta["kind"], tuple(s.meta["networks"])) for s in c.samples}
+    assert tags == {("conv2d", ("resnet50",)), ("dense", ("bert",)), ("depthwise_conv2d", ("mobilenet_v2",))}
+    assert any("tagged 24 samples" in line for line in c.read)
+
+
+def test_loader_names_a_broken_task_table(tmp_path):
+    import shutil
+    copy = tmp_path / "ds"
+    shutil.copytree(TINY, copy)
+    (copy / "tasks.json.gz").write_bytes(gzip.compress(b'{"tasks": [{"key": "x"}]}'))
+    with pytest.raises(DatasetError, match="tasks.json.gz: task 0 lacks kind, networks"):
+        load_collection([str(copy)], progress=False, cache=str(tmp_path / "cache"))
+
+
+# ---------------------------------------------------------------- splits
+def _sample(group, networks=None, kind=None):
+    meta = {"networks": networks} if networks else {}
+    if kind:
+        meta["kind"] = kind
+    return GraphSample(np.zeros((0, 2)), np.zeros((1, 1)), np.zeros(1), np.ones(1), group, meta=meta)
+
+
+SAMPLES = ([_sample("conv2d.a.s.f.t", ["resnet50"]) for _ in range(10)]
+           + [_sample("dense.b.s.f.t", ["bert", "vit"]) for _ in range(10)]
+           + [_sample("softmax.c.s.f.t", ["vit"]) for _ in range(10)]
+           + [_sample("C1") for _ in range(10)])
+
+
+def _groups_of(parts, part):
+    return {SAMPLES[i].group for i in parts[part]}
+
+
+def test_leave_network_out_holds_out_every_task_of_the_network():
+    tags = group_tags(SAMPLES)
+    parts = make_split([s.group for s in SAMPLES], "leave-network-out", 0, tags=tags, test_network="vit")
+    assert _groups_of(parts, "test") == {"dense.b.s.f.t", "softmax.c.s.f.t"}     # the shared task too
+    assert _groups_of(parts, "train") == _groups_of(parts, "val") == {"conv2d.a.s.f.t", "C1"}
+    assert len(parts["val"]) == 4 and len(parts["train"]) == 16
+    parts = make_split([s.group for s in SAMPLES], "leave-network-out", 0, tags=tags, test_network="bert")
+    assert _groups_of(parts, "test") == {"dense.b.s.f.t"}
+
+
+def test_leave_op_kind_out_uses_tags_and_workload_keys():
+    tags = group_tags(SAMPLES)
+    assert tags["softmax.c.s.f.t"] == GroupTags(("vit",), "softmax")   # from the key when untagged
+    assert tags["C1"] == GroupTags((), None)
+    parts = make_split([s.group for s in SAMPLES], "leave-op-kind-out", 1, tags=tags, test_op_kind="softmax")
+    assert _groups_of(parts, "test") == {"softmax.c.s.f.t"}
+    assert "softmax.c.s.f.t" not in _groups_of(parts, "train") | _groups_of(parts, "val")
+
+
+def test_leave_out_errors_list_the_valid_names():
+    groups, tags = [s.group for s in SAMPLES], group_tags(SAMPLES)
+    with pytest.raises(SimulatorError, match=r"'gpt' is not in the data \(networks: bert, resnet50, vit\)"):
+        make_split(groups, "leave-network-out", 0, tags=tags, test_network="gpt")
+    with pytest.raises(SimulatorError, match=r"--test-op-kind 'pool' is not .*conv2d, dense, softmax"):
+        make_split(groups, "leave-op-kind-out", 0, tags=tags, test_op_kind="pool")
+    with pytest.raises(SimulatorError, match="--test-network is required"):
+        make_split(groups, "leave-network-out", 0, tags=tags)
+    with pytest.raises(SimulatorError, match="--test-network applies to --split leave-network-out only"):
+        make_split(groups, "cross-workload", 0, ["C1"], ["conv2d.a.s.f.t"], tags=tags, test_network="vit")
+    with pytest.raises(SimulatorError, match="carry no networks"):
+        make_split(["C1", "C2"], "leave-network-out", 0, tags={}, test_network="vit")
+
+
+def test_train_cli_leave_network_out_on_the_tiny_dataset(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
+    cmd = [sys.executable, "-m", "simulator.train", "--data", str(TINY), "--split", "leave-network-out",
+           "--test-network", "bert", "--model", "mlp", "--epochs", "1", "--threads", "1", "--out",
+           str(tmp_path / "run")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert list(metrics["test"]["kendall_tau"]["per_workload"]) == [
+        "dense.mac-add.1x128x768_768x768_768_1x128x768.float32.llvm-rocketlake-1c"]
+    bad = subprocess.run(cmd[:-1] + [str(tmp_path / "run2"), "--test-network", "gpt"], capture_output=True,
+                         text=True, env=env, cwd=ROOT)
+    assert bad.returncode == 2 and "(networks: bert, mobilenet_v2, resnet50)" in bad.stderr
+
+
+# ---------------------------------------------------------------- the benchmark
+def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
+    from benchmarks import networks as bench
+
+    out = tmp_path / "results"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
+    cmd = [sys.executable, "-m", "benchmarks.networks", "--networks-data", str(TINY), "--networks-models", "mlp",
+           "--held-networks", "bert", "--held-kinds", "dense", "--networks-epochs", "1", "--combined-models",
+           "--networks-seeds", "0", "1", "--runs", str(tmp_path / "runs"), "--results", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((out / "networks.json").read_text())
+    assert {(r["axis"], r["held"], r["seed"]) for r in res["rows"]} == {
+        (axis, held, seed) for axis, held in (("network", "bert"), ("kind", "dense")) for seed in (0, 1)}
+    assert res["protocol"]["seeds"] == [0, 1] and res["not_held_kinds"] == {}
+    summary = json.loads((TINY / "summary.json").read_text())
+    # default kinds: those with a task of > 5 records (all three of the fixture, not a 1-record one)
+    assert bench.default_kinds(summary) == ["conv2d", "dense", "depthwise_conv2d"]
+    assert bench.default_kinds({"tasks": [{"kind": "elementwise", "valid": 1}]}) == []
+    dense = next(t for t in summary["tasks"] if t["kind"] == "dense")
+    assert res["ceilings"]["network:bert"] == {"tau": dense["tau"], "tasks": 1, "corrected": dense["tau_corrected"]}
+    text = "\n".join(bench.report_section(res))
+    assert "**Leave one network out**" in text and "| bert | 1 |" in text
+    assert "nan" not in text.lower()
+    row = next(r for r in res["rows"] if r["held"] == "bert")
+    assert row["tasks"] == 1 and "--test-network bert" in row["command"]
+
+
+def test_report_averages_seeds_and_lists_the_kinds_that_cannot_be_held_out():
+    from benchmarks.networks import report_section, unheld_kinds
+
+    summary = {"tasks": [{"kind": "elementwise", "valid": 1}, {"kind": "elementwise", "valid": 1},
+                         {"kind": "dense", "valid": 30}]}
+    assert unheld_kinds(summary) == {"elementwise": {"tasks": 2, "valid": 2, "max_per_task": 1}}
+    rows = [{"axis": "kind", "held": "dense", "model": "gcn", "shipped": False, "seed": seed, "tasks": 4,
+             "kendall_tau": tau, "top1_slowdown": None, "top5_slowdown": 0.2, "top5_recall": 0.5}
+            for seed, tau in ((0, 0.4), (1, 0.6), (2, None))]
+    res = {"rows": rows, "ceilings": {}, "dataset": "d", "protocol": {"seeds": [0, 1, 2], "epochs": 3},
+           "not_held_kinds": unheld_kinds(summary)}
+    text = "\n".join(report_section(res))
+    # the seed without a value is skipped, not counted as 0
+    assert "| dense | 4 | – / – (0) | 0.500 ± 0.141 | – / 20.0% / 50.0% |" in text
+    assert "Seeds 0, 1, 2 (mean ± standard deviation" in text
+    assert "elementwise (2 tasks, 2 records, at most 1 per task)" in text
+
+
+def test_combined_table_compares_with_the_networks_alone_run():
+    from benchmarks.networks import report_section
+
+    rows = [{"axis": "network", "held": "vit", "model": "gcn", "shipped": s, "tasks": 3, "kendall_tau": tau,
+             "top1_slowdown": 0.1, "top5_slowdown": 0.0, "top5_recall": None} for s, tau in ((False, 0.5), (True, 0.6))]
+    res = {"rows": rows, "ceilings": {"network:vit": {"tau": 0.8, "tasks": 3, "corrected": None}},
+           "dataset": "d", "protocol": {}}
+    text = "\n".join(report_section(res))
+    assert "| vit | gcn | 0.500 | 0.600 | +0.100 |" in text
+    assert "0.800 / – (3)" in text and "no ceiling" in text
+
+
+def test_export_keeps_the_model_and_drops_the_run_state(tmp_path):
+    import torch
+
+    from simulator.costmodel import CostModel, load_trained
+    from simulator.export import main as export_main
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
+    run = tmp_path / "run"
+    subprocess.run([sys.executable, "-m", "simulator.train", "--data", str(TINY), "--split", "random",
+                    "--model", "gcn", "--epochs", "1", "--threads", "1", "--out", str(run)],
+                   check=True, capture_output=True, env=env, cwd=ROOT)
+    assert export_main([str(run), str(tmp_path / "gcn.pt"), "--scores", str(tmp_path / "gcn.json")]) == 0
+    saved = json.loads((tmp_path / "gcn.json").read_text())
+    ran = json.loads((run / "metrics.json").read_text())
+    assert saved["test"]["kendall_tau"] == ran["test"]["kendall_tau"]["mean"] and saved["config"]["model"] == "gcn"
+    full, _ = load_trained(str(run))
+    small = CostModel.load(str(tmp_path / "gcn.pt"))
+    a, b = full.net.state_dict(), small.net.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert small.info.vocabulary == full.info.vocabulary
+    assert os.path.getsize(tmp_path / "gcn.pt") < os.path.getsize(run / "checkpoint.pt")
+    assert export_main([str(tmp_path / "missing"), str(tmp_path / "x.pt")]) == 2
