@@ -154,10 +154,10 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
     config = config_from_flags(flags)
     config = validate(data_kind(config.data.data).resolve(config, set(explicit_flags(list(argv)))))
     samples, collection, sources = _data(config.data.data)
-    transform = config.data.feature_transform
-    if transform not in sources:
-        sources[transform] = SampleSource(samples, None, transform, collection)
-    source = sources[transform]
+    key = (config.data.feature_transform, config.model.features)  # the columns the model reads
+    if key not in sources:
+        sources[key] = SampleSource(samples, None, key[0], collection, key[1])
+    source = sources[key]
     d = config.data
     split = make_split([s.group for s in samples], d.split, config.seed, d.train_workloads, d.test_workloads,
                        d.val_fraction, d.train_fraction)

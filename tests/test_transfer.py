@@ -303,25 +303,28 @@ def test_cuda_configs_that_cannot_launch_are_known_from_the_graph(monkeypatch):
 
 @pytest.mark.parametrize("name", ["gcn-inv", "mlp-inv"])
 def test_invariant_models_ignore_the_absolute_columns(synthetic_samples, tmp_path, name):
-    """The dropped columns do not change a prediction; the others do; the mask is saved."""
+    """The dropped columns do not change a prediction; the others do; the columns read
+    are the checkpoint's."""
     import copy
 
     import torch
 
     from simulator.costmodel import CostModel, build_cost_model
+    from simulator.data import CollectionInfo
     from simulator.samples_source import SampleSource
     from simulator.train import build_parser, config_from_flags, validate
 
     samples = list(synthetic_samples[:32])
-    source = SampleSource(samples)
-    info = copy.deepcopy(source.info)
-    info.feature_names = ["outer_trips", "vectorized", "unrolled", "depth", "buffer_bytes", "one"]
+    names = ["outer_trips", "vectorized", "unrolled", "depth", "buffer_bytes", "one"]
     config = validate(config_from_flags(dict(vars(build_parser().parse_args([])), model=name, width=16, depth=2)))
+    assert config.model.features == "invariant"
+    source = SampleSource(samples, collection=CollectionInfo(None, names, "test"), features=config.model.features)
+    assert source.info.feature_names == ["vectorized", "unrolled", "depth", "one"]
     torch.manual_seed(0)
-    model = build_cost_model(config, info)
+    model = build_cost_model(config, source.info)
     model.set_normalization(source.normalization(model.batch_spec, 0))
-    assert model.net.encoder.feature_keep.tolist() == [0, 1, 1, 1, 0, 1]
-    before = model.predict(samples)
+    assert model.net.encoder.mlp[0].in_features == 4 + config.model.type_dim
+    before = model.predict(source)
 
     def changed(column):
         out = []
@@ -331,8 +334,9 @@ def test_invariant_models_ignore_the_absolute_columns(synthetic_samples, tmp_pat
             x[:, column] = x[:, column] * 3 + 5
             s.node_features = x
             out.append(s)
-        return model.predict(out)
+        return model.predict(SampleSource(out, model.info, collection=source.collection))
     assert np.allclose(changed(0), before) and np.allclose(changed(4), before)
     assert not np.allclose(changed(3), before)
     model.save(str(tmp_path / "m.pt"))
-    assert np.allclose(CostModel.load(str(tmp_path / "m.pt")).predict(samples), before)
+    again = CostModel.load(str(tmp_path / "m.pt"))
+    assert np.allclose(again.predict(SampleSource(samples, again.info, collection=source.collection)), before)
