@@ -65,6 +65,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from .hardware import Hardware, hardware_of
+from .sample import ExtractorInfo, register_extractor
 from .tir_context import CONTEXT_NAMES, Records, context_features
 
 EXTRACTOR_VERSION = "tir-ast-v2"
@@ -92,6 +93,9 @@ BASE_FEATURE_NAMES: Tuple[str, ...] = (
 )
 FEATURE_NAMES: Tuple[str, ...] = BASE_FEATURE_NAMES + CONTEXT_NAMES
 COLUMN = {name: i for i, name in enumerate(FEATURE_NAMES)}
+# samples of the previous version: its columns are this one's first 24 (the same values),
+# its vocabulary this one's; registered so that collections of it are named as such
+register_extractor(ExtractorInfo("tir-ast-v1", VOCABULARY, BASE_FEATURE_NAMES))
 
 # The "curve" baseline's fixed vector (after AutoTVM's buffer-curve features): for each
 # access, the reuse it achieves as a function of the bytes it touches, growing the loop

@@ -109,3 +109,25 @@ def test_a_model_reading_a_column_the_data_lacks_is_refused(shipped):
     v1 = CollectionInfo(collection.vocabulary, collection.feature_names[:24], "tir-ast-v1")
     with pytest.raises(SimulatorError, match="columns the data lacks: work_share"):
         SampleSource(cut, info, "none", v1)
+
+
+def test_samples_naming_tir_ast_v1_get_its_column_names(shipped):
+    """Samples saved by tir-ast-v1 (24 columns, meta extractor tir-ast-v1) are named as
+    such, so that a model trained on them reads its columns from newer samples."""
+    from extract.tir_graph import BASE_FEATURE_NAMES
+    from simulator.data import collection_info
+    from simulator.samples_source import SampleSource
+
+    samples, collection = shipped
+    old = []
+    for s in samples:
+        s = copy.copy(s)
+        s.node_features = np.ascontiguousarray(s.node_features[:, :24])
+        s.meta = dict(s.meta, extractor="tir-ast-v1")
+        old.append(s)
+    info = collection_info(old)
+    assert info.extractor == "tir-ast-v1" and info.feature_names == list(BASE_FEATURE_NAMES)
+    model_info = SampleSource(old).info
+    assert model_info.feature_names == list(BASE_FEATURE_NAMES)
+    new = SampleSource(samples, model_info, "none", collection)
+    assert new._columns.tolist() == list(range(24))
