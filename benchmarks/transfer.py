@@ -49,18 +49,30 @@ from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, locked_out
                      write_csv, write_json)
 
 # name → simulator.train flags (besides data, split, seed, threads, epochs)
+# (graph models name their feature set, simulator.features: runs before feature sets read all columns)
 MODEL_SPECS: Dict[str, List[str]] = {
-    "gcn": ["--model", "gcn"],
-    "gcn-inv": ["--model", "gcn-inv"],
-    "gcn-inv-listmle": ["--model", "gcn-inv", "--loss", "listmle"],
-    "mlp-inv": ["--model", "mlp-inv"],
-    "mlp": ["--model", "mlp"],
+    "gcn": ["--model", "gcn", "--features", "base"],
+    "gcn-all": ["--model", "gcn", "--features", "all"],
+    "gcn-inv": ["--model", "gcn-inv", "--features", "invariant"],
+    "gcn-inv-listmle": ["--model", "gcn-inv", "--features", "invariant", "--loss", "listmle"],
+    "gcn-inv-bb": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes"],
+    "gcn-inv-bb-listmle": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes", "--loss", "listmle"],
+    "mlp-inv": ["--model", "mlp-inv", "--features", "invariant"],
+    "mlp": ["--model", "mlp", "--features", "base"],
     "curve-mlp": ["--model", "curve-mlp"],
     "xgb": ["--model", "xgb", "--xgb-objective", "reg"],
     "knob-xgb-rank": ["--model", "knob-xgb", "--xgb-objective", "rank"],
     "knob-xgb-reg": ["--model", "knob-xgb", "--xgb-objective", "reg"],
     "itervar-xgb-rank": ["--model", "itervar-xgb", "--xgb-objective", "rank"],
     "itervar-xgb-reg": ["--model", "itervar-xgb", "--xgb-objective", "reg"],
+}
+# ensembles: each member trained as its own model; on each test workload the members'
+# predictions are standardised (per-workload normalised: mean 0, std 1 over that
+# workload's configs) and averaged, so no member's scale dominates the ranking
+ENSEMBLES: Dict[str, Tuple[str, ...]] = {
+    "ens-gcn-inv+itervar-xgb": ("gcn-inv", "itervar-xgb-reg"),
+    "ens-gcn-inv+knob+itervar": ("gcn-inv", "itervar-xgb-reg", "knob-xgb-reg"),
+    "ens-gcn+gcn-inv+itervar": ("gcn", "gcn-inv", "itervar-xgb-reg"),
 }
 MODELS = list(MODEL_SPECS)
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
@@ -181,7 +193,8 @@ def run_job(job: Dict[str, Any]) -> Dict[str, Any]:
     seconds = time.perf_counter() - start
     pairs = score_pairs(pred, parts["test"].samples, job.get("quiet") or {})
     return {"spec": job["spec"], "train": list(job["train"]), "argv": job["argv"], "key": job["key"],
-            "seconds": seconds, "run": summary, "pairs": pairs}
+            "seconds": seconds, "run": summary, "pairs": pairs,
+            "predictions": {s.name: float(v) for s, v in zip(parts["test"].samples, pred)}}
 
 
 def _worker(job: Dict[str, Any]) -> Dict[str, Any]:
@@ -198,7 +211,42 @@ def _cached(job: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         return None
     with open(job["out"], encoding="utf-8") as f:
         result = json.load(f)
+    if job.get("needs_predictions") and "predictions" not in result:
+        return None  # an ensemble's member, run before predictions were kept
     return result if result.get("key") == job["key"] else None
+
+
+def standardised(pred: np.ndarray, groups: Sequence[str]) -> np.ndarray:
+    """`pred` standardised within each group (mean 0, std 1; a constant group: 0)."""
+    out = np.zeros(len(pred))
+    groups = np.asarray(groups)
+    for g in set(groups.tolist()):
+        rows = groups == g
+        p = pred[rows]
+        std = p.std()
+        out[rows] = (p - p.mean()) / std if std > 0 else 0.0
+    return out
+
+
+def ensemble_results(name: str, results: Sequence[Dict[str, Any]], samples: Sequence,
+                     quiet: Dict[str, Dict[int, float]]) -> List[Dict[str, Any]]:
+    """The ensemble `name`'s result for each training set its members were all trained
+    on: the members' per-workload standardised predictions, averaged, scored."""
+    members = ENSEMBLES[name]
+    by = {(r["spec"], tuple(r["train"])): r for r in results}
+    out = []
+    for train in dict.fromkeys(tuple(r["train"]) for r in results if r["spec"] == members[0]):
+        runs = [by.get((m, train)) for m in members]
+        if any(r is None for r in runs):
+            continue
+        test = [s for s in samples if s.group not in train and s.name in runs[0]["predictions"]]
+        groups = [s.group for s in test]
+        pred = np.mean([standardised(np.array([r["predictions"][s.name] for s in test]), groups) for r in runs],
+                       axis=0)
+        out.append({"spec": name, "train": list(train), "argv": [f"ensemble of {', '.join(members)}"],
+                    "seconds": sum(r["seconds"] for r in runs), "run": {},
+                    "pairs": score_pairs(pred, test, quiet)})
+    return out
 
 
 def run_all(jobs: Sequence[Dict[str, Any]], parallel: int = 1) -> List[Dict[str, Any]]:
@@ -228,14 +276,15 @@ def make_jobs(models: Sequence[str], sets: Sequence[Tuple[str, ...]], workloads:
               epochs: Optional[int], data: Sequence[str], runs: str, data_key: str,
               quiet: Dict[str, Dict[int, float]]) -> List[Dict[str, Any]]:
     jobs = []
-    for spec in models:
+    members = {m for spec in models if spec in ENSEMBLES for m in ENSEMBLES[spec]}
+    for spec in dict.fromkeys([m for m in models if m not in ENSEMBLES] + sorted(members)):
         if spec not in MODEL_SPECS:
-            raise SystemExit(f"unknown transfer model {spec!r} (known: {', '.join(MODEL_SPECS)})")
+            raise SystemExit(f"unknown transfer model {spec!r} (known: {', '.join(list(MODEL_SPECS) + list(ENSEMBLES))})")
         for train in sets:
             argv = job_argv(spec, train, workloads, seed, epochs, data)
             out = os.path.join(runs, spec, set_name(train) + ".json")
             jobs.append({"spec": spec, "train": train, "argv": argv, "out": out, "log": out[:-5] + ".log",
-                         "key": json.dumps([argv, data_key]), "quiet": quiet})
+                         "key": json.dumps([argv, data_key]), "quiet": quiet, "needs_predictions": spec in members})
     return jobs
 
 
@@ -344,10 +393,13 @@ def write_outputs(results: Sequence[Dict[str, Any]], workloads: Sequence[str], r
 
 # ---------------------------------------------------------------- CLI
 def add_arguments(ap: argparse.ArgumentParser, prefix: str = "") -> None:
-    ap.add_argument(f"--{prefix}models", nargs="+", default=MODELS, help=f"of: {', '.join(MODEL_SPECS)}")
+    ap.add_argument(f"--{prefix}models", nargs="+", default=MODELS,
+                    help=f"of: {', '.join(MODEL_SPECS)}; ensembles: {', '.join(ENSEMBLES)}")
     ap.add_argument(f"--{prefix}sizes", nargs="+", type=COUNT, default=[1, 2, 4], help="training-set sizes")
     ap.add_argument(f"--{prefix}choices", type=COUNT, default=3, help="seeded training sets per size > 1")
     ap.add_argument(f"--{prefix}seed", type=SEED, default=0)
+    ap.add_argument(f"--{prefix}train-only", nargs="+", default=None, metavar="W",
+                    help="train only on these single workloads (a subset of the pairs, for iteration)")
     ap.add_argument(f"--{prefix}epochs", type=COUNT, default=40,
                     help="graph/MLP models (one workload is 480 training configs; early stopping as simulator.train)")
     ap.add_argument(f"--{prefix}quiet-log", default=QUIET_LOG, help="the quiet re-measurement (second reference)")
@@ -359,10 +411,15 @@ def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, p
     samples, collection = load_collection(list(data))
     workloads = sorted({s.group for s in samples}, key=natural_key)
     sets = training_sets(workloads, get("sizes"), get("choices"), get("seed"))
+    if get("train_only"):
+        sets = [s for s in sets if len(s) > 1 or s[0] in get("train_only")]
     data_key = f"{collection.extractor}:{len(samples)}"
     quiet = quiet_costs(get("quiet_log"))
     jobs = make_jobs(get("models"), sets, workloads, get("seed"), get("epochs"), data, runs, data_key, quiet)
     results = run_all(jobs, parallel)
+    for name in [m for m in get("models") if m in ENSEMBLES]:
+        results += ensemble_results(name, results, samples, quiet)
+    results = [r for r in results if r["spec"] in get("models")]  # members asked for only as members: not shown
     protocol = {k: get(k) for k in ("models", "sizes", "choices", "seed", "epochs")}
     out = write_outputs(results, workloads, results_dir, protocol, collection.extractor)
     for spec, per in out["summary"].items():

@@ -215,6 +215,50 @@ def test_transfer_benchmark_end_to_end(dataset_path, tmp_path):
     assert os.path.getmtime(tmp_path / "runs" / "xgb" / "C1.json") == stamp
 
 
+def test_ensemble_standardises_each_workload_and_averages(monkeypatch):
+    """An ensemble's ranking is the mean of its members' per-workload standardised
+    predictions: a member's scale or offset on one workload does not weigh more."""
+    from types import SimpleNamespace
+
+    from benchmarks import transfer
+
+    z = transfer.standardised(np.array([1.0, 2.0, 3.0, 10.0, 10.0, 5.0]), ["a", "a", "a", "b", "b", "c"])
+    assert z[:3] == pytest.approx([-1.2247449, 0.0, 1.2247449]) and list(z[3:]) == [0.0, 0.0, 0.0]
+    monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", ("m1", "m2", "m3"))
+    samples = [SimpleNamespace(name=f"{g}/{i}", group=g, runtimes=[t], meta={"index": i})
+               for g in ("C1", "C2") for i, t in enumerate([1.0, 2.0, 3.0, 4.0])]
+    good = {s.name: float(np.log(s.runtimes[0])) for s in samples if s.group == "C2"}
+    # m1, m3 rank C2 right (offset, shrunk); m2 exactly backwards on a 1000x larger scale
+    runs = [{"spec": "m1", "train": ["C1"], "seconds": 1.0, "predictions": {k: v + 50 for k, v in good.items()}},
+            {"spec": "m2", "train": ["C1"], "seconds": 2.0, "predictions": {k: -1000 * v for k, v in good.items()}},
+            {"spec": "m3", "train": ["C1"], "seconds": 3.0, "predictions": {k: 0.01 * v for k, v in good.items()}}]
+    (ens,) = transfer.ensemble_results("ens-test", runs, samples, {})
+    assert ens["spec"] == "ens-test" and ens["seconds"] == 6.0 and set(ens["pairs"]) == {"C2"}
+    # two standardised votes against one: right (averaging raw predictions would follow m2)
+    assert ens["pairs"]["C2"]["kendall_tau"] == pytest.approx(1.0) and ens["pairs"]["C2"]["top1_slowdown"] == 0.0
+    runs.pop()  # a member missing on a training set: no ensemble result for it
+    assert transfer.ensemble_results("ens-test", runs, samples, {}) == []
+
+
+def test_transfer_train_only_and_members_keep_predictions(dataset_path, tmp_path, monkeypatch):
+    """--train-only restricts the one-workload trainings; an ensemble trains its members
+    (their predictions kept in their run files) and reports only itself."""
+    from benchmarks import transfer
+
+    monkeypatch.setitem(transfer.ENSEMBLES, "ens-xgb", ("xgb", "curve-mlp"))
+    argv = ["--data", dataset_path, "--models", "ens-xgb", "--sizes", "1", "--epochs", "2", "--train-only", "C2",
+            "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--quiet-log", ""]
+    assert transfer.main(argv) == 0
+    with open(tmp_path / "results" / "transfer.json", encoding="utf-8") as f:
+        out = json.load(f)
+    assert set(out["summary"]) == {"ens-xgb"} and out["summary"]["ens-xgb"]["1"]["pairs"] == 11
+    assert sorted(n for n in os.listdir(tmp_path / "runs") if not n.startswith(".")) == ["curve-mlp", "xgb"]
+    with open(tmp_path / "runs" / "xgb" / "C2.json", encoding="utf-8") as f:
+        member = json.load(f)
+    assert len(member["predictions"]) == 11 * 16  # the synthetic workloads have 16 configs each
+    assert not any(name.startswith("C2/") for name in member["predictions"])
+
+
 # ---------------------------------------------------------------- context features (tir_context)
 def _x86_graph(workload: str, index: int):
     from extract.hardware import hardware_of
