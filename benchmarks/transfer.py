@@ -73,6 +73,8 @@ ENSEMBLES: Dict[str, Tuple[str, ...]] = {
     "ens-gcn-inv+itervar-xgb": ("gcn-inv", "itervar-xgb-reg"),
     "ens-gcn-inv+knob+itervar": ("gcn-inv", "itervar-xgb-reg", "knob-xgb-reg"),
     "ens-gcn+gcn-inv+itervar": ("gcn", "gcn-inv", "itervar-xgb-reg"),
+    "ens-gcn-inv-bb-listmle+itervar": ("gcn-inv-bb-listmle", "itervar-xgb-reg"),
+    "ens-gcn-inv-bb-listmle+knob+itervar": ("gcn-inv-bb-listmle", "itervar-xgb-reg", "knob-xgb-reg"),
 }
 MODELS = list(MODEL_SPECS)
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
