@@ -12,6 +12,8 @@ Stages (`--stages`, in this order):
   sweep     tables of the sweep
   plots     runtime distribution, error/predicted vs measured and learning curves of
             each model (lowest seed), τ per workload, the sweep
+  transfer  the transfer matrix (benchmarks.transfer: train on 1, 2, 4 workloads, rank the
+            others) and why the graphs do not transfer (benchmarks.transfer_analysis)
   ceiling   a third pass, now, on the quiet machine: pass 2's configs and `--ceiling-count`
             more of pass 1's (`extract.measure --remeasure … --also pass2`); τ of pass 1 and of
             pass 2 against it, to tell measurement noise from load during a pass, with enough
@@ -40,11 +42,12 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, ms_tuning, networks, speed, sweep, tuning
+from . import accuracy, ms_tuning, networks, speed, sweep, transfer, tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 
-STAGES = ["train", "accuracy", "sweep", "plots", "ceiling", "tuning", "speed", "ms-tuning", "networks", "report"]
+STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "networks",
+          "report"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ceiling-seed", type=SEED, default=2, help="picks them (pass 2 used seed 1)")
     p = ap.add_argument_group("speed")
     speed.add_arguments(p)
+    x = ap.add_argument_group("transfer matrix")
+    transfer.add_arguments(x, prefix="transfer-")
+    x.add_argument("--no-transfer-analysis", dest="transfer_analysis", action="store_false",
+                   help="skip benchmarks.transfer_analysis in the transfer stage")
     ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning (issue 11)"))
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n)
@@ -81,8 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 def protocol_notes(args) -> List[str]:
     """Each option that differs from the full protocol, in words."""
     defaults = build_parser().parse_args([])
-    skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "extraction_log", "tuning_runs", "spaces",
-            "space_workers", "force", "split_run", "networks_data"}
+    skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "transfer_quiet_log",
+            "extraction_log", "tuning_runs", "spaces", "space_workers", "force", "split_run", "networks_data"}
     notes = []
     for key, value in vars(args).items():
         if key in skip or getattr(defaults, key, value) == value:
@@ -262,6 +269,14 @@ def run_stages(args, argv: Optional[Sequence[str]]) -> int:
         wait_quiet(args.no_wait)
         return tuning.run(args)
 
+    def do_transfer():
+        from . import transfer_analysis
+        transfer.run(args, args.data, os.path.join(args.runs, "transfer"), args.results, args.parallel,
+                     prefix="transfer-")
+        if args.transfer_analysis:
+            transfer_analysis.run(args.data, args.results, ["--model", "gcn"], args.transfer_epochs,
+                                  args.transfer_seed, None)
+
     def do_speed():
         wait_quiet(args.no_wait)
         return speed.run(args)
@@ -269,6 +284,7 @@ def run_stages(args, argv: Optional[Sequence[str]]) -> int:
     stage("accuracy", do_accuracy)
     stage("sweep", do_sweep)
     stage("plots", do_plots)
+    stage("transfer", do_transfer)
     stage("ceiling", do_ceiling)
     stage("tuning", do_tuning)
     stage("speed", do_speed)

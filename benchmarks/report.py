@@ -412,6 +412,8 @@ def build(results: str, out: str) -> str:
         lines += accuracy_section(acc, results, out)
     if sweep:
         lines += sweep_section(sweep, results, out)
+    from .transfer_report import transfer_section
+    lines += transfer_section(results, _PREFIX)
     figs = [("runtime_distribution.png", "Measured runtime per workload (shipped dataset, pass 1)"),
             ("error_vs_runtime.png", "Test-set error against measured runtime, each model (seed 0)"),
             ("predicted_vs_measured.png", "Test-set predicted against measured runtime, each model (seed 0)"),

@@ -54,7 +54,7 @@ def child(args) -> Dict[str, Any]:
     samples = load_data(args.data)
     load_s = time.perf_counter() - t0
     parts = make_split([s.group for s in samples], "cross-workload", 0, None, None, 0.2, 1.0)
-    source = SampleSource(samples)
+    source = SampleSource(samples, features=config.model.features)
     model = build_cost_model(config, source.info)
     t0 = time.perf_counter()
     items = source.items(model.batch_spec)

@@ -42,6 +42,11 @@ spirit of AutoTVM's loop-context (itervar) features:
   scope_*             global / local / shared memory of the buffer
   accumulate          stores whose value reads the stored location (a reduction update)
   dtype_bits, lanes, is_float   of the node's value (stores: the stored value)
+then the context columns `CONTEXT_NAMES` (`extract.tir_context`, computed after the walk
+from what it records and the target's `Hardware`): share of the program's work, footprints
+against the caches, register/L1/L2 hits, contiguity, vector fill, and for GPU code the
+launch structure (threads, vthreads, shared memory, registers, occupancy, whether it can
+launch at all) and coalescing / bank conflicts of accesses.
 Division and modulo by constants are treated as scaling (x // c has coefficient 1/c,
 x % c keeps x's coefficient): exact for the tiled layouts of the templates here.
 
@@ -59,7 +64,11 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-EXTRACTOR_VERSION = "tir-ast-v1"
+from .hardware import Hardware, hardware_of
+from .sample import ExtractorInfo, register_extractor
+from .tir_context import CONTEXT_NAMES, Records, context_features
+
+EXTRACTOR_VERSION = "tir-ast-v2"
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread", "vthread")
 VOCABULARY: Tuple[str, ...] = (
@@ -73,7 +82,8 @@ VOCABULARY: Tuple[str, ...] = (
 TYPE_ID = {name: i for i, name in enumerate(VOCABULARY)}
 UNK = TYPE_ID["UNK"]
 
-FEATURE_NAMES: Tuple[str, ...] = (
+# the columns each walk fills in as it goes; then the context columns (`extract.tir_context`)
+BASE_FEATURE_NAMES: Tuple[str, ...] = (
     "depth", "loop_extent", "outer_trips", "inner_trips",
     *(f"kind_{k}" for k in LOOP_KINDS),
     "unroll_max_step", "unroll_explicit",
@@ -81,7 +91,11 @@ FEATURE_NAMES: Tuple[str, ...] = (
     "scope_global", "scope_local", "scope_shared", "accumulate",
     "dtype_bits", "lanes", "is_float",
 )
+FEATURE_NAMES: Tuple[str, ...] = BASE_FEATURE_NAMES + CONTEXT_NAMES
 COLUMN = {name: i for i, name in enumerate(FEATURE_NAMES)}
+# samples of the previous version: its columns are this one's first 24 (the same values),
+# its vocabulary this one's; registered so that collections of it are named as such
+register_extractor(ExtractorInfo("tir-ast-v1", VOCABULARY, BASE_FEATURE_NAMES))
 
 # The "curve" baseline's fixed vector (after AutoTVM's buffer-curve features): for each
 # access, the reuse it achieves as a function of the bytes it touches, growing the loop
@@ -130,6 +144,7 @@ class TirGraph:
 class _Loop:
     var: object
     extent: int
+    node: int = -1   # its node in the graph
 
 
 def _const(e) -> Optional[float]:
@@ -233,6 +248,7 @@ class _Builder:
         self.curves: List[Tuple[bool, np.ndarray]] = []  # (is_store, sampled curve)
         self.loop_counts: Counter = Counter()
         self.total_trips = 0.0
+        self.records = Records()  # for the context columns (extract.tir_context)
 
     def add(self, kind: str, parent: Optional[int], loops: List[_Loop]) -> Tuple[int, np.ndarray]:
         node = len(self.types)
@@ -240,7 +256,7 @@ class _Builder:
         if type_id == UNK:
             self.unknown[kind] += 1
         self.types.append(type_id)
-        row = np.zeros(len(FEATURE_NAMES), dtype=np.float32)
+        row = np.zeros(len(BASE_FEATURE_NAMES), dtype=np.float32)
         row[COLUMN["depth"]] = len(loops)
         row[COLUMN["outer_trips"]] = _log(math.prod(l.extent for l in loops))
         self.rows.append(row)
@@ -264,7 +280,9 @@ class _Builder:
             node, row = self.add(f"For.{kind}", parent, loops)
             self._loop_row(row, extent, kind, dict(s.annotations))
             self.loop_counts[kind] += 1
-            inner = self.stmt(s.body, node, loops + [_Loop(s.loop_var, extent)])
+            tag = str(s.thread_binding.thread_tag) if s.thread_binding is not None else ""
+            self.records.loop(node, extent, kind, tag)
+            inner = self.stmt(s.body, node, loops + [_Loop(s.loop_var, extent, node)])
             row[COLUMN["inner_trips"]] = _log(inner)
             return extent * inner
         if name == "AttrStmt":
@@ -275,7 +293,8 @@ class _Builder:
                 node, row = self.add(f"For.{kind}", parent, loops)
                 self._loop_row(row, extent, kind, {})
                 self.loop_counts[kind] += 1
-                inner = self.stmt(s.body, node, loops + [_Loop(s.node.var, extent)])
+                self.records.loop(node, extent, kind, str(s.node.thread_tag))
+                inner = self.stmt(s.body, node, loops + [_Loop(s.node.var, extent, node)])
                 row[COLUMN["inner_trips"]] = _log(inner)
                 return extent * inner
             node, row = self.add("Attr", parent, loops)
@@ -290,6 +309,7 @@ class _Builder:
             buffer = s.buffer
             row[COLUMN["buffer_bytes"]] = _log(_buffer_bytes(buffer))
             row[COLUMN[f"scope_{_scope(buffer)}"]] = 1
+            self.records.alloc(node, _buffer_bytes(buffer), _scope(buffer))
             body = getattr(s, "body", None)
             return self.stmt(body, node, loops) if body is not None else 1
         if name == "BufferStore":
@@ -379,6 +399,8 @@ class _Builder:
         row[COLUMN["buffer_bytes"]] = _log(buffer_bytes)
         row[COLUMN[f"scope_{_scope(buffer)}"]] = 1
         self.curves.append((is_store, _reuse_curve(loops, coefficients, element_bytes)))
+        self.records.access(len(self.rows) - 1, [l.node for l in loops], strides, element_bytes, buffer_bytes,
+                            _scope(buffer), is_store)
 
     def curve_vector(self, depth: int) -> np.ndarray:
         stores = [c for is_store, c in self.curves if is_store] or [np.zeros(len(CURVE_POINTS))]
@@ -456,7 +478,23 @@ def lower_for_features(mod):
     return tvm.ir.transform.Sequential(feature_passes())(mod)
 
 
-def tir_to_graph_reference(func) -> TirGraph:
+def hardware_for(records: Records, hardware: Optional[Hardware] = None) -> Hardware:
+    """`hardware` if given; else a GPU's (the target's defaults: `hardware_of({"kind":
+    "cuda"})`) for code that binds GPU threads, this machine's CPU for other code."""
+    if hardware is not None:
+        return hardware
+    gpu = any(tag.startswith(("threadIdx", "blockIdx")) for _, _, tag in records.loops.values())
+    return hardware_of({"kind": "cuda"} if gpu else None)
+
+
+def _with_context(edges: np.ndarray, features: np.ndarray, records: Records,
+                  hardware: Optional[Hardware]) -> np.ndarray:
+    """The walk's columns followed by the context columns (`extract.tir_context`)."""
+    context = context_features(len(features), edges, records, hardware_for(records, hardware))
+    return np.concatenate([features, context], axis=1)
+
+
+def tir_to_graph_reference(func, hardware: Optional[Hardware] = None) -> TirGraph:
     """`tir_to_graph` as first written: the specification the fast walk (`_FastBuilder`)
     must match bit for bit (tests compare the two); slower (see `_FastBuilder`)."""
     builder = _Builder()
@@ -465,7 +503,8 @@ def tir_to_graph_reference(func) -> TirGraph:
     edges = np.asarray(builder.edges, dtype=np.int64).reshape(-1, 2)
     features = np.stack(builder.rows).astype(np.float32)
     depth = float(features[:, COLUMN["depth"]].max())
-    return TirGraph(edges, np.asarray(builder.types, dtype=np.int64), features, builder.unknown,
+    return TirGraph(edges, np.asarray(builder.types, dtype=np.int64),
+                    _with_context(edges, features, builder.records, hardware), builder.unknown,
                     builder.curve_vector(depth))
 
 
@@ -499,7 +538,7 @@ _ADD_SUB = {"Add": 1.0, "Sub": -1.0}
 _DIVS = ("FloorDiv", "Div", "TruncDiv")
 _MODS = ("FloorMod", "Mod", "TruncMod")
 _INDEX_TYPES = ("int", "uint", "bool")
-_NUM_FEATURES = len(FEATURE_NAMES)
+_NUM_FEATURES = len(BASE_FEATURE_NAMES)
 _C_DEPTH, _C_OUTER, _C_INNER = COLUMN["depth"], COLUMN["outer_trips"], COLUMN["inner_trips"]
 _C_EXTENT = COLUMN["loop_extent"]
 _C_KIND = {k: COLUMN[f"kind_{k}"] for k in LOOP_KINDS}
@@ -726,7 +765,7 @@ def _same_print(a, b) -> bool:
 
 
 class _Buffer:
-    __slots__ = ("obj", "element_bytes", "bytes", "log_bytes", "scope_column")
+    __slots__ = ("obj", "element_bytes", "bytes", "log_bytes", "scope", "scope_column")
 
     def __init__(self, buffer) -> None:
         self.obj = buffer
@@ -734,7 +773,8 @@ class _Buffer:
         self.element_bytes = bits * lanes / 8
         self.bytes = _buffer_bytes(buffer)
         self.log_bytes = _log(self.bytes)
-        self.scope_column = _C_SCOPE[_scope(buffer)]
+        self.scope = _scope(buffer)
+        self.scope_column = _C_SCOPE[self.scope]
 
 
 class _FastBuilder:
@@ -767,6 +807,8 @@ class _FastBuilder:
         self.extents: List[int] = []
         self.trips: List[int] = [1]
         self.log_trips: List[float] = [_log(1)]
+        self.loop_nodes: List[int] = []    # the enclosing loops' nodes
+        self.records = Records()
 
     def add(self, kind: str, parent: Optional[int]) -> Tuple[int, List[float]]:
         node = len(self.types)
@@ -791,7 +833,7 @@ class _FastBuilder:
         return info
 
     # ---------------------------------------------------------------- statements
-    def loop(self, kind: str, extent: int, var, body, parent: int, annotations) -> int:
+    def loop(self, kind: str, extent: int, var, body, parent: int, annotations, tag: str = "") -> int:
         node, row = self.add(_LOOP_KIND_NAMES[kind], parent)
         row[_C_EXTENT] = _log(extent)
         row[_C_KIND[kind]] = 1
@@ -803,13 +845,15 @@ class _FastBuilder:
             if explicit is not None:
                 row[_C_EXPLICIT] = float(int(explicit))
         self.loop_counts[kind] += 1
+        self.records.loop(node, extent, kind, tag)
         trips = self.trips[-1] * extent
+        self.loop_nodes.append(node)
         self.loop_vars.append(var.__chandle__())
         self.extents.append(extent)
         self.trips.append(trips)
         self.log_trips.append(_log(trips))
         inner = self.stmt(body, node)
-        del self.loop_vars[-1], self.extents[-1], self.trips[-1], self.log_trips[-1]
+        del self.loop_vars[-1], self.extents[-1], self.trips[-1], self.log_trips[-1], self.loop_nodes[-1]
         row[_C_INNER] = _log(inner)
         return extent * inner
 
@@ -826,8 +870,10 @@ class _FastBuilder:
             if kind == "thread" and s.thread_binding is not None and "vthread" in str(s.thread_binding.thread_tag):
                 kind = "vthread"
             annotations = s.annotations
+            binding = s.thread_binding
             return self.loop(kind, extent, s.loop_var, s.body, parent,
-                             dict(annotations) if len(annotations) else None)
+                             dict(annotations) if len(annotations) else None,
+                             str(binding.thread_tag) if binding is not None else "")
         if name == "BufferStore":
             return self.store(s, parent)
         if name == "AttrStmt":
@@ -835,7 +881,7 @@ class _FastBuilder:
             if key in ("thread_extent", "virtual_thread"):
                 extent = int(_const(s.value) or 1)
                 kind = "thread" if key == "thread_extent" else "vthread"
-                return self.loop(kind, extent, s.node.var, s.body, parent, None)
+                return self.loop(kind, extent, s.node.var, s.body, parent, None, str(s.node.thread_tag))
             node, row = self.add("Attr", parent)
             value = _const(s.value)
             if key == "pragma_auto_unroll_max_step" and value is not None:
@@ -848,6 +894,7 @@ class _FastBuilder:
             info = self.buffer(s.buffer)
             row[_C_BUFFER] = info.log_bytes
             row[info.scope_column] = 1
+            self.records.alloc(node, info.bytes, info.scope)
             body = getattr(s, "body", None)
             return self.stmt(body, node) if body is not None else 1
         if name == "IfThenElse":
@@ -948,6 +995,7 @@ class _FastBuilder:
         row[_C_BUFFER] = info.log_bytes
         row[info.scope_column] = 1
         self.curves.append((is_store, _fast_reuse_curve(cs, extents, element_bytes)))
+        self.records.access(len(self.rows) - 1, self.loop_nodes, cs, element_bytes, info.bytes, info.scope, is_store)
 
 
 def _fast_reuse_curve(cs: List[float], extents: List[int], element_bytes: float) -> List[float]:
@@ -984,14 +1032,16 @@ def _fast_reuse_curve(cs: List[float], extents: List[int], element_bytes: float)
     return curve
 
 
-def tir_to_graph(func) -> TirGraph:
+def tir_to_graph(func, hardware: Optional[Hardware] = None) -> TirGraph:
     """Graph of one lowered PrimFunc (see module docstring): the fast walk, identical to
-    `tir_to_graph_reference`."""
+    `tir_to_graph_reference`. `hardware`: what the context columns measure against (the
+    target's, `extract.hardware.hardware_of`; None: see `hardware_for`)."""
     builder = _FastBuilder()
     root, _ = builder.add("PrimFunc", None)
     builder.stmt(func.body, root)
     edges = np.asarray(builder.edges, dtype=np.int64).reshape(-1, 2)
     features = np.array(builder.rows, dtype=np.float32)
     depth = float(features[:, COLUMN["depth"]].max())
-    return TirGraph(edges, np.asarray(builder.types, dtype=np.int64), features, builder.unknown,
+    return TirGraph(edges, np.asarray(builder.types, dtype=np.int64),
+                    _with_context(edges, features, builder.records, hardware), builder.unknown,
                     builder.curve_vector(depth))

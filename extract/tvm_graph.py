@@ -19,6 +19,9 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Se
 import numpy as np
 
 from .sample import ExtractorInfo, GraphSample, register_extractor
+from .hardware import Hardware, hardware_of
+from .itervar import itervar_vector
+from .knob_features import knob_vector_of_meta
 from .space import Config
 from .templates import Template, get_template
 from .tir_graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
@@ -99,16 +102,24 @@ def per_store_vector(target, sch_or_mod) -> np.ndarray:
 
 
 def extract_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: str = "",
-                     meta: Optional[Dict[str, Any]] = None, per_store: bool = False) -> Extraction:
-    """`sample_from_schedule`, with the counts of node kinds mapped to UNK."""
+                     meta: Optional[Dict[str, Any]] = None, per_store: bool = False,
+                     hardware: Optional[Hardware] = None) -> Extraction:
+    """`sample_from_schedule`, with the counts of node kinds mapped to UNK. `hardware`:
+    what the graph's context columns measure against (default: the target's)."""
     mod = as_module(sch_or_mod)
-    graph = tir_to_graph(lower_for_features(mod)[main_func_name(mod)])
+    func = lower_for_features(mod)[main_func_name(mod)]
+    if hardware is None and target is not None:
+        hardware = hardware_of(target)
+    graph = tir_to_graph(func, hardware)
     costs = np.atleast_1d(np.asarray(runtimes if runtimes is not None else [np.nan], dtype=np.float64))
-    vectors = {"curve": graph.curve[None, :]}
+    vectors = {"curve": graph.curve[None, :], "itervar": itervar_vector(func)[None, :]}
     if per_store:
         if target is None:
             raise ValueError("per-store features need the target")
         vectors["per_store"] = per_store_vector(target, sch_or_mod)[None, :]
+    knob = knob_vector_of_meta(meta or {})
+    if knob is not None:  # a template's config: its knob values (what knob-xgb reads)
+        vectors["knob"] = knob[None, :]
     sample = GraphSample(
         edges=graph.edges, node_features=graph.node_features, node_types=graph.node_types,
         runtimes=[costs.mean()], runtime_std=[costs.std() if costs.size > 1 else 0.0],
@@ -128,8 +139,10 @@ def sample_from_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, nam
     per repeat (the sample's runtime is their mean, `runtime_std` their spread), or None
     for unmeasured (NaN); `group`: what the sample is ranked against (the workload, and
     the target if not CPU); `meta`: JSON-able facts kept with the sample (the extractor
-    version is added); `per_store`: also MetaSchedule's per-store features, pooled
-    (`vectors["per_store"]`, what the xgb baseline reads; about a third of the time)."""
+    version is added; a meta naming a template, its workload key and config values, as
+    `config_sample` writes, also gives the config's knob features, `vectors["knob"]`);
+    `per_store`: also MetaSchedule's per-store features, pooled (`vectors["per_store"]`,
+    what the xgb baseline reads; about a third of the time)."""
     return extract_schedule(sch_or_mod, target, runtimes, group, name, meta, per_store).sample
 
 
@@ -141,16 +154,20 @@ def template_target(template_name: str):
 
 
 def config_sample(template: Template, wl: Workload, config: Config, costs: Runtimes = None,
-                  name: str = "", per_store: bool = True, group: str = "") -> Extraction:
+                  name: str = "", per_store: bool = True, group: str = "", target: Any = None) -> Extraction:
     """The sample of one config of a template: template → schedule → `sample_from_schedule`.
     `costs`: the record's per-repeat seconds (None: unmeasured, runtime NaN); `group`:
-    default the workload's (and the template's target kind if not CPU)."""
+    default the workload's (and the template's target kind if not CPU); `target`: the one
+    the config was measured on (a record's; its caches and limits are what the graph's
+    context columns measure against), default the template's target on this machine."""
     wl = template.check_workload(wl)
     sch = template.schedule(wl, config)
     group = group or group_name(wl, template.target_kind)
     meta = {"template": template.name, "workload": wl.key, "index": config.index, "config": config.values}
-    return extract_schedule(sch, template_target(template.name), costs, group,
-                            name or f"{group}/{config.index}", meta, per_store)
+    extraction = extract_schedule(sch, template_target(template.name), costs, group,
+                                  name or f"{group}/{config.index}", meta, per_store,
+                                  hardware_of(target or template_target(template.name)))
+    return extraction
 
 
 @dataclass(frozen=True)
@@ -165,10 +182,11 @@ class ConfigJob:
     name: str = ""                           # the sample's name ("" : group/index)
     group: str = ""                          # "" : the workload's (see group_name)
     source: str = ""                         # where it was read ("file:line"), for errors
+    target: str = ""                         # the target measured on ("": the template's here)
 
     def run(self, per_store: bool) -> Extraction:
         return config_sample(get_template(self.template), self.workload, self.config,
-                             self.costs, self.name, per_store, self.group)
+                             self.costs, self.name, per_store, self.group, self.target or None)
 
 
 class ExtractionJob(Protocol):

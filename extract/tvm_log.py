@@ -134,7 +134,9 @@ def record_job(record: MeasureRecord) -> ConfigJob:
     group = group_name(wl, template.target_kind)
     if kind != template.target_kind:  # measured on another kind of machine: its own group
         group = f"{group}@{kind}"
-    return ConfigJob(template.name, wl, config, tuple(record.costs), group=group, source=record.source)
+    target = record.target if isinstance(record.target, str) else json.dumps(record.target, sort_keys=True)
+    return ConfigJob(template.name, wl, config, tuple(record.costs), group=group, source=record.source,
+                     target=target)
 
 
 def read_jobs(paths: Sequence[str], skip_bad: bool = False,

@@ -169,3 +169,6 @@ class XGBCostModel(CostModel):
         if not state.get("xgb"):
             raise SimulatorError("checkpoint holds no trained XGBoost model")
         self.estimator.load_json(state["xgb"])
+
+
+from . import autotvm_baselines, invariant  # noqa: E402,F401  (register knob-xgb, itervar-xgb, gcn-inv, mlp-inv)

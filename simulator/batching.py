@@ -199,17 +199,20 @@ def _check_shapes(s: GraphSample, shapes: Shapes, vector_name: Optional[str]) ->
 def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_types: int,
             vector_name: Optional[str] = None, feature_dim: Optional[int] = None,
             transform: str = "none", type_map: Optional[np.ndarray] = None,
-            shapes: Optional[Shapes] = None) -> List[Prepared]:
+            shapes: Optional[Shapes] = None, columns: Optional[np.ndarray] = None) -> List[Prepared]:
     """Tensors for each sample (`prepare_graph` plus its configs' log runtimes, vector
     `vector_name` and config features). `feature_dim` / `shapes`: check the node feature
-    width / every width the model was built for (a one-line error naming the sample)."""
+    width / every width the model was built for (a one-line error naming the sample);
+    `columns`: the node-feature columns the model reads (None: all; the width checked is
+    the samples' own)."""
     out = []
     shapes = shapes or Shapes()
     if feature_dim is not None:
         shapes = Shapes(feature_dim, shapes.vector_dim, shapes.config_dim, shapes.node_config_dim)
     for s in samples:
         _check_shapes(s, shapes, vector_name)
-        item = prepare_graph(s.node_features, s.node_types, s.edges, num_types, transform,
+        x = s.node_features if columns is None else s.node_features[:, columns]
+        item = prepare_graph(x, s.node_types, s.edges, num_types, transform,
                              s.node_config_ids, -1, group_index[s.group], type_map, name=s.name)
         with np.errstate(divide="ignore", invalid="ignore"):
             item.y = torch.from_numpy(np.log(s.runtimes).astype(np.float32))

@@ -46,7 +46,11 @@ Items = Union[Source, Sequence[GraphSample]]
 
 class CostModel(abc.ABC):
     """A learned cost model: predicts the log runtime (natural log of seconds) of each
-    config row of a program graph. `config`: the run's; `info`: the data's shapes."""
+    config row of a program graph. `config`: the run's; `info`: the data's shapes.
+    `FEATURES`: the node-feature columns it reads unless `--features` says otherwise
+    (`simulator.features`)."""
+
+    FEATURES = "base"
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         self.config, self.info = config, info
@@ -173,12 +177,15 @@ class TorchCostModel(CostModel):
 
 
 class GraphCostModel(TorchCostModel):
-    """A `GraphModel` with the propagation layer named `config.model.model`."""
+    """A `GraphModel` with the propagation layer named `config.model.model` (a subclass
+    registered under another name: `PROPAGATION`)."""
+
+    PROPAGATION: Optional[str] = None
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         super().__init__(config, info)
         m = config.model
-        self.net = GraphModel(m.model, info.feature_dim, info.num_types, width=m.width, depth=m.depth,
+        self.net = GraphModel(self.PROPAGATION or m.model, info.feature_dim, info.num_types, width=m.width, depth=m.depth,
                               type_dim=m.type_dim, dropout=m.dropout, residual=m.residual, norm=m.norm,
                               pooling=m.pooling, layer_options=m.layer_options, config_dim=info.config_dim,
                               node_config_dim=info.node_config_dim, join=m.join)

@@ -131,6 +131,10 @@ def collection_info(samples: Sequence[GraphSample]) -> CollectionInfo:
     extractor's vocabulary, with the extractor version the samples record."""
     if samples and all("tpugraphs" in s.meta for s in samples):
         return hlo_collection_info()
+    try:
+        from extract import tir_graph  # noqa: F401  (registers the TIR extractor's earlier versions)
+    except ImportError:
+        pass
     versions = {s.meta.get("extractor") for s in samples}
     version = versions.pop() if len(versions) == 1 else None
     if version in EXTRACTORS:

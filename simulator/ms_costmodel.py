@@ -165,6 +165,7 @@ class GNNCostModel(PyCostModel):
         """Build and train the cold model once enough has been measured."""
         from .config import TrainConfig
         from .costmodel import build_cost_model
+        from .features import feature_set
         from .samples_source import SampleSource
 
         everything = [s for samples in self.measured.values() for s in samples]
@@ -172,8 +173,8 @@ class GNNCostModel(PyCostModel):
             return
         config = TrainConfig(seed=self.seed, threads=self.threads)
         config = config.replace(model=self.cold_model, loss=self.loss, **({"lr": self.lr} if self.lr else {}))
-        source = SampleSource(everything)
-        model = build_cost_model(config, source.model_info())
+        source = SampleSource(everything, features=feature_set(config))
+        model = build_cost_model(config, source.info)
         model.set_normalization(source.normalization(model.batch_spec, self.seed))
         self.set_model(model)
         self.model.update(everything, self.cold_steps)

@@ -29,6 +29,7 @@ from extract.sample import GraphSample
 from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
 from .config import ModelInfo, Normalization, TrainConfig
 from .data import CollectionInfo, collection_info, enumerate_workload, load_collection
+from .features import column_map, feature_set, same_columns
 from .metrics import evaluate
 from .registry import SimulatorError
 from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer,
@@ -40,8 +41,11 @@ from .statistics import normalization_of
 class SampleSource:
     """A list of GraphSamples as a `Source` (see the module docstring).
 
-    `info`: the model's (a trained model's, or None: this data's own `model_info()`);
-    `collection`: what made the samples (default: `data.collection_info(samples)`).
+    `info`: the model's (a trained model's, or None: this data's own `model_info()`, for
+    a model reading feature set `features`, `simulator.features`); `collection`: what
+    made the samples (default: `data.collection_info(samples)`). The node-feature
+    columns the model reads (`info.feature_names`) are taken from the samples by name
+    (`simulator.features.column_map`), as node types are mapped by name.
 
     A runtime is NaN (unmeasured: a config to rank) or a positive finite number of
     seconds; anything else is refused here, naming the sample. Training and scoring
@@ -49,7 +53,8 @@ class SampleSource:
     model's (`info`) are refused when they are prepared, naming the sample."""
 
     def __init__(self, samples: Sequence[GraphSample], info: Optional[ModelInfo] = None,
-                 transform: str = "none", collection: Optional[CollectionInfo] = None):
+                 transform: str = "none", collection: Optional[CollectionInfo] = None,
+                 features: Optional[str] = None):
         self.samples = list(samples)
         if not self.samples:
             raise SimulatorError("no samples")
@@ -57,8 +62,11 @@ class SampleSource:
         self.transform = transform or "none"
         self.collection = collection if collection is not None else collection_info(self.samples)
         self.group_index = {g: i for i, g in enumerate(sorted({s.group for s in self.samples}))}
+        self.features = features
         self.info = info if info is not None else self.model_info()
         self._type_map = type_map(self.collection.vocabulary, self.info)
+        self._width = int(self.samples[0].node_features.shape[1])
+        self._columns = column_map(self.collection.feature_names, self._width, self.info)
         self._prepared: Dict[Optional[str], List[Prepared]] = {}
         self._root, self._indices = self, None
 
@@ -90,11 +98,12 @@ class SampleSource:
         root = self._root
         if spec.vector not in root._prepared:
             info = root.info
-            shapes = (Shapes(info.feature_dim, None, info.config_dim, info.node_config_dim) if spec.vector is None
+            width = info.feature_dim if root._columns is None else root._width  # the data's, before selection
+            shapes = (Shapes(width, None, info.config_dim, info.node_config_dim) if spec.vector is None
                       else Shapes(vector_dim=info.vector_dims.get(spec.vector)))
             root._prepared[spec.vector] = prepare(
                 root.samples, root.group_index, info.num_types, spec.vector,
-                transform=root.transform, type_map=root._type_map, shapes=shapes)
+                transform=root.transform, type_map=root._type_map, shapes=shapes, columns=root._columns)
         every = root._prepared[spec.vector]
         return every if self._indices is None else [every[i] for i in self._indices]
 
@@ -157,11 +166,12 @@ class SampleSource:
         return normalization_of(self.items(spec), self.names)
 
     def model_info(self) -> ModelInfo:
-        """Shapes of these samples; the vocabulary of their collection."""
+        """Shapes of these samples, the columns of feature set `features` (the model's);
+        the vocabulary of their collection."""
         first = self.samples[0]
         max_type = max((int(s.node_types.max()) for s in self.samples if s.num_nodes), default=-1)
         return model_info(
-            max_type + 1, first.node_features.shape[1], self.collection,
+            max_type + 1, first.node_features.shape[1], self.collection, self.features,
             vector_dims={name: int(np.asarray(v).reshape(first.num_configs, -1).shape[1])
                          for name, v in first.vectors.items()},
             config_dim=0 if first.config_features is None else int(first.config_features.shape[1]),
@@ -187,7 +197,7 @@ def check_runtimes(samples: Sequence[GraphSample]) -> None:
 def warn_extractor(info: ModelInfo, source: SampleSource, where: str) -> None:
     """Warn when the samples come from another extractor than the model was trained on."""
     now, then = source.collection.extractor, info.extractor_version
-    if now is not None and then is not None and now != then:
+    if now is not None and then is not None and not same_columns(then, now):
         print(f"warning: {where} was trained on extractor version {then}, these samples come from "
               f"{now}; node features may differ", file=sys.stderr)
 
@@ -214,7 +224,7 @@ class SampleData(DataKind):
     def open_run(self, config: TrainConfig, info: Optional[ModelInfo]) -> RunData:
         samples, collection = load_collection(config.data.data, config.data.cache_dir)
         parts = self._split(config, samples)
-        source = SampleSource(samples, info, config.data.feature_transform, collection)
+        source = SampleSource(samples, info, config.data.feature_transform, collection, feature_set(config))
         summary = (f"data: {len(samples)} samples, {len(source.group_index)} workloads; train {len(parts['train'])}, "
                    f"val {len(parts['val'])}, test {len(parts['test'])} ({config.data.split})")
         return RunData(source.info, {part: source.subset(idx).require_measured(part) for part, idx in parts.items()},

@@ -188,14 +188,26 @@ def check_predictions(pred: np.ndarray, labels: Sequence[str]) -> np.ndarray:
     return pred
 
 
-def model_info(num_types: int, feature_dim: int, collection: CollectionInfo, **shapes: Any) -> ModelInfo:
+def model_info(num_types: int, feature_dim: int, collection: CollectionInfo, features: Optional[str] = None,
+               **shapes: Any) -> ModelInfo:
     """The one way a `ModelInfo` is made: the data's collection info (vocabulary, feature
     names, extractor) and its shapes. `num_types` (the largest type id + 1) is used when
-    the collection names no vocabulary."""
+    the collection names no vocabulary. `features`: the model's feature set
+    (`simulator.features`): the columns it reads of data whose `feature_dim` columns
+    the collection names (default `base`); data with unnamed columns are read whole."""
+    from .features import DEFAULT_FEATURES, named_columns, select_features
     vocabulary = collection.vocabulary
-    return ModelInfo(num_types=len(vocabulary) if vocabulary else int(num_types), feature_dim=int(feature_dim),
+    names = named_columns(collection.feature_names, int(feature_dim))
+    if names is not None:
+        names = select_features(names, features or DEFAULT_FEATURES)
+    elif features and ("," in features or features.strip() not in ("base", "all")):
+        raise SimulatorError(f"--features {features!r} reads columns by name; this data's node features are "
+                             f"unnamed (or named for another width than its {feature_dim} columns)")
+    return ModelInfo(num_types=len(vocabulary) if vocabulary else int(num_types),
+                     feature_dim=len(names) if names is not None else int(feature_dim),
                      vocabulary=list(vocabulary) if vocabulary else None,
-                     feature_names=list(collection.feature_names) if collection.feature_names else None,
+                     feature_names=names if names is not None else
+                     (list(collection.feature_names) if collection.feature_names else None),
                      extractor_version=collection.extractor, **shapes)
 
 

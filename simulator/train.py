@@ -44,6 +44,7 @@ from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
 from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
 from .distributed import DEVICES, Cluster, start, stop
+from .features import check_spec, feature_set
 from .engine import locked_output, setup_determinism, write_json
 from .layers import POOLINGS, PROPAGATIONS
 from .losses import LOSSES
@@ -115,6 +116,10 @@ def _model_flags(add: Add) -> None:
              "configurable nodes for layout) or late (at the pooled graph embedding)")
     add("--xgb-objective", choices=["auto", "reg", "rank"], default="auto",
         help="xgb: auto: rank for a ranking --loss, else reg")
+    add("--features", default=None, metavar="SET[,±COLUMN…]",
+        help="node-feature columns the model reads: base (the TIR walk's columns, tir-ast-v1's), all (+ the "
+             "context columns), invariant (all but the size-scaling ones), then +COLUMN / -COLUMN changes "
+             "(simulator.features; default: the model's, base for all but gcn-inv / mlp-inv)")
 
 
 def _fit_flags(add: Add) -> None:
@@ -194,6 +199,7 @@ def validate(config: TrainConfig) -> TrainConfig:
     METRICS.get(config.fit.select_metric)
     if config.fit.epochs < 1 or config.fit.batch_size < 1:
         raise SimulatorError("--epochs and --batch-size must be positive")
+    config.model.features = check_spec(feature_set(config))  # recorded: the set this run reads
     options = config.model.layer_options
     if config.model.model in PROPAGATIONS:
         config.model.layer_options = PROPAGATIONS.get(config.model.model).resolve_options(options)
@@ -204,8 +210,8 @@ def validate(config: TrainConfig) -> TrainConfig:
 
 
 def describe(config: TrainConfig) -> str:
-    if config.model.model == "xgb":
-        return f"xgb, objective {config.model.xgb_objective}"
+    if config.model.model.endswith("xgb"):
+        return f"{config.model.model}, objective {config.model.xgb_objective}"
     return f"{config.model.model}, {config.fit.loss} loss"
 
 

@@ -136,8 +136,10 @@ def test_fast_walk_matches_reference_on_rare_branches(tmp_path):
 
 
 def test_shipped_samples_are_reproduced():
-    """The fast walk rebuilds shipped samples (made by the reference walk) exactly."""
+    """The fast walk rebuilds shipped samples (made by the reference walk) exactly, with the
+    hardware of the target each record was measured on."""
     from datasets import SHIPPED_LOG, SHIPPED_SAMPLES
+    from extract.hardware import hardware_of
     from extract.sample import load_samples
     from extract.templates import get_template
     from extract.tvm_log import read_jobs
@@ -146,12 +148,12 @@ def test_shipped_samples_are_reproduced():
     jobs, _ = read_jobs([str(SHIPPED_LOG)])
     for job in random.Random(1).sample(jobs, 12):  # jobs arrive parsed (tvm_log.ConfigJob)
         template = get_template(job.template)
-        graph = tir_to_graph(lower_for_features(template.schedule(job.workload, job.config).mod)["main"])
-        name = job.name
-        sample = stored[name]
+        func = lower_for_features(template.schedule(job.workload, job.config).mod)["main"]
+        graph = tir_to_graph(func, hardware_of(job.target))
+        sample = stored[job.name]
         assert np.array_equal(graph.edges, sample.edges) and np.array_equal(graph.node_types, sample.node_types)
-        assert graph.node_features.tobytes() == sample.node_features.tobytes(), name
-        assert np.array_equal(graph.curve.astype(np.float32), sample.vectors["curve"].reshape(-1)), name
+        assert graph.node_features.tobytes() == sample.node_features.tobytes(), job.name
+        assert np.array_equal(graph.curve.astype(np.float32), sample.vectors["curve"].reshape(-1)), job.name
 
 
 def test_featurize_schedules_forked_and_cached_match_reference(llvm_candidates):

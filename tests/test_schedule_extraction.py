@@ -164,7 +164,7 @@ def test_template_config_is_its_schedule_through_the_core():
     assert sample.meta == {"template": X86, "workload": wl.key, "index": 17, "config": config.values,
                            "extractor": EXTRACTOR_VERSION}
     direct = tvm_graph.sample_from_schedule(template.schedule(wl, config), template.make_target(),
-                                            [1e-3, 2e-3], sample.group, per_store=True)
+                                            [1e-3, 2e-3], sample.group, meta=sample.meta, per_store=True)
     assert_same_graph(sample, direct)
     np.testing.assert_array_equal(sample.runtimes, direct.runtimes)
     # a schedule replayed from its trace (what a MetaSchedule database holds) gives the same sample
@@ -174,7 +174,7 @@ def test_template_config_is_its_schedule_through_the_core():
     replayed = s_tir.Schedule(template.compute(wl, config["tile_ic"][-1], config["tile_oc"][-1]))
     Trace.apply_json_to_schedule(trace, replayed)
     assert_same_graph(sample, tvm_graph.sample_from_schedule(replayed, template.make_target(), None,
-                                                             sample.group, per_store=True))
+                                                             sample.group, meta=sample.meta, per_store=True))
 
 
 # ---------------------------------------------------------------- jobs and collections

@@ -10,6 +10,7 @@ import pytest
 from extract import tvm_log
 from extract.records import RecordFormatError, read_records
 from extract.sample import load_samples
+from extract.tir_graph import FEATURE_NAMES
 
 DATA = Path(__file__).parent / "data"
 V02, V01 = DATA / "autotvm_v02.jsonl", DATA / "autotvm_v01.log"
@@ -40,7 +41,7 @@ def test_both_formats_become_samples_and_errors_are_set_aside():
     assert c2[0].runtime_std[0] == pytest.approx(np.std([0.00212, 0.00209]))
     assert c2[0].meta["config"]["tile_oh"] == 1  # AutoTVM's fixed choice for old logs
     for sample in c2 + by_group["C3"]:
-        assert sample.node_features.shape[1] == 24 and sample.num_configs == 1
+        assert sample.node_features.shape[1] == len(FEATURE_NAMES) == 42 and sample.num_configs == 1
         assert sample.vectors["per_store"].shape == (1, 328)
     table = report.table()
     assert "C3" in table and "runtime error" in table and "instantiation error" in table
@@ -89,12 +90,12 @@ def test_cli_writes_collections_and_reports(tmp_path, capsys):
     assert len(samples) == 3 and all(s.group == "C3" for s in samples)
     report = json.loads((out / "report.json").read_text())
     assert report["errors"] == {"C3": {"4": 1}, "C2": {"1": 1}}
-    assert all(set(s.vectors) == {"curve", "per_store"} for s in samples)
+    assert all(set(s.vectors) == {"curve", "itervar", "knob", "per_store"} for s in samples)
     # without the xgb baseline's features: the same graphs, no per-store vectors
     lean = tmp_path / "lean"
     assert tvm_log.main([str(logs), "--out", str(lean), "--workers", "1", "--no-per-store"]) == 0
     lean_samples = load_samples(str(lean / "C3.npz"))
-    assert all(set(s.vectors) == {"curve"} for s in lean_samples)
+    assert all(set(s.vectors) == {"curve", "itervar", "knob"} for s in lean_samples)
     for a, b in zip(samples, lean_samples):
         np.testing.assert_array_equal(a.node_features, b.node_features)
 

@@ -1,0 +1,160 @@
+"""The transfer section of docs/RESULTS.md, from transfer.json (benchmarks.transfer),
+transfer_analysis.json (benchmarks.transfer_analysis) and, where present,
+transfer_before.json (the same matrix with the extractor before issue 13's features)
+and the hand-written transfer_notes.md."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+from .common import markdown_table
+
+
+def _load(results: str, name: str) -> Optional[Any]:
+    path = os.path.join(results, name)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _pct(v: Optional[float], digits: int = 1) -> str:
+    return "–" if v is None else f"{100 * v:.{digits}f}%"
+
+
+def _num(v: Optional[float]) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
+    """One row per model: the one-workload pairs in full, then 2 and 4 training workloads."""
+    sizes = sorted({int(s) for per in summary.values() for s in per if s != "1"})
+    header = ["model", "τ mean", "τ worst", "top-5 mean", "top-5 median", "top-5 worst", "pairs > 25%",
+              "τ vs quiet pass", "top-5 vs quiet"]
+    header += [f"{k} workloads: τ / top-5" for k in sizes]
+    rows = []
+    for model, per in summary.items():
+        one = per.get("1")
+        if one is None:
+            continue
+        row = [f"`{model}`", _num(one["mean_tau"]), _num(one["worst_tau"]), _pct(one["mean_top5"]),
+               _pct(one["median_top5"]), _pct(one["worst_top5"], 0), f"{one['pairs_top5_over_25']}/{one['pairs']}",
+               _num(one.get("quiet_mean_tau")), _pct(one.get("quiet_mean_top5"))]
+        for k in sizes:
+            s = per.get(str(k))
+            row.append("–" if s is None else f"{s['mean_tau']:.3f} / {_pct(s['mean_top5'])}")
+        rows.append(row)
+    return markdown_table(header, rows)
+
+
+def analysis_table(analysis: Dict[str, Any]) -> str:
+    shift, abl = analysis["shift"], analysis.get("ablation", {}).get("summary", {})
+    names = sorted(shift, key=lambda n: -(shift[n]["between_share"] + shift[n]["out_of_range"]))
+    rows = []
+    for n in names:
+        s, a = shift[n], abl.get(n, {})
+        if not (s["between_share"] or s["out_of_range"] or a.get("delta_tau_own")):
+            continue
+        rows.append([n, f"{s['between_share']:.2f}", f"{s['out_of_range']:.2f}", f"{s['within_rho']:+.2f}",
+                     f"{a.get('delta_tau_own', 0):+.3f}", f"{a.get('delta_tau_others', 0):+.3f}",
+                     f"{100 * a.get('delta_top5_others', 0):+.1f}%"])
+    return markdown_table(["node feature", "variance between workloads", "test nodes outside training range",
+                           "ρ with runtime (within)", "Δτ own, ablated", "Δτ others, ablated",
+                           "Δ top-5 others, ablated"], rows)
+
+
+BASELINE_PREFIXES = ("knob-xgb", "itervar-xgb")   # AutoTVM's own models, the bar of issue 13
+GRAPH_PREFIXES = ("gcn", "sage", "gat", "cheb")    # the GNNs the goal is about
+WORST_TOP5_BAR, GOAL_TAU, GOAL_TOP5 = 0.25, 0.5, 0.03
+
+
+def goal_rows(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[List[str]]:
+    """Issue 13's goals, one row per GNN in the matrix: its one-workload mean τ against the
+    best AutoTVM baseline's, mean top-5 against the best baseline's, the worst pair's
+    top-5 against 25%, and the stretch goal (τ ≥ 0.5, top-5 ≤ 3%). [] when the matrix has
+    no baseline or no GNN."""
+    one = {m: per["1"] for m, per in summary.items() if "1" in per}
+    base = {m: s for m, s in one.items() if m.startswith(BASELINE_PREFIXES)}
+    gnns = {m: s for m, s in one.items() if m.startswith(GRAPH_PREFIXES)}
+    if not base or not gnns:
+        return []
+    best_tau = max(base.items(), key=lambda kv: kv[1]["mean_tau"])
+    best_top5 = min(base.items(), key=lambda kv: kv[1]["mean_top5"])
+    yes = lambda ok: "**yes**" if ok else "no"  # noqa: E731
+    rows = []
+    for m, s in gnns.items():
+        rows.append([f"`{m}`",
+                     f"{yes(s['mean_tau'] > best_tau[1]['mean_tau'])} ({_num(s['mean_tau'])} vs "
+                     f"{_num(best_tau[1]['mean_tau'])} `{best_tau[0]}`)",
+                     f"{yes(s['mean_top5'] < best_top5[1]['mean_top5'])} ({_pct(s['mean_top5'])} vs "
+                     f"{_pct(best_top5[1]['mean_top5'])} `{best_top5[0]}`)",
+                     f"{yes(s['worst_top5'] <= WORST_TOP5_BAR)} ({_pct(s['worst_top5'], 0)})",
+                     f"{yes(s['mean_tau'] >= GOAL_TAU and s['mean_top5'] <= GOAL_TOP5)} "
+                     f"(τ {_num(s['mean_tau'])}, top-5 {_pct(s['mean_top5'])})"])
+    return rows
+
+
+def goal_lines(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[str]:
+    rows = goal_rows(summary)
+    if not rows:
+        return []
+    return ["**Issue 13's goals, one training workload** (mean over the 132 pairs; \"best baseline\": the best "
+            "of AutoTVM's knob-xgb / itervar-xgb rows on that figure):", "",
+            markdown_table(["model", "mean τ beats the best baseline", "mean top-5 beats the best baseline",
+                            "worst pair top-5 ≤ 25%", "τ ≥ 0.5 and top-5 ≤ 3%"], rows, align="lllll"), ""]
+
+
+def _more_sets(proto: Dict[str, Any]) -> str:
+    sizes = [s for s in proto.get("sizes", []) if s != 1]
+    if not sizes:
+        return ""
+    return (f", and on {proto.get('choices', '?')} seeded sets of {' and '.join(str(s) for s in sizes)} "
+            "workloads (tested on the rest)")
+
+
+def transfer_section(results: str, prefix: str = "results") -> List[str]:
+    out = _load(results, "transfer.json")
+    if out is None:
+        return []
+    proto = out.get("protocol", {})
+    lines = ["## Transfer from few workloads (issue 13)", "",
+             f"`python -m benchmarks.transfer`: each model trained on one workload and tested on each of the other "
+             f"eleven (12 trainings, 132 pairs){_more_sets(proto)}; "
+             f"20% of the training workloads' configs for validation and early stopping, "
+             f"{proto.get('epochs', '?')} epochs at most for the graph and MLP models, seed {proto.get('seed', 0)}. "
+             "τ and top-5 slowdown per (training set, test workload) pair against pass 1 (the labels); the worst "
+             "is the worst pair; \"vs quiet pass\": the same pairs scored on the ≈ 121 configs per workload the "
+             "quiet third pass re-measured. Rows ending in `-rank` / `-reg` are AutoTVM's XGBoost with "
+             "`rank:pairwise` / regression.", "",
+             summary_table(out["summary"]), ""]
+    lines += goal_lines(out["summary"])
+    before = _load(results, "transfer_before.json")
+    if before is not None:
+        lines += ["**The same matrix before issue 13's features** (extractor "
+                  f"`{before.get('extractor', '?')}`):", "", summary_table(before["summary"]), ""]
+    for name, title in (("transfer_tau.png", "Kendall τ of every one-workload pair"),
+                        ("transfer_top5.png", "top-5 slowdown of every one-workload pair")):
+        if os.path.exists(os.path.join(results, name)):
+            lines += [f"**{title}**", "", f"![{title}]({prefix}/{name})", ""]
+    notes = os.path.join(results, "transfer_notes.md")
+    if os.path.exists(notes):
+        with open(notes, encoding="utf-8") as f:
+            lines += [f.read().strip(), ""]
+    for tag, title in (("_before", "before issue 13's features"), ("", "with them")):
+        analysis = _load(results, f"transfer_analysis{tag}.json")
+        if analysis is None:
+            continue
+        lines += [f"**Why the graphs do not transfer, measured ({title}; extractor `{analysis.get('extractor')}`, "
+                  f"{' '.join(analysis['protocol']['model_flags'])} trained on each single workload).** "
+                  "`python -m benchmarks.transfer_analysis`: per node feature, the share of its variance (per-config "
+                  "mean over the nodes it applies to) between workloads, the share of a test workload's node values "
+                  "outside the range the training workload's nodes of the same type take (mean over the 132 "
+                  "pairs), its within-workload Spearman ρ with the log runtime, and the change of τ (on the "
+                  "training workload's validation configs, and on the other eleven) and of the top-5 slowdown "
+                  "when the column is ablated (set to the training nodes' mean for the node's type).", "",
+                  analysis_table(analysis), ""]
+        fig = f"transfer_features{tag}.png"
+        if os.path.exists(os.path.join(results, fig)):
+            lines += [f"![node features {title}]({prefix}/{fig})", ""]
+    return lines

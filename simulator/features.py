@@ -1,0 +1,124 @@
+"""Which node-feature columns a model reads: its feature set (`--features`, issue 13).
+
+The TIR extractor's samples carry more columns than most models read: `tir-ast-v2` is
+`tir-ast-v1`'s 24 columns (what the walk fills in, bit for bit the same values) followed
+by the 18 context columns of `extract.tir_context` (share of the program's work,
+footprints against the caches, GPU launch structure). Every model names the columns it
+reads, and the data path hands it exactly those, by name, whatever else the samples
+carry:
+
+  base        every column but the context columns (`extract.tir_context.CONTEXT_NAMES`):
+              on TIR data tir-ast-v1's columns; on any other data (HLO, synthetic) every
+              column. The default of every model but the size-invariant ones.
+  all         every column.
+  invariant   every column but those whose values scale with the workload's size
+              (`ABSOLUTE_COLUMNS`: trip counts, bytes, buffer sizes, strides): the
+              default of `gcn-inv` / `mlp-inv` (`simulator.invariant`).
+
+A set may be followed by changes, comma-separated: `all,-work_share` (leave a column
+out), `base,+fits_l2` (add one); an unknown column name is an error.
+
+`--features` unset means the model's own default (`CostModel.FEATURES`); `validate`
+writes the resolved name into the run's config, and the columns it gave into the
+run's `ModelInfo.feature_names` (a checkpoint reads those columns from any data that
+has them, by name: a model trained on tir-ast-v1 reads tir-ast-v2 samples unchanged).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List, Optional, Sequence
+
+import numpy as np
+
+from .registry import SimulatorError
+
+if TYPE_CHECKING:
+    from .config import ModelInfo, TrainConfig
+
+FEATURE_SETS = ("base", "all", "invariant")
+DEFAULT_FEATURES = "base"
+
+# node-feature columns whose values scale with the workload's size (tir_graph's names)
+ABSOLUTE_COLUMNS = ("outer_trips", "inner_trips", "bytes_touched", "reuse", "buffer_bytes",
+                    "stride_min", "stride_innermost")
+
+# extractor versions whose columns, by name, hold the same values as an older one's
+# (tir-ast-v2 = tir-ast-v1's walk + context columns; tests/test_features.py)
+REPRODUCES = {"tir-ast-v2": ("tir-ast-v1",)}
+
+
+def context_names() -> Sequence[str]:
+    try:
+        from extract.tir_context import CONTEXT_NAMES
+    except ImportError:  # pragma: no cover - the extractors are part of the package
+        return ()
+    return CONTEXT_NAMES
+
+
+def check_spec(spec: str) -> str:
+    """`spec` if it is a feature set (with changes); else a clear error."""
+    base, *changes = [part.strip() for part in str(spec).split(",")]
+    if base not in FEATURE_SETS:
+        raise SimulatorError(f"--features {spec!r}: unknown feature set {base!r} (known: {', '.join(FEATURE_SETS)})")
+    for change in changes:
+        if len(change) < 2 or change[0] not in "+-":
+            raise SimulatorError(f"--features {spec!r}: {change!r} is not +COLUMN or -COLUMN")
+    return spec
+
+
+def select_features(names: Sequence[str], spec: str) -> List[str]:
+    """The columns of data named `names` that feature set `spec` reads, in data order."""
+    base, *changes = [part.strip() for part in check_spec(spec).split(",")]
+    names = list(names)
+    drop = {"base": set(context_names()), "all": set(), "invariant": set(ABSOLUTE_COLUMNS)}[base]
+    keep = {n for n in names if n not in drop}
+    for change in changes:
+        sign, name = change[0], change[1:]
+        if name not in names:
+            raise SimulatorError(f"--features {spec!r}: the data has no column {name!r} "
+                                 f"(has: {', '.join(names)})")
+        (keep.add if sign == "+" else keep.discard)(name)
+    if not keep:
+        raise SimulatorError(f"--features {spec!r} leaves no node-feature column")
+    return [n for n in names if n in keep]
+
+
+def feature_set(config: "TrainConfig") -> str:
+    """The feature set a run reads: `--features`, else its model's default."""
+    if config.model.features:
+        return config.model.features
+    from .costmodel import cost_model_class
+    return getattr(cost_model_class(config.model.model), "FEATURES", DEFAULT_FEATURES)
+
+
+def named_columns(names: Optional[Sequence[str]], width: int) -> Optional[List[str]]:
+    """`names` if they name `width` columns (a collection's info may name another
+    extractor's columns than its samples carry, e.g. synthetic samples); else None."""
+    return list(names) if names and len(names) == width else None
+
+
+def column_map(data_names: Optional[Sequence[str]], width: int, info: "ModelInfo") -> Optional[np.ndarray]:
+    """Indices of the model's columns (`info.feature_names`) in data of `width` columns
+    named `data_names`; None when they are the same columns, or either side has no names
+    (the width is then checked as it is). A column the model reads that the data lacks
+    is a clear error."""
+    data_names = named_columns(data_names, width)
+    wanted = info.feature_names
+    if data_names is None or not wanted or list(wanted) == data_names:
+        return None
+    where = {n: i for i, n in enumerate(data_names)}
+    missing = [n for n in wanted if n not in where]
+    if missing:
+        raise SimulatorError(f"the model reads node-feature columns the data lacks: {', '.join(missing)} "
+                             f"(model trained on extractor {info.extractor_version}; the data has "
+                             f"{width} columns)")
+    return np.array([where[n] for n in wanted], np.int64)
+
+
+def same_columns(model_extractor: Optional[str], data_extractor: Optional[str]) -> bool:
+    """True when data of `data_extractor` hold, under a model's column names, the values
+    a model trained on `model_extractor` saw."""
+    if model_extractor == data_extractor:
+        return True
+    # one reproduces the other's columns (those the model reads that the data lacks are refused)
+    return (model_extractor in REPRODUCES.get(data_extractor or "", ())
+            or data_extractor in REPRODUCES.get(model_extractor or "", ()))

@@ -1,0 +1,133 @@
+"""Feature sets (`simulator.features`, `--features`): which node-feature columns a model
+reads, taken from the samples by name, so that the context columns of tir-ast-v2 change
+no existing model and a checkpoint trained on tir-ast-v1 reads tir-ast-v2 samples."""
+import copy
+import os
+
+import numpy as np
+import pytest
+
+from simulator.registry import SimulatorError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRETRAINED = os.path.join(ROOT, "datasets", "networks_x86", "pretrained", "gcn.pt")
+
+
+def test_feature_sets_on_the_tir_extractor_columns():
+    from extract.tir_context import CONTEXT_NAMES
+    from extract.tir_graph import BASE_FEATURE_NAMES, FEATURE_NAMES
+    from simulator.features import ABSOLUTE_COLUMNS, select_features
+
+    assert select_features(FEATURE_NAMES, "base") == list(BASE_FEATURE_NAMES) and len(BASE_FEATURE_NAMES) == 24
+    assert select_features(FEATURE_NAMES, "all") == list(FEATURE_NAMES)
+    invariant = select_features(FEATURE_NAMES, "invariant")
+    assert not set(invariant) & set(ABSOLUTE_COLUMNS) and set(CONTEXT_NAMES) <= set(invariant)
+    assert select_features(FEATURE_NAMES, "base,+work_share,-depth") == \
+        [n for n in FEATURE_NAMES if n in BASE_FEATURE_NAMES and n != "depth"] + ["work_share"]
+    # other data (no context columns): base is every column
+    assert select_features(["a", "b"], "base") == ["a", "b"]
+    for bad, match in (("nope", "unknown feature set"), ("base,depth", r"\+COLUMN"), ("all,-nope", "no column"),
+                       ("base,-a,-b", "no node-feature column")):
+        with pytest.raises(SimulatorError, match=match):
+            select_features(["a", "b"] if bad == "base,-a,-b" else FEATURE_NAMES, bad)
+
+
+def test_models_default_feature_sets_and_validation():
+    from simulator.train import build_parser, config_from_flags, validate
+
+    def config(*argv):
+        return validate(config_from_flags(vars(build_parser().parse_args(list(argv)))))
+    assert config().model.features == "base"
+    assert config("--model", "xgb").model.features == "base"
+    assert config("--model", "gcn-inv").model.features == "invariant"
+    assert config("--model", "gcn-inv", "--features", "all").model.features == "all"
+    with pytest.raises(SimulatorError, match="unknown feature set"):
+        config("--features", "everything")
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from simulator.data import load_collection
+    samples, collection = load_collection("shipped")
+    return samples[::700][:10], collection
+
+
+def test_shipped_samples_hold_the_base_columns_then_the_context_columns(shipped):
+    from extract.tir_graph import BASE_FEATURE_NAMES, EXTRACTOR_VERSION, FEATURE_NAMES
+    from simulator.batching import BatchSpec
+    from simulator.samples_source import SampleSource
+
+    samples, collection = shipped
+    assert collection.extractor == EXTRACTOR_VERSION == "tir-ast-v2" and collection.feature_names == list(FEATURE_NAMES)
+    spec = BatchSpec(graph=True)
+    base = SampleSource(samples, None, "none", collection)
+    assert base.info.feature_names == list(BASE_FEATURE_NAMES) and base.info.feature_dim == 24
+    every = SampleSource(samples, None, "none", collection, "all")
+    assert every.info.feature_dim == 42
+    for a, b, s in zip(base.items(spec), every.items(spec), samples):
+        assert a.x.numpy().tobytes() == np.ascontiguousarray(s.node_features[:, :24]).tobytes()
+        assert np.array_equal(b.x.numpy(), s.node_features)
+
+
+def test_checkpoint_trained_on_tir_ast_v1_predicts_as_before(shipped):
+    """datasets/networks_x86/pretrained/gcn.pt (trained on tir-ast-v1's 24 columns) reads
+    its columns from tir-ast-v2 samples by name: the predictions main made on the
+    tir-ast-v1 shipped samples, and the same as on those samples cut to 24 columns."""
+    from simulator.costmodel import CostModel
+    from simulator.data import CollectionInfo
+    from simulator.samples_source import SampleSource
+
+    samples, collection = shipped
+    model = CostModel.load(PRETRAINED)
+    assert model.info.extractor_version == "tir-ast-v1" and model.info.feature_dim == 24
+    pred = model.predict(SampleSource(samples, model.info, "none", collection))
+    on_main = {"C1/822": -5.9032087326049805, "C10/482": -5.468592166900635, "C11/273": -7.305522918701172,
+               "C8/338": -9.285321235656738}
+    got = dict(zip((s.name for s in samples), pred))
+    for name, value in on_main.items():
+        assert got[name] == pytest.approx(value, rel=1e-6, abs=1e-6), name
+    cut = []
+    for s in samples:
+        s = copy.copy(s)
+        s.node_features = np.ascontiguousarray(s.node_features[:, :24])
+        cut.append(s)
+    v1 = CollectionInfo(collection.vocabulary, collection.feature_names[:24], "tir-ast-v1")
+    assert np.array_equal(model.predict(SampleSource(cut, model.info, "none", v1)), pred)
+
+
+def test_a_model_reading_a_column_the_data_lacks_is_refused(shipped):
+    from simulator.data import CollectionInfo
+    from simulator.samples_source import SampleSource
+
+    samples, collection = shipped
+    info = SampleSource(samples, None, "none", collection, "all").info
+    cut = []
+    for s in samples:
+        s = copy.copy(s)
+        s.node_features = np.ascontiguousarray(s.node_features[:, :24])
+        cut.append(s)
+    v1 = CollectionInfo(collection.vocabulary, collection.feature_names[:24], "tir-ast-v1")
+    with pytest.raises(SimulatorError, match="columns the data lacks: work_share"):
+        SampleSource(cut, info, "none", v1)
+
+
+def test_samples_naming_tir_ast_v1_get_its_column_names(shipped):
+    """Samples saved by tir-ast-v1 (24 columns, meta extractor tir-ast-v1) are named as
+    such, so that a model trained on them reads its columns from newer samples."""
+    from extract.tir_graph import BASE_FEATURE_NAMES
+    from simulator.data import collection_info
+    from simulator.samples_source import SampleSource
+
+    samples, collection = shipped
+    old = []
+    for s in samples:
+        s = copy.copy(s)
+        s.node_features = np.ascontiguousarray(s.node_features[:, :24])
+        s.meta = dict(s.meta, extractor="tir-ast-v1")
+        old.append(s)
+    info = collection_info(old)
+    assert info.extractor == "tir-ast-v1" and info.feature_names == list(BASE_FEATURE_NAMES)
+    model_info = SampleSource(old).info
+    assert model_info.feature_names == list(BASE_FEATURE_NAMES)
+    new = SampleSource(samples, model_info, "none", collection)
+    assert new._columns.tolist() == list(range(24))
