@@ -43,7 +43,7 @@ PRETRAINED = NETWORKS_X86 / "pretrained" / "gcn.pt"  # simulator.export of a gcn
 PRETRAIN_RUN = "runs/networks-pretrained-gcn"
 PRETRAIN_COMMANDS = (  # how PRETRAINED is made (from the repository root)
     f"python -m simulator.train --data datasets/networks_x86 --split random --model gcn --loss pairwise-hinge "
-    f"--epochs 60 --seed 0 --threads 1 --out {PRETRAIN_RUN}",
+    f"--epochs 40 --seed 0 --threads 1 --out {PRETRAIN_RUN}",
     f"python -m simulator.export {PRETRAIN_RUN} datasets/networks_x86/pretrained/gcn.pt "
     f"--scores datasets/networks_x86/pretrained/gcn.json")
 TASKS = "tasks.json"
