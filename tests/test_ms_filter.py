@@ -181,3 +181,39 @@ def test_tune_flag_filter_keep_is_a_share():
     for bad in ("0", "1.5", "nan"):
         with pytest.raises(SystemExit):
             parser.parse_args(base + ["--filter-keep", bad])
+
+
+def test_benchmark_rates_two_stage_scoring(tmp_path):
+    import json
+
+    from benchmarks.ms_features import main
+
+    if not os.path.exists(PRETRAINED):
+        pytest.skip("no pretrained checkpoint")
+    out = tmp_path / "ms_filter.json"
+    assert main(["--workloads", "--cuda", "--workers", "1", "--es-trials", "0", "--filter-workloads", "matmul_512",
+                 "--filter-count", "96", "--filter-keep", "0.25", "--filter-warmup", "32", "--filter-es-trials", "16",
+                 "--es-population", "48", "--out", str(out)]) == 0
+    section = json.loads(out.read_text())["two_stage"]
+    (rates,) = section["rates"]
+    for side in ("gnn", "two_stage", "xgb"):
+        assert rates[side]["per_s"] > 0 and rates[side]["cpu_ms"] > 0
+    assert rates["two_stage"]["filtered"] == 96 - 64           # the floor of 64 kept, the rest filtered out
+    q = rates["quality"]
+    assert q["candidates"] == 96 and q["ready"] == 96 and q["kept"] == 64 and 0 <= q["recall"] <= 1
+    assert -1 <= q["tau"] <= 1
+    (row,) = section["search"]
+    for side in ("gnn", "two_stage", "xgb"):
+        assert row[side]["scored"] > 0 and 0 < row[side]["cost_model_s"] <= row[side]["search_s"]
+    assert row["quality"]["calls_rated"] >= 1 and 0 <= row["quality"]["recall_mean"] <= 1
+
+
+def test_tune_table_reports_the_filter():
+    from simulator.ms_costmodel import CostModelStats
+    from simulator.tune import TuneResult, table
+
+    stats = CostModelStats(predict_s=2.0, update_s=1.0, scored=1000, filtered=700, filter_s=0.25)
+    task = {"name": "t", "key": "k", "weight": 1, "flops": 1e9, "trials": 8, "errors": 0, "best_s": 1e-3}
+    text = table(TuneResult([task], [], 30.0, stats.as_dict()), "gnn")
+    assert "first-stage filter: 700 of 1000 kept from the GNN, 0.2 s in stage 1" in text
+    assert "first-stage filter" not in table(TuneResult([task], [], 30.0, CostModelStats(scored=5).as_dict()), "gnn")
