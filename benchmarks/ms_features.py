@@ -402,7 +402,8 @@ def _rank_quality(stage1: np.ndarray, gnn: np.ndarray, kept: np.ndarray, top: in
             "candidates": len(gnn)}
 
 
-def two_stage_rates(name: str, model, keep: float, count: int, warmup: int, workers: int) -> Dict[str, Any]:
+def two_stage_rates(name: str, model, keep: float, count: int, warmup: int, workers: int,
+                    kind: str = "xgb") -> Dict[str, Any]:
     """Candidates/s, Schedule → score, of `count` fresh candidates: the GNN alone, the
     two stages (warmed up first on 2 × `count` others) and PerStoreFeature + XGB; and the
     filter's quality on them (τ, top-64 recall against the GNN's own scores)."""
@@ -424,7 +425,7 @@ def two_stage_rates(name: str, model, keep: float, count: int, warmup: int, work
         return scores, {"per_s": count / (time.perf_counter() - start), "cpu_ms": 1e3 * (cpu_seconds() - cpu) / count}
 
     gnn_scores, out["gnn"] = timed(lambda: GNNCostModel(model, workers=workers).predict(ctx, test))
-    two = GNNCostModel(model, workers=workers, filter_keep=keep, filter_warmup=warmup)
+    two = GNNCostModel(model, workers=workers, filter_keep=keep, filter_warmup=warmup, filter_model=kind)
     two.predict(ctx, warm)
     seen: Dict[str, np.ndarray] = {}
     score = two.filter.score
@@ -451,7 +452,7 @@ def dataclass_copy(obj):
     return dataclasses.replace(obj)
 
 
-def observed_gnn(cm, keep: Optional[float] = None, warmup: int = 256, floor: int = 64):
+def observed_gnn(cm, keep: Optional[float] = None, warmup: int = 256, floor: int = 64, kind: str = "xgb"):
     """`cm` (a GNNCostModel) timed for `search`; with `keep`, a shadow first stage fed as
     the two-stage model would feed it (after warm-up, only the candidates it keeps) rates
     every call against the GNN's own scores of all candidates (outside the timing)."""
@@ -465,7 +466,7 @@ def observed_gnn(cm, keep: Optional[float] = None, warmup: int = 256, floor: int
     class Observed(ms.cost_model.PyCostModel):
         def __init__(self) -> None:
             self.cache, self.seconds, self.cpu_seconds, self.update_seconds, self.scored = cm.cache, 0.0, 0.0, 0.0, 0
-            self.shadow = DecisionFilter(warmup=warmup) if keep is not None else None
+            self.shadow = DecisionFilter(warmup=warmup, model=kind) if keep is not None else None
             self.calls: List[Dict[str, float]] = []
 
         def load(self, path: str) -> None:
@@ -501,17 +502,18 @@ def observed_gnn(cm, keep: Optional[float] = None, warmup: int = 256, floor: int
 
 
 def es_two_stage(name: str, trials: int, model, keep: float, warmup: int, workers: int,
-                 population: int) -> Dict[str, Any]:
+                 population: int, kind: str = "xgb") -> Dict[str, Any]:
     """MetaSchedule's evolutionary search (made-up runtimes, GNN not fine-tuned) scored
     by the GNN alone (with a shadow first stage rating the filter on every call), by the
     two stages, and by XGBModel."""
     from simulator.ms_costmodel import GNNCostModel
 
     log(f"evolutionary search on {name}, {trials} trials: gnn (+ shadow filter), two-stage, xgb")
-    alone = observed_gnn(GNNCostModel(model, workers=workers, update_steps=0), keep, warmup)
+    alone = observed_gnn(GNNCostModel(model, workers=workers, update_steps=0), keep, warmup, kind=kind)
     row: Dict[str, Any] = {"name": name, "trials": trials, "population": population, "keep": keep,
                            "gnn": search(name, trials, alone, workers, population=population)}
-    two_cm = GNNCostModel(model, workers=workers, update_steps=0, filter_keep=keep, filter_warmup=warmup)
+    two_cm = GNNCostModel(model, workers=workers, update_steps=0, filter_keep=keep, filter_warmup=warmup,
+                          filter_model=kind)
     row["two_stage"] = search(name, trials, observed_gnn(two_cm), workers, population=population)
     row["two_stage"].update(filtered=two_cm.stats.filtered, stage1_s=two_cm.stats.filter_s)
     row["xgb"] = search(name, trials, timed_xgb(workers), workers, population=population)
@@ -528,20 +530,22 @@ def two_stage_section(args, workers: int) -> Dict[str, Any]:
 
     model = load_trained(args.checkpoint)[0]
     out: Dict[str, Any] = {"checkpoint": args.checkpoint, "keep": args.filter_keep, "warmup": args.filter_warmup,
+                           "model": args.filter_model,
                            "workers": workers, "rates": [], "search": []}
     for name in args.filter_workloads:
         log(f"two-stage scoring on {name}: {args.filter_count} candidates (after {2 * args.filter_count} warm-up)")
         out["rates"].append(two_stage_rates(name, model, args.filter_keep, args.filter_count, args.filter_warmup,
-                                            workers))
+                                            workers, args.filter_model))
     if args.filter_es_trials:
         for name in args.filter_workloads:
             out["search"].append(es_two_stage(name, args.filter_es_trials, model, args.filter_keep,
-                                              args.filter_warmup, workers, args.es_population))
+                                              args.filter_warmup, workers, args.es_population, args.filter_model))
     return out
 
 
 def two_stage_table(section: Dict[str, Any]) -> str:
-    lines = [f"two-stage scoring (keep {section['keep']}, warm-up {section['warmup']}, {section['workers']} "
+    lines = [f"two-stage scoring ({section.get('model', 'xgb')}, keep {section['keep']}, warm-up {section['warmup']}, "
+             f"{section['workers']} "
              f"process(es)), candidates/s end to end (wall), fresh candidates:",
              f"{'case':36s} {'gnn':>7s} {'2-stage':>8s} {'xgb':>7s} {'x gnn':>6s} {'x xgb':>6s} {'filtered':>8s} "
              f"{'stage1 ms':>9s} {'tau':>5s} {'recall64':>8s} {'CPU ms: gnn':>11s} {'2-stage':>8s} {'xgb':>6s}"]
@@ -609,6 +613,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="operators to rate two-stage scoring on (none: skipped)")
     f.add_argument("--filter-keep", type=float, default=0.25, help="share of each call the GNN scores")
     f.add_argument("--filter-warmup", type=int, default=256, help="fully scored candidates before filtering")
+    f.add_argument("--filter-model", choices=("xgb", "ridge"), default="xgb", help="the first stage's regressor")
     f.add_argument("--filter-count", type=int, default=512, help="fresh candidates timed (warm-up: twice as many)")
     f.add_argument("--filter-es-trials", type=int, default=128, help="evolutionary search trials (0: skip)")
     f.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="the GNN (a simulator.train checkpoint)")

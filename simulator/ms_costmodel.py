@@ -33,7 +33,7 @@ and from there on updates per task like a pre-trained one. At MetaSchedule's def
 64 trials per round that is after the first round.
 
 **Two-stage scoring** (`filter_keep`, off by default): a first stage that needs no
-lowering (`simulator.ms_filter`: ridge regressions from each candidate's trace decisions
+lowering (`simulator.ms_filter`: small XGBoost regressors from each candidate's trace decisions
 to the GNN's scores, one per task and design-space sketch, distilled online from the
 candidates the GNN fully scored) ranks each predict call's candidates; the GNN scores
 only the best `filter_keep` share of them (at least `filter_min`), the others get scores
@@ -133,13 +133,13 @@ class GNNCostModel(PyCostModel):
     `simulator.costmodel.CostModel` (None: cold). Options: `cold_model`, `min_measured`,
     `cold_steps`, `update_steps`, `loss` (of the updates), `lr` (None: the model's),
     `workers` (featurizing processes), `seed`, `threads`; two-stage scoring: `filter_keep`
-    (None: off), `filter_min`, `filter_warmup`."""
+    (None: off), `filter_min`, `filter_warmup`, `filter_model` ("xgb" or "ridge")."""
 
     def __init__(self, model=None, *, cold_model: str = "gcn", min_measured: int = MIN_MEASURED,
                  cold_steps: int = COLD_STEPS, update_steps: int = UPDATE_STEPS, loss: str = UPDATE_LOSS,
                  lr: Optional[float] = None, workers: int = 1, seed: int = 0, threads: int = 1,
                  filter_keep: Optional[float] = None, filter_min: int = FILTER_MIN,
-                 filter_warmup: int = FILTER_WARMUP):
+                 filter_warmup: int = FILTER_WARMUP, filter_model: str = "xgb"):
         super().__init__()
         from extract.featurize import GraphCache
 
@@ -149,7 +149,8 @@ class GNNCostModel(PyCostModel):
             raise ValueError(f"filter_keep must be in (0, 1], got {filter_keep}")
         self.filter_keep = None if filter_keep is None else float(filter_keep)
         self.filter_min = int(filter_min)
-        self.filter = DecisionFilter(warmup=filter_warmup) if filter_keep is not None else None
+        self.filter = (DecisionFilter(warmup=filter_warmup, model=filter_model, seed=seed)
+                       if filter_keep is not None else None)
 
         self.model = None
         self.cold_model, self.min_measured, self.cold_steps = cold_model, int(min_measured), int(cold_steps)

@@ -15,9 +15,13 @@ to make the candidate are in its trace already, and reading them costs tens of �
   whose presence depends on the decisions, are not part of it.
 
 `DecisionFilter` keeps, per (task, sketch), the feature vectors and GNN scores of the
-candidates the GNN fully scored (the most recent `window`), and fits a ridge regression on
-standardised features, their squares and pairwise products (the GNN's score is far from
-linear in tile sizes) to them — a distillation of the GNN for that design space. A
+candidates the GNN fully scored (the most recent `window`), and fits a small regressor to
+them — a distillation of the GNN for that design space: `model="xgb"` (default) gradient
+boosted trees (XGBoost, 100 trees of depth 4, one thread; ~0.1 s a fit), or
+`model="ridge"`, a ridge regression on standardised features, their squares and pairwise
+products. On a ResNet conv2d's fresh candidates (1,024 fitted, 512 rated) trees reached
+Kendall τ 0.83 against the GNN and kept all of its top-64 in the best 25%; ridge τ 0.57,
+81% (matmul: both τ ≈ 0.85, 100%). A
 (task, sketch) is *ready* once `warmup` candidates have been fully scored; until then
 `score` gives NaN for its candidates (everything goes to the GNN). It is refitted when
 its data have grown by `refit` (share) since the last fit; the GNN changes as it is
@@ -37,6 +41,10 @@ WARMUP = 256        # fully scored candidates of a (task, sketch) before it filt
 WINDOW = 2048       # most recent fully scored candidates it fits on
 RIDGE = 0.01        # ridge penalty, per training sample (features standardised)
 MAX_PAIRWISE = 48   # above this many features: linear + squares only (no pairwise products)
+
+MODELS = ("xgb", "ridge")
+XGB_PARAMS = {"max_depth": 4, "eta": 0.1, "nthread": 1, "objective": "reg:squarederror", "verbosity": 0}
+XGB_TREES = 100
 
 Sketch = Tuple[Any, ...]
 
@@ -84,7 +92,7 @@ def expand(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Group:
-    """One (task, sketch): its training data and fitted ridge model."""
+    """One (task, sketch): its training data and fitted model."""
 
     xs: List[np.ndarray] = field(default_factory=list)
     ys: List[float] = field(default_factory=list)
@@ -96,15 +104,20 @@ class _Group:
     zmean: Optional[np.ndarray] = None
     zscale: Optional[np.ndarray] = None
     intercept: float = 0.0
+    booster: Any = None
 
 
 class DecisionFilter:
-    """Per-(task, sketch) ridge regressions from trace decisions to GNN scores (see the
+    """Per-(task, sketch) regressors from trace decisions to GNN scores (see the
     module docstring)."""
 
-    def __init__(self, warmup: int = WARMUP, window: int = WINDOW, ridge: float = RIDGE, refit: float = 0.25):
+    def __init__(self, warmup: int = WARMUP, window: int = WINDOW, ridge: float = RIDGE, refit: float = 0.25,
+                 model: str = "xgb", seed: int = 0):
         if warmup < 2:
             raise ValueError(f"warmup must be at least 2, got {warmup}")
+        if model not in MODELS:
+            raise ValueError(f"unknown first-stage model {model!r} (known: {', '.join(MODELS)})")
+        self.model, self.seed = model, int(seed)
         self.warmup, self.window, self.ridge, self.refit = int(warmup), int(window), float(ridge), float(refit)
         self.groups: Dict[Tuple[str, Sketch], _Group] = {}
         self.fits = 0
@@ -130,6 +143,14 @@ class DecisionFilter:
     def _fit(self, g: _Group) -> None:
         x = np.stack(g.xs)
         y = np.asarray(g.ys)
+        if self.model == "xgb":
+            import xgboost as xgb
+
+            g.booster = xgb.train({**XGB_PARAMS, "seed": self.seed}, xgb.DMatrix(x, y), XGB_TREES)
+            g.coef = np.zeros(0)  # fitted
+            g.fitted_at = g.total
+            self.fits += 1
+            return
         g.mean, g.scale = x.mean(0), x.std(0)
         g.scale[g.scale < 1e-9] = 1.0
         z = expand((x - g.mean) / g.scale)
@@ -156,6 +177,11 @@ class DecisionFilter:
             if g.coef is None or g.total - g.fitted_at >= self.refit * len(g.ys):
                 self._fit(g)
             x = np.stack([features[i] for i in idx])
+            if g.booster is not None:
+                import xgboost as xgb
+
+                out[idx] = g.booster.predict(xgb.DMatrix(x))
+                continue
             z = (expand((x - g.mean) / g.scale) - g.zmean) / g.zscale
             out[idx] = z @ g.coef + g.intercept
         return out

@@ -75,13 +75,14 @@ def test_trace_features_read_the_sampled_decisions(space):
     assert len({x.tobytes() for _, x in sum(by_sketch.values(), [])}) > len(schedules) // 2
 
 
-def test_decision_filter_learns_a_function_of_the_decisions_and_warms_up():
+@pytest.mark.parametrize("kind,fit", [("ridge", 0.99), ("xgb", 0.9)])
+def test_decision_filter_learns_a_function_of_the_decisions_and_warms_up(kind, fit):
     from simulator.ms_filter import DecisionFilter
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 6, size=(400, 5)).astype(float)
     y = -(x[:, 0] - 2.0) ** 2 + x[:, 1] * x[:, 2] - 0.5 * x[:, 3]
-    f = DecisionFilter(warmup=100)
+    f = DecisionFilter(warmup=100, model=kind)
     sk = [("A", 5)] * 400
     f.add("task", sk[:99], list(x[:99]), y[:99])
     assert np.isnan(f.score("task", sk[300:], list(x[300:]))).all()      # still warming up
@@ -89,9 +90,14 @@ def test_decision_filter_learns_a_function_of_the_decisions_and_warms_up():
     assert not f.ready("other task", ("A", 5)) and not f.ready("task", ("B", 5))
     s = f.score("task", sk[300:], list(x[300:]))
     assert np.isfinite(s).all()
-    assert np.corrcoef(s, y[300:])[0, 1] > 0.99                           # quadratic terms fit it
+    assert np.corrcoef(s, y[300:])[0, 1] > fit                            # not linear in x: fitted
+    assert f.fits == 1
+    f.score("task", sk[300:], list(x[300:]))
+    assert f.fits == 1                                                    # nothing new: no refit
     assert np.isnan(f.score("task", [("B", 5)], [x[0]])).all()           # another sketch: not ready
     assert np.isnan(f.score("task", [()], [np.zeros(0)])).all()          # no decisions: never
+    with pytest.raises(ValueError):
+        DecisionFilter(model="svm")
 
 
 def test_filter_order_and_merged_scores():
