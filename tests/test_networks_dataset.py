@@ -249,6 +249,7 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     assert "nan" not in text.lower()
     row = next(r for r in res["rows"] if r["held"] == "bert")
     assert row["tasks"] == 1 and "--test-network bert" in row["command"]
+    assert "--loss pairwise-hinge" in row["command"] and res["protocol"]["loss"] == "pairwise-hinge"
 
 
 def test_report_averages_seeds_and_lists_the_kinds_that_cannot_be_held_out():
