@@ -3,6 +3,7 @@ to end, beside MetaSchedule's own cost model (PerStoreFeature + XGBoost), in one
 
     python -m benchmarks.ms_features [--count 512] [--workloads NAME ...] [--templates]
         [--workers 1 2] [--es-trials 64] [--es-workloads matmul_512] [--out FILE.json]
+        [--filter-workloads NAME ... [--filter-keep 0.25] [--filter-es-trials 128]]
 
 Candidates: for each operator of `extract.ms_candidates.WORKLOADS` (matmul 512³, a
 ResNet conv2d, a depthwise conv2d, a batch matmul, softmax, layer norm), `--count`
@@ -28,6 +29,16 @@ Per case:
 each `--es-workloads` operator without building or measuring (made-up runtimes), once
 scoring with the simulator (fast path, forked workers, graph cache) and once with
 XGBModel, and reports the time inside the cost model against the search's own.
+
+`--filter-workloads NAME ...` rates two-stage scoring (`GNNCostModel(filter_keep=…)`,
+`simulator.ms_filter`) with the GNN of `--checkpoint` (default: the shipped pre-trained
+gcn): candidates/s of `--filter-count` fresh candidates by the GNN alone, by the two stages
+(warmed up first on twice as many others) and by PerStoreFeature + XGB, with τ and top-64
+recall of the first stage against the GNN on them; and (`--filter-es-trials N`) an
+evolutionary search (made-up runtimes, the GNN not fine-tuned) scored by the GNN alone —
+a shadow first stage, fed as the two-stage model would feed it, rated on every call:
+the share of the GNN's own top-64 it keeps, Kendall τ against the GNN — then by the two
+stages and by XGBModel.
 
 When another process owns a core (`taskset -c 0 python -m benchmarks.ms_features`),
 only the cores this process may use count: `--workers` above that is skipped.
@@ -374,6 +385,190 @@ def search_comparison(names: Sequence[str], trials: int, model, workers: int,
     return rows
 
 
+# ---------------------------------------------------------------- two-stage scoring
+DEFAULT_CHECKPOINT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                  "datasets", "networks_x86", "pretrained", "gcn.pt")
+
+
+def _rank_quality(stage1: np.ndarray, gnn: np.ndarray, kept: np.ndarray, top: int = 64) -> Dict[str, float]:
+    """Kendall τ of stage-1 and GNN scores (where stage 1 scored), and the share of the
+    GNN's `top` best that the filter kept."""
+    from scipy.stats import kendalltau
+
+    ready = np.isfinite(stage1)
+    best = np.argsort(-gnn, kind="stable")[:top]
+    tau = float(kendalltau(stage1[ready], gnn[ready])[0]) if ready.sum() > 1 else float("nan")
+    return {"tau": tau, "recall": float(kept[best].mean()), "ready": int(ready.sum()), "kept": int(kept.sum()),
+            "candidates": len(gnn)}
+
+
+def two_stage_rates(name: str, model, keep: float, count: int, warmup: int, workers: int,
+                    kind: str = "xgb") -> Dict[str, Any]:
+    """Candidates/s, Schedule → score, of `count` fresh candidates: the GNN alone, the
+    two stages (warmed up first on 2 × `count` others) and PerStoreFeature + XGB; and the
+    filter's quality on them (τ, top-64 recall against the GNN's own scores)."""
+    from extract import ms_candidates as msc
+    from simulator.ms_costmodel import GNNCostModel
+    from simulator.ms_filter import filter_order
+
+    target = msc.llvm_target()
+    ctx = msc.tune_context(msc.workload_module(name), target, seed=0)
+    warm = [candidate(s) for s in msc.sample_candidates(ctx, 2 * count, seed=11)]
+    test_schedules = msc.sample_candidates(ctx, count, seed=12)
+    test = [candidate(s) for s in test_schedules]
+    out: Dict[str, Any] = {"name": name, "candidates": count, "warm_candidates": len(warm), "keep": keep,
+                           "warmup": warmup}
+
+    def timed(run):
+        start, cpu = time.perf_counter(), cpu_seconds()
+        scores = run()
+        return scores, {"per_s": count / (time.perf_counter() - start), "cpu_ms": 1e3 * (cpu_seconds() - cpu) / count}
+
+    gnn_scores, out["gnn"] = timed(lambda: GNNCostModel(model, workers=workers).predict(ctx, test))
+    two = GNNCostModel(model, workers=workers, filter_keep=keep, filter_warmup=warmup, filter_model=kind)
+    two.predict(ctx, warm)
+    seen: Dict[str, np.ndarray] = {}
+    score = two.filter.score
+
+    def spy(*args):
+        seen["stage1"] = score(*args)
+        return seen["stage1"]
+
+    two.filter.score = spy
+    before = dataclass_copy(two.stats)
+    _, out["two_stage"] = timed(lambda: two.predict(ctx, test))
+    out["two_stage"]["filtered"] = two.stats.filtered - before.filtered
+    out["two_stage"]["stage1_ms"] = 1e3 * (two.stats.filter_s - before.filter_s) / count
+    out["xgb"] = metaschedule_reference(Case(name, "metaschedule", target, test_schedules), workers)["per_store_xgb"]
+    stage1 = seen["stage1"]
+    out["quality"] = _rank_quality(stage1, gnn_scores, filter_order(stage1, keep, two.filter_min))
+    out["speedup_vs_gnn"] = out["two_stage"]["per_s"] / out["gnn"]["per_s"]
+    out["speedup_vs_xgb"] = out["two_stage"]["per_s"] / out["xgb"]["per_s"]
+    return out
+
+
+def dataclass_copy(obj):
+    import dataclasses
+    return dataclasses.replace(obj)
+
+
+def observed_gnn(cm, keep: Optional[float] = None, warmup: int = 256, floor: int = 64, kind: str = "xgb"):
+    """`cm` (a GNNCostModel) timed for `search`; with `keep`, a shadow first stage fed as
+    the two-stage model would feed it (after warm-up, only the candidates it keeps) rates
+    every call against the GNN's own scores of all candidates (outside the timing)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+
+    from simulator.ms_costmodel import task_group
+    from simulator.ms_filter import DecisionFilter, filter_order, trace_features
+
+    @derived_object
+    class Observed(ms.cost_model.PyCostModel):
+        def __init__(self) -> None:
+            self.cache, self.seconds, self.cpu_seconds, self.update_seconds, self.scored = cm.cache, 0.0, 0.0, 0.0, 0
+            self.shadow = DecisionFilter(warmup=warmup, model=kind) if keep is not None else None
+            self.calls: List[Dict[str, float]] = []
+
+        def load(self, path: str) -> None:
+            pass
+
+        def save(self, path: str) -> None:
+            pass
+
+        def update(self, context, candidates, results) -> None:
+            start = time.perf_counter()
+            cm.update(context, candidates, results)
+            self.update_seconds += time.perf_counter() - start
+
+        def predict(self, context, candidates) -> np.ndarray:
+            start, cpu = time.perf_counter(), cpu_seconds()
+            out = cm.predict(context, candidates)
+            self.seconds += time.perf_counter() - start
+            self.cpu_seconds += cpu_seconds() - cpu
+            self.scored += len(candidates)
+            if self.shadow is not None and len(candidates):
+                group = task_group(context, {})
+                features = [trace_features(c) for c in candidates]
+                sketches, vectors = [f[0] for f in features], [f[1] for f in features]
+                stage1 = self.shadow.score(group, sketches, vectors)
+                full = filter_order(stage1, keep, floor)
+                if np.isfinite(stage1).any():
+                    self.calls.append(_rank_quality(stage1, out, full))
+                kept = np.flatnonzero(full)
+                self.shadow.add(group, [sketches[i] for i in kept], [vectors[i] for i in kept], out[kept])
+            return out
+
+    return Observed()
+
+
+def es_two_stage(name: str, trials: int, model, keep: float, warmup: int, workers: int,
+                 population: int, kind: str = "xgb") -> Dict[str, Any]:
+    """MetaSchedule's evolutionary search (made-up runtimes, GNN not fine-tuned) scored
+    by the GNN alone (with a shadow first stage rating the filter on every call), by the
+    two stages, and by XGBModel."""
+    from simulator.ms_costmodel import GNNCostModel
+
+    log(f"evolutionary search on {name}, {trials} trials: gnn (+ shadow filter), two-stage, xgb")
+    alone = observed_gnn(GNNCostModel(model, workers=workers, update_steps=0), keep, warmup, kind=kind)
+    row: Dict[str, Any] = {"name": name, "trials": trials, "population": population, "keep": keep,
+                           "gnn": search(name, trials, alone, workers, population=population)}
+    two_cm = GNNCostModel(model, workers=workers, update_steps=0, filter_keep=keep, filter_warmup=warmup,
+                          filter_model=kind)
+    row["two_stage"] = search(name, trials, observed_gnn(two_cm), workers, population=population)
+    row["two_stage"].update(filtered=two_cm.stats.filtered, stage1_s=two_cm.stats.filter_s)
+    row["xgb"] = search(name, trials, timed_xgb(workers), workers, population=population)
+    calls = alone.calls
+    row["quality"] = {"calls_rated": len(calls), "calls": calls,
+                      "recall_mean": float(np.mean([c["recall"] for c in calls])) if calls else float("nan"),
+                      "recall_min": float(np.min([c["recall"] for c in calls])) if calls else float("nan"),
+                      "tau_mean": float(np.nanmean([c["tau"] for c in calls])) if calls else float("nan")}
+    return row
+
+
+def two_stage_section(args, workers: int) -> Dict[str, Any]:
+    from simulator.costmodel import load_trained
+
+    model = load_trained(args.checkpoint)[0]
+    out: Dict[str, Any] = {"checkpoint": args.checkpoint, "keep": args.filter_keep, "warmup": args.filter_warmup,
+                           "model": args.filter_model,
+                           "workers": workers, "rates": [], "search": []}
+    for name in args.filter_workloads:
+        log(f"two-stage scoring on {name}: {args.filter_count} candidates (after {2 * args.filter_count} warm-up)")
+        out["rates"].append(two_stage_rates(name, model, args.filter_keep, args.filter_count, args.filter_warmup,
+                                            workers, args.filter_model))
+    if args.filter_es_trials:
+        for name in args.filter_workloads:
+            out["search"].append(es_two_stage(name, args.filter_es_trials, model, args.filter_keep,
+                                              args.filter_warmup, workers, args.es_population, args.filter_model))
+    return out
+
+
+def two_stage_table(section: Dict[str, Any]) -> str:
+    lines = [f"two-stage scoring ({section.get('model', 'xgb')}, keep {section['keep']}, warm-up {section['warmup']}, "
+             f"{section['workers']} "
+             f"process(es)), candidates/s end to end (wall), fresh candidates:",
+             f"{'case':36s} {'gnn':>7s} {'2-stage':>8s} {'xgb':>7s} {'x gnn':>6s} {'x xgb':>6s} {'filtered':>8s} "
+             f"{'stage1 ms':>9s} {'tau':>5s} {'recall64':>8s} {'CPU ms: gnn':>11s} {'2-stage':>8s} {'xgb':>6s}"]
+    for r in section["rates"]:
+        q = r["quality"]
+        lines.append(f"{r['name'][:36]:36s} {r['gnn']['per_s']:7.0f} {r['two_stage']['per_s']:8.0f} "
+                     f"{r['xgb']['per_s']:7.0f} {r['speedup_vs_gnn']:6.2f} {r['speedup_vs_xgb']:6.2f} "
+                     f"{r['two_stage']['filtered']:8d} {r['two_stage']['stage1_ms']:9.3f} {q['tau']:5.2f} "
+                     f"{q['recall']:8.2f} {r['gnn']['cpu_ms']:11.3f} {r['two_stage']['cpu_ms']:8.3f} "
+                     f"{r['xgb']['cpu_ms']:6.3f}")
+    for row in section["search"]:
+        for side in ("gnn", "two_stage", "xgb"):
+            r = row[side]
+            lines.append(f"search {row['name']} {row['trials']} trials, {side}: {r['scored']} scored, "
+                         f"{r['scored_per_s']:.0f}/s in the cost model, cost model {r['cost_model_s']:.1f} s of "
+                         f"{r['search_s']:.1f} s searching ({100 * r['cost_model_share']:.0f}%)"
+                         + (f", {r['filtered']} filtered out" if "filtered" in r else ""))
+        q = row["quality"]
+        lines.append(f"search {row['name']}: filter rated on {q['calls_rated']} calls: top-64 recall mean "
+                     f"{q['recall_mean']:.2f} (min {q['recall_min']:.2f}), tau mean {q['tau_mean']:.2f}")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- report
 def table(result: Dict[str, Any]) -> str:
     """The figures as plain-text tables."""
@@ -406,13 +601,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.ms_features", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=512, help="candidates per case")
-    ap.add_argument("--workloads", nargs="+", default=list(msc.WORKLOADS), choices=list(msc.WORKLOADS))
+    ap.add_argument("--workloads", nargs="*", default=list(msc.WORKLOADS), choices=list(msc.WORKLOADS))
     ap.add_argument("--cuda", nargs="*", default=["matmul_512"], help="operators also sampled for CUDA")
     ap.add_argument("--templates", action="store_true", help="also the conv2d templates (x86, CUDA)")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--es-trials", type=int, default=64, help="evolutionary search trials (0: skip)")
     ap.add_argument("--es-workloads", nargs="+", default=["matmul_512"], choices=list(msc.WORKLOADS))
     ap.add_argument("--es-population", type=int, default=512, help="evolutionary search population")
+    f = ap.add_argument_group("two-stage scoring (GNNCostModel filter_keep)")
+    f.add_argument("--filter-workloads", nargs="*", default=[], choices=list(msc.WORKLOADS),
+                   help="operators to rate two-stage scoring on (none: skipped)")
+    f.add_argument("--filter-keep", type=float, default=0.25, help="share of each call the GNN scores")
+    f.add_argument("--filter-warmup", type=int, default=256, help="fully scored candidates before filtering")
+    f.add_argument("--filter-model", choices=("xgb", "ridge"), default="xgb", help="the first stage's regressor")
+    f.add_argument("--filter-count", type=int, default=512, help="fresh candidates timed (warm-up: twice as many)")
+    f.add_argument("--filter-es-trials", type=int, default=128, help="evolutionary search trials (0: skip)")
+    f.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="the GNN (a simulator.train checkpoint)")
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args(argv)
 
@@ -436,8 +640,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.es_trials:
         result["search"] = search_comparison(args.es_workloads, args.es_trials, model, max(workers),
                                              args.es_population)
+    if args.filter_workloads:
+        result["two_stage"] = two_stage_section(args, max(workers))
     result["load_average_after"] = os.getloadavg()[0]  # other work on the machine skews the wall clock
     print(table(result))
+    if args.filter_workloads:
+        print(two_stage_table(result["two_stage"]))
     print(f"load average (1 min) before {result['load_average_before']:.1f}, after "
           f"{result['load_average_after']:.1f} on {os.cpu_count()} cores")
     if args.out:

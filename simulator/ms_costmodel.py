@@ -32,6 +32,14 @@ normalisation from them, trains `cold_steps` (default 64) steps on everything me
 and from there on updates per task like a pre-trained one. At MetaSchedule's default
 64 trials per round that is after the first round.
 
+**Two-stage scoring** (`filter_keep`, off by default): a first stage that needs no
+lowering (`simulator.ms_filter`: small XGBoost regressors from each candidate's trace decisions
+to the GNN's scores, one per task and design-space sketch, distilled online from the
+candidates the GNN fully scored) ranks each predict call's candidates; the GNN scores
+only the best `filter_keep` share of them (at least `filter_min`), the others get scores
+below every GNN-scored one, in first-stage order. Until a (task, sketch) has
+`filter_warmup` fully scored candidates, its candidates all go to the GNN.
+
 **Time** spent in `predict` and `update` (and the part of it in featurizing) is kept in
 `stats` (`CostModelStats`); `simulator.tune` reports it against the run's wall time.
 `TimedCostModel` wraps any other MetaSchedule cost model the same way, so every cost
@@ -64,6 +72,8 @@ MIN_MEASURED = 32       # cold: measurements before the first training
 COLD_STEPS = 64         # cold: steps of that first training
 UPDATE_STEPS = 8        # steps per update
 UPDATE_LOSS = "listmle"
+FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
+FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
 
 
 @dataclass
@@ -79,6 +89,8 @@ class CostModelStats:
     scored: int = 0                 # candidates scored
     measured: int = 0               # results given to update (failed ones included)
     random_predictions: int = 0     # candidates scored at random (cold, before training)
+    filtered: int = 0               # candidates the first-stage filter kept from the GNN (filter_keep)
+    filter_s: float = 0.0           # part of predict_s in the first stage (trace features, ridge fits)
     trained_at: Optional[int] = None  # measurements seen when a cold model first trained
 
     @property
@@ -120,13 +132,25 @@ class GNNCostModel(PyCostModel):
     """The simulator as a MetaSchedule cost model (see the module docstring). `model`: a
     `simulator.costmodel.CostModel` (None: cold). Options: `cold_model`, `min_measured`,
     `cold_steps`, `update_steps`, `loss` (of the updates), `lr` (None: the model's),
-    `workers` (featurizing processes), `seed`, `threads`."""
+    `workers` (featurizing processes), `seed`, `threads`; two-stage scoring: `filter_keep`
+    (None: off), `filter_min`, `filter_warmup`, `filter_model` ("xgb" or "ridge")."""
 
     def __init__(self, model=None, *, cold_model: str = "gcn", min_measured: int = MIN_MEASURED,
                  cold_steps: int = COLD_STEPS, update_steps: int = UPDATE_STEPS, loss: str = UPDATE_LOSS,
-                 lr: Optional[float] = None, workers: int = 1, seed: int = 0, threads: int = 1):
+                 lr: Optional[float] = None, workers: int = 1, seed: int = 0, threads: int = 1,
+                 filter_keep: Optional[float] = None, filter_min: int = FILTER_MIN,
+                 filter_warmup: int = FILTER_WARMUP, filter_model: str = "xgb"):
         super().__init__()
         from extract.featurize import GraphCache
+
+        from .ms_filter import DecisionFilter
+
+        if filter_keep is not None and not 0.0 < float(filter_keep) <= 1.0:
+            raise ValueError(f"filter_keep must be in (0, 1], got {filter_keep}")
+        self.filter_keep = None if filter_keep is None else float(filter_keep)
+        self.filter_min = int(filter_min)
+        self.filter = (DecisionFilter(warmup=filter_warmup, model=filter_model, seed=seed)
+                       if filter_keep is not None else None)
 
         self.model = None
         self.cold_model, self.min_measured, self.cold_steps = cold_model, int(min_measured), int(cold_steps)
@@ -203,10 +227,36 @@ class GNNCostModel(PyCostModel):
             if self.model is None:
                 self.stats.random_predictions += n
                 return self.rng.random(n).astype(np.float64)
-            samples = self._samples(context, candidates)
-            return -np.asarray(self.model.predict(samples), dtype=np.float64).reshape(n)
+            if self.filter is not None:
+                return self._two_stage(context, candidates)
+            return self._gnn_scores(context, candidates)
         finally:
             self.stats.predict_s += time.perf_counter() - start
+
+    def _gnn_scores(self, context, candidates) -> np.ndarray:
+        samples = self._samples(context, candidates)
+        return -np.asarray(self.model.predict(samples), dtype=np.float64).reshape(len(candidates))
+
+    def _two_stage(self, context, candidates) -> np.ndarray:
+        """Stage 1 (trace decisions) picks what the GNN scores (see the class docstring)."""
+        from .ms_filter import filter_order, merge_scores, trace_features
+
+        start = time.perf_counter()
+        group = task_group(context, self._groups)
+        features = [trace_features(c) for c in candidates]
+        sketches = [f[0] for f in features]
+        vectors = [f[1] for f in features]
+        stage1 = self.filter.score(group, sketches, vectors)
+        full = filter_order(stage1, self.filter_keep, self.filter_min)
+        kept = np.flatnonzero(full)
+        self.stats.filter_s += time.perf_counter() - start
+        self.stats.filtered += len(candidates) - len(kept)
+        gnn = self._gnn_scores(context, [candidates[i] for i in kept])
+        start = time.perf_counter()
+        self.filter.add(group, [sketches[i] for i in kept], [vectors[i] for i in kept], gnn)
+        out = merge_scores(gnn, full, stage1)
+        self.stats.filter_s += time.perf_counter() - start
+        return out
 
     def update(self, context, candidates, results) -> None:
         """Keep the task's measured samples and fine-tune on them (see the module docstring)."""

@@ -57,7 +57,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from extract.cli import COUNT, NONNEGATIVE, SEED, Int, output_folder
+from extract.cli import COUNT, FRACTION, NONNEGATIVE, SEED, Int, output_folder
 
 from .registry import SimulatorError, run_cli
 
@@ -364,7 +364,9 @@ def table(result: TuneResult, cost_model: str) -> str:
     rows.append(f"cost model {cost_model}: {cm.get('total_s', 0):.1f} s of {result.wall_s:.1f} s"
                 + (f" ({100 * share:.1f}%)" if share is not None else "")
                 + (f"; predict {cm['predict_s']:.1f} s for {cm['scored']} candidates, update {cm['update_s']:.1f} s"
-                   if cm else ""))
+                   if cm else "")
+                + (f"; first-stage filter: {cm['filtered']} of {cm['scored']} kept from the GNN, "
+                   f"{cm['filter_s']:.1f} s in stage 1" if cm.get("filter_s") or cm.get("filtered") else ""))
     return "\n".join(rows)
 
 
@@ -397,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--update-steps", type=NONNEGATIVE, default=8)
     g.add_argument("--min-measured", type=COUNT, default=32, help="cold: measurements before the first training")
     g.add_argument("--cold-model", default="gcn", help="cold: the simulator model to build")
+    g.add_argument("--filter-keep", type=FRACTION, default=None,
+                   help="two-stage scoring: the GNN scores only this share of each call's candidates, "
+                        "picked by a model of their trace decisions (default: the GNN scores all)")
     m = ap.add_argument_group("measuring")
     m.add_argument("--measure-core", type=Int(-1), default=-1,
                    help="core the runner times on (-1: the last core this process may use)")
@@ -451,7 +456,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         runner = remote_runner(args, measure)
         model = make_cost_model(args.cost_model, args.checkpoint, args.seed, args.workers, args.pretrain_data,
                                 **({"update_steps": args.update_steps, "min_measured": args.min_measured,
-                                    "cold_model": args.cold_model} if args.cost_model == "gnn" else {}))
+                                    "cold_model": args.cold_model, "filter_keep": args.filter_keep}
+                                   if args.cost_model == "gnn" else {}))
         where = (f"on the devices of tracker {args.tracker} (key {args.rpc_key})" if args.tracker
                  else f"on core {measure.measure_core}")
         print(f"tuning {len(tasks)} task{'s' * (len(tasks) != 1)} of {args.workload} for {args.trials} trials "
