@@ -4,19 +4,10 @@ transfer_before.json (the same matrix with the extractor before issue 13's featu
 and the hand-written transfer_notes.md."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Optional
 
 from .common import markdown_table
-
-
-def _load(results: str, name: str) -> Optional[Any]:
-    path = os.path.join(results, name)
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def _pct(v: Optional[float], digits: int = 1) -> str:
@@ -114,6 +105,7 @@ def _more_sets(proto: Dict[str, Any]) -> str:
 
 
 def transfer_section(results: str, prefix: str = "results") -> List[str]:
+    from .report import _load  # report imports this module lazily, so no cycle
     out = _load(results, "transfer.json")
     if out is None:
         return []
