@@ -1,7 +1,8 @@
 """Issue 11 §4: MetaSchedule tuning of held-out operators with each cost model, measured here.
 
     python -m benchmarks.ms_tuning --pretrain-data DB_FOLDER ... [--operators ...] [--trials 128]
-        [--points 64 128] [--seeds 0 1 2] [--cost-models gnn xgb xgb-pretrained random]
+        [--points 64 128] [--seeds 0 1 2] [--cost-models gnn xgb xgb-pretrained random gnn-filter]
+        [--filter-keep 0.25]
         [--deadline-min 40] [--runs runs/ms_tuning] [--results docs/results]
 
 Also the `ms-tuning` stage of `python -m benchmarks.all`.
@@ -14,7 +15,7 @@ Also the `ms-tuning` stage of `python -m benchmarks.all`.
    workload key is among the pre-training data's (so "not in the pre-training data" is
    checked, not assumed).
 3. **Pre-training.** gnn: `simulator.train` (gcn, random split, `--epochs`, `--pretrain-loss`:
-   the ranking recipe of `benchmarks.networks`, pairwise-hinge for 60 epochs by default) on the
+   the ranking recipe of `benchmarks.networks`, pairwise-hinge for 30 epochs by default) on the
    snapshot's graph samples; xgb-pretrained: TenSet's recipe (`simulator.ms_costmodel.
    pretrain_xgb`: MetaSchedule's XGBModel on PerStoreFeature rows of the same records).
    Both are reused when present under `--runs` (the gnn run only if made with the same
@@ -23,9 +24,11 @@ Also the `ms-tuning` stage of `python -m benchmarks.all`.
    `--trials` trials (64 per round, MetaSchedule's evolutionary search defaults), one
    builder for all runs; the best latency after each of `--points` trials is read from the
    run's best-so-far history (so the 64-trial point of a 128-trial run is its state after
-   its first round). Runs are ordered seed-major, and a run is not started when
-   `--deadline-min` minutes would be exceeded at the mean run time so far: what was cut
-   is listed in the results. A finished run (its `tune_summary.json`) is reused.
+   its first round). `gnn-filter` (only when listed) is the pre-trained gnn with two-stage
+   scoring (`GNNCostModel(filter_keep=--filter-keep)`, docs/ms_features.md): the
+   tuning-quality check of the filter and its share of tuning time. Runs are ordered
+   seed-major, and a run is not started when `--deadline-min` minutes would be exceeded at
+   the mean run time so far: what was cut is listed in the results. A finished run (its `tune_summary.json`) is reused.
 5. **Rank quality.** Every successful record of the held-out operators' runs (all cost
    models and seeds, one point per distinct schedule) scored offline by the pre-trained gnn,
    the pre-trained xgb and random scores: Kendall τ per operator and top-k recall (how many
@@ -46,22 +49,27 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from extract.cli import POSITIVE
+from extract.cli import FRACTION, POSITIVE
 
 from .common import COUNT, SEED, log, loss_name, write_json
 
 OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
 COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random"]
+GNN_FILTER = "gnn-filter"   # the pre-trained gnn with two-stage scoring (--filter-keep), when asked for
 RESULT = "ms_tuning.json"
-PRETRAIN_LOSS, PRETRAIN_EPOCHS = "pairwise-hinge", 60   # the ranking recipe (docs/RANKING.md)
+PRETRAIN_LOSS, PRETRAIN_EPOCHS = "pairwise-hinge", 30   # the ranking recipe (docs/RANKING.md)
+PRETRAIN_DATA = os.path.join("datasets", "networks_x86", "pass1")   # pass2 re-measures the same schedules
 
 
 def add_arguments(ap, prefix: str = "ms-") -> None:
     ap.add_argument(f"--{prefix}pretrain-data", nargs="+", default=[], metavar="DB",
-                    help="MetaSchedule databases to pre-train on (default: datasets/networks_x86 if present)")
-    ap.add_argument(f"--{prefix}pretrain-records", type=COUNT, default=400, help="records per database in the snapshot")
+                    help=f"MetaSchedule databases to pre-train on (default: {PRETRAIN_DATA})")
+    ap.add_argument(f"--{prefix}pretrain-records", type=COUNT, default=4000, help="records per database in the snapshot")
     ap.add_argument(f"--{prefix}operators", nargs="+", default=OPERATORS)
-    ap.add_argument(f"--{prefix}cost-models", nargs="+", default=COST_MODELS)
+    ap.add_argument(f"--{prefix}cost-models", nargs="+", default=COST_MODELS,
+                    choices=COST_MODELS + [GNN_FILTER])
+    ap.add_argument(f"--{prefix}filter-keep", type=FRACTION, default=0.25,
+                    help=f"{GNN_FILTER}: share of each round's candidates the first stage passes to the gnn")
     ap.add_argument(f"--{prefix}trials", type=COUNT, default=256)
     ap.add_argument(f"--{prefix}points", nargs="+", type=COUNT, default=[64, 128, 256])
     ap.add_argument(f"--{prefix}trials-per-iter", type=COUNT, default=64)
@@ -81,8 +89,9 @@ def _opt(args, name: str, prefix: str):
 # ---------------------------------------------------------------- data
 def snapshot(databases: Sequence[str], out: str, records: int) -> List[str]:
     """At most `records` complete lines of each database's records, evenly spaced in file
-    order (every workload of the database contributes; workloads copied whole)."""
-    from extract.ms_database import RECORD_FILE, WORKLOAD_FILE, find_databases
+    order (every workload of the database contributes; workloads copied whole), as plain
+    JSON files (the shipped databases are gzipped)."""
+    from extract.ms_database import RECORD_FILE, WORKLOAD_FILE, database_files, database_lines, find_databases
 
     found = [db for path in databases for db in find_databases(path)]
     if not found:
@@ -92,13 +101,13 @@ def snapshot(databases: Sequence[str], out: str, records: int) -> List[str]:
         dst = os.path.join(out, f"{i}-{os.path.basename(os.path.normpath(db))}")
         if not os.path.exists(os.path.join(dst, RECORD_FILE)):
             os.makedirs(dst, exist_ok=True)
-            shutil.copyfile(os.path.join(db, WORKLOAD_FILE), os.path.join(dst, WORKLOAD_FILE))
-            with open(os.path.join(db, RECORD_FILE), encoding="utf-8") as f:
-                lines = [line for line in f if line.endswith("\n")]
+            workloads, records_file = database_files(db)
+            with open(os.path.join(dst, WORKLOAD_FILE), "w", encoding="utf-8") as f:
+                f.writelines(text + "\n" for _, text, _ in database_lines(workloads))
+            lines = [text + "\n" for _, text, ended in database_lines(records_file) if ended]
             step = max(1, math.ceil(len(lines) / records))   # spread over all the workloads
-            lines = lines[::step]
             with open(os.path.join(dst, RECORD_FILE), "w", encoding="utf-8") as f:
-                f.writelines(lines)
+                f.writelines(lines[::step])
         copies.append(dst)
     return copies
 
@@ -159,7 +168,7 @@ def best_at(history: Sequence[Dict[str, Any]], points: Sequence[int]) -> Dict[st
 
 
 def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: int, pre: Dict[str, str],
-             measure, builder, runner, target) -> Dict[str, Any]:
+             measure, builder, runner, target, filter_keep: float = 0.25) -> Dict[str, Any]:
     from extract.workloads import parse_workload
     from simulator import tune
     from simulator.ms_costmodel import make_cost_model
@@ -170,7 +179,10 @@ def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: in
             return json.load(f)
     if os.path.exists(work):
         shutil.rmtree(work)  # an unfinished run
-    model = make_cost_model(name, pre.get(name), seed=seed)
+    if name == GNN_FILTER:
+        model = make_cost_model("gnn", pre["gnn"], seed=seed, filter_keep=filter_keep)
+    else:
+        model = make_cost_model(name, pre.get(name), seed=seed)
     settings = tune.SearchSettings(trials=trials, trials_per_iter=per_iter, seed=seed)
     task = tune._task(op, parse_workload(op).prim_func(), target)
     result = tune.tune([task], target, model, work, settings, measure, builder, runner, quiet=True)
@@ -197,7 +209,7 @@ def tune_all(args, prefix, pre, target, deadline: Optional[float]) -> Dict[str, 
                     work = os.path.join(_opt(args, "runs", prefix), "tune", op, name, f"seed{seed}")
                     start = time.time()
                     s = tune_one(op, name, seed, work, trials, _opt(args, "trials-per-iter", prefix), pre,
-                                 measure, builder, runner, target)
+                                 measure, builder, runner, target, _opt(args, "filter-keep", prefix))
                     durations.append(time.time() - start)
                     s["work_dir"] = work
                     s["best_at"] = best_at(s["history"], _opt(args, "points", prefix))
@@ -368,7 +380,7 @@ def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str =
     deadline = start + 60 * minutes if minutes else None
     results = results or args.results
     runs_dir = _opt(args, "runs", prefix)
-    sources = _opt(args, "pretrain-data", prefix) or [os.path.join("datasets", "networks_x86")]
+    sources = _opt(args, "pretrain-data", prefix) or [PRETRAIN_DATA]
     snap = snapshot(sources, os.path.join(runs_dir, "snapshot"), _opt(args, "pretrain-records", prefix))
     target = host_target(1)
     load_tensor_intrinsics(target)

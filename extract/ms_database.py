@@ -128,7 +128,7 @@ def database_files(folder: str) -> Tuple[str, str]:
     return workloads, records
 
 
-def _lines(path: str) -> Iterator[Tuple[int, str, bool]]:
+def database_lines(path: str) -> Iterator[Tuple[int, str, bool]]:
     """(line number, text, ended by a newline) of each non-empty line, plain or gzip."""
     with open(path, "rb") as raw:
         stream = gzip.GzipFile(fileobj=raw, mode="rb") if raw.read(2) == b"\x1f\x8b" else None
@@ -230,7 +230,7 @@ def _read_workloads(path: str, report, skip_bad: bool) -> _Workloads:
     from tvm.s_tir import meta_schedule as ms
 
     entries: List[Any] = []
-    for n, text, ended in _lines(path):
+    for n, text, ended in database_lines(path):
         try:
             mod = ms.database.Workload.from_json(json.loads(text)).mod
             entries.append((text, mod))
@@ -298,7 +298,7 @@ def read_database(folder: str, report, skip_bad: bool = False, default_target=No
     default = None if default_target is None else json.dumps(_target_config(default_target), sort_keys=True)
     counts = report.per_file[rec_path]
     jobs: List[TraceJob] = []
-    for n, text, ended in _lines(rec_path):
+    for n, text, ended in database_lines(rec_path):
         source = f"{rec_path}:{n}"
         try:
             index, trace, secs, target = _parse_record(text, workloads, default)

@@ -42,13 +42,59 @@ def test_gnn_pretraining_uses_the_ranking_recipe_and_names_its_folder_by_it(tmp_
     ap = argparse.ArgumentParser()
     add_arguments(ap)
     args = ap.parse_args([])
-    assert (args.ms_pretrain_loss, args.ms_epochs) == ("pairwise-hinge", 60)
+    assert (args.ms_pretrain_loss, args.ms_epochs) == ("pairwise-hinge", 30)
     argv = pretrain_argv(["db1"], str(tmp_path), args.ms_epochs, args.ms_pretrain_loss)
     config = config_from_flags(vars(build_parser().parse_args(argv)))
     assert (config.fit.loss, config.fit.epochs, config.data.split, config.model.model) == \
-        ("pairwise-hinge", 60, "random", "gcn")
+        ("pairwise-hinge", 30, "random", "gcn")
     # another recipe gets another folder: a run made with the old one is not reused for it
     other = pretrain_argv(["db1"], str(tmp_path), 20, "huber")
     assert other[other.index("--out") + 1] != argv[argv.index("--out") + 1]
     with pytest.raises(SystemExit):
         ap.parse_args(["--ms-pretrain-loss", "nope"])
+
+
+def test_gnn_filter_is_the_pretrained_gnn_with_two_stage_scoring(tmp_path, monkeypatch):
+    import argparse
+    import types
+
+    import simulator.ms_costmodel as ms_costmodel
+    from benchmarks import ms_tuning
+    from simulator import tune
+
+    ap = argparse.ArgumentParser()
+    ms_tuning.add_arguments(ap)
+    args = ap.parse_args(["--ms-cost-models", "gnn", "gnn-filter", "--ms-filter-keep", "0.5"])
+    assert (args.ms_cost_models, args.ms_filter_keep) == (["gnn", "gnn-filter"], 0.5)
+    for bad in (["--ms-cost-models", "gnn-filterx"], ["--ms-filter-keep", "0"], ["--ms-filter-keep", "1.5"]):
+        with pytest.raises(SystemExit):
+            ap.parse_args(bad)
+
+    made = []
+    monkeypatch.setattr(ms_costmodel, "make_cost_model", lambda name, checkpoint=None, **kw: made.append(
+        (name, checkpoint, kw)) or "model")
+    monkeypatch.setattr(tune, "_task", lambda *a: "task")
+    monkeypatch.setattr(tune, "tune", lambda *a, **kw: types.SimpleNamespace(to_dict=lambda: {"history": []}))
+    pre = {"gnn": "GNN_RUN", "xgb-pretrained": "XGB_TAR"}
+    for name in ("gnn-filter", "gnn"):
+        ms_tuning.tune_one("dense_16x16x32", name, 3, str(tmp_path / name), 64, 64, pre, None, None, None,
+                           "llvm", filter_keep=0.5)
+    assert made == [("gnn", "GNN_RUN", {"seed": 3, "filter_keep": 0.5}), ("gnn", "GNN_RUN", {"seed": 3})]
+
+
+def test_snapshot_reads_gzipped_databases_and_spreads_records(tmp_path):
+    import gzip
+
+    from benchmarks.ms_tuning import snapshot
+
+    db = tmp_path / "shipped" / "random"
+    db.mkdir(parents=True)
+    with gzip.open(db / "database_workload.json.gz", "wt") as f:
+        f.write('["w0"]\n["w1"]\n')
+    with gzip.open(db / "database_tuning_record.json.gz", "wt") as f:
+        f.write("".join(f"[{i}]\n" for i in range(10)) + "[10")   # a last line still being written
+    (copy,) = snapshot([str(tmp_path / "shipped")], str(tmp_path / "snap"), 4)
+    assert (tmp_path / "snap" / "0-random" / "database_workload.json").read_text() == '["w0"]\n["w1"]\n'
+    assert (tmp_path / "snap" / "0-random" / "database_tuning_record.json").read_text() == "[0]\n[3]\n[6]\n[9]\n"
+    with pytest.raises(SystemExit, match="no MetaSchedule database"):
+        snapshot([str(tmp_path / "snap-missing")], str(tmp_path / "snap2"), 4)
