@@ -33,6 +33,7 @@ core):
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -225,6 +226,31 @@ def make_runner(config: MeasureConfig):
     init = functools.partial(_pin_worker, (config.measure_core,), config.kernel_threads, config.runner_nice)
     return LocalRunner(timeout_sec=config.run_timeout_s, evaluator_config=evaluator_config(config),
                        initializer=init)
+
+
+@contextlib.contextmanager
+def off_measure_core(config: MeasureConfig):
+    """Inside: every thread of this process (the search, the cost model, torch's pool) on
+    the build cores, so that only the runner's worker uses the measuring core; the
+    previous affinity is restored after. Nothing changes when the measuring core is also a
+    build core (a one-core machine)."""
+    if config.measure_core in config.build_cores:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    _set_process_affinity(set(config.build_cores))
+    try:
+        yield
+    finally:
+        _set_process_affinity(before)
+
+
+def _set_process_affinity(cores) -> None:
+    for tid in os.listdir("/proc/self/task"):   # sched_setaffinity(0) moves the calling thread only
+        try:
+            os.sched_setaffinity(int(tid), cores)
+        except OSError:   # a thread that ended meanwhile
+            pass
 
 
 # ---------------------------------------------------------------- checking it

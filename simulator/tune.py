@@ -49,6 +49,7 @@ its database and summary first).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -315,7 +316,7 @@ def tune(tasks: Sequence[Task], target, cost_model, work_dir: str, settings: Sea
     after, otherwise)."""
     from tvm.s_tir import meta_schedule as ms
 
-    from extract.ms_runner import MeasureConfig, load_tensor_intrinsics, make_builder, make_runner
+    from extract.ms_runner import MeasureConfig, load_tensor_intrinsics, make_builder, make_runner, off_measure_core
 
     if not tasks:
         raise SimulatorError("nothing to tune")
@@ -327,16 +328,19 @@ def tune(tasks: Sequence[Task], target, cost_model, work_dir: str, settings: Sea
     runner = runner or make_runner(measure)
     stats = getattr(cost_model, "stats", None)
     recorder = Recorder(tasks, stats, quiet)
+    # measuring here: the search and the cost model keep off the measuring core
+    keep_off = off_measure_core(measure) if isinstance(runner, ms.runner.LocalRunner) else contextlib.nullcontext()
     start = time.perf_counter()
     try:
-        ms.tune.tune_tasks(
-            tasks=_contexts(tasks, target, settings, work_dir), task_weights=[float(t.weight) for t in tasks],
-            work_dir=work_dir, max_trials_global=settings.trials,
-            max_trials_per_task=settings.trials_per_task or settings.trials,
-            num_trials_per_iter=settings.trials_per_iter, builder=builder, runner=runner, database="json",
-            cost_model=cost_model,
-            measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [recording_callback(recorder)],
-            task_scheduler="gradient" if len(tasks) > 1 else "round-robin")
+        with keep_off:
+            ms.tune.tune_tasks(
+                tasks=_contexts(tasks, target, settings, work_dir), task_weights=[float(t.weight) for t in tasks],
+                work_dir=work_dir, max_trials_global=settings.trials,
+                max_trials_per_task=settings.trials_per_task or settings.trials,
+                num_trials_per_iter=settings.trials_per_iter, builder=builder, runner=runner, database="json",
+                cost_model=cost_model,
+                measure_callbacks=ms.measure_callback.MeasureCallback.create("default") + [recording_callback(recorder)],
+                task_scheduler="gradient" if len(tasks) > 1 else "round-robin")
     finally:
         wall = time.perf_counter() - start
         if own_builder:

@@ -115,3 +115,26 @@ def test_tune_summary_and_refused_rerun(ms_tuned, capsys):
     assert measure["build_timeout_s"] > 0 and measure["run_timeout_s"] > 0
     assert tune.main(["dense_32x32x48", "--trials", "4", "--work-dir", work]) != 0
     assert "holds an earlier run" in capsys.readouterr().err
+
+
+def test_search_keeps_off_the_measuring_core_and_gets_its_cores_back():
+    import threading
+
+    from extract.ms_runner import MeasureConfig, off_measure_core
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    before = os.sched_getaffinity(0)
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)   # a thread that exists before (torch's pool, say)
+    worker.start()
+    try:
+        with off_measure_core(MeasureConfig(measure_core=cores[-1], build_cores=(cores[0],))):
+            assert {os.sched_getaffinity(int(t)) == {cores[0]} for t in os.listdir("/proc/self/task")} == {True}
+        assert os.sched_getaffinity(worker.native_id) == before == os.sched_getaffinity(0)
+        with off_measure_core(MeasureConfig(measure_core=cores[0], build_cores=(cores[0],))):  # one core: shared
+            assert os.sched_getaffinity(0) == before
+    finally:
+        stop.set()
+        worker.join()
