@@ -24,7 +24,7 @@ Also the `ms-tuning` stage of `python -m benchmarks.all`.
    `--trials` trials (64 per round, MetaSchedule's evolutionary search defaults), one
    builder for all runs; the best latency after each of `--points` trials is read from the
    run's best-so-far history (so the 64-trial point of a 128-trial run is its state after
-   its first round). `gnn-filter` (only when listed) is the pre-trained gnn with two-stage
+   its first round). `gnn-filter` is the pre-trained gnn with two-stage
    scoring (`GNNCostModel(filter_keep=--filter-keep)`, docs/ms_features.md): the
    tuning-quality check of the filter and its share of tuning time. Runs are ordered
    seed-major, and a run is not started when `--deadline-min` minutes would be exceeded at
@@ -54,8 +54,8 @@ from extract.cli import FRACTION, POSITIVE
 from .common import COUNT, SEED, log, loss_name, write_json
 
 OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
-COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random"]
-GNN_FILTER = "gnn-filter"   # the pre-trained gnn with two-stage scoring (--filter-keep), when asked for
+GNN_FILTER = "gnn-filter"   # the pre-trained gnn with two-stage scoring (--filter-keep)
+COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random", GNN_FILTER]
 RESULT = "ms_tuning.json"
 PRETRAIN_LOSS, PRETRAIN_EPOCHS = "pairwise-hinge", 30   # the ranking recipe (docs/RANKING.md)
 PRETRAIN_DATA = os.path.join("datasets", "networks_x86", "pass1")   # pass2 re-measures the same schedules
@@ -67,7 +67,7 @@ def add_arguments(ap, prefix: str = "ms-") -> None:
     ap.add_argument(f"--{prefix}pretrain-records", type=COUNT, default=4000, help="records per database in the snapshot")
     ap.add_argument(f"--{prefix}operators", nargs="+", default=OPERATORS)
     ap.add_argument(f"--{prefix}cost-models", nargs="+", default=COST_MODELS,
-                    choices=COST_MODELS + [GNN_FILTER])
+                    choices=COST_MODELS)
     ap.add_argument(f"--{prefix}filter-keep", type=FRACTION, default=0.25,
                     help=f"{GNN_FILTER}: share of each round's candidates the first stage passes to the gnn")
     ap.add_argument(f"--{prefix}trials", type=COUNT, default=256)
