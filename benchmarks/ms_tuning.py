@@ -406,9 +406,14 @@ def goal_lines(rows: Sequence[Dict[str, Any]], model: str = "gnn") -> List[str]:
             out.append(f"- `{op}`, {model} against {rival}: at {half} trials {ours_half * 1e6:.1f} µs vs {rival}'s best "
                        f"at {last} {theirs_last * 1e6:.1f} µs — **{'met' if ours_half <= theirs_last else 'not met'}**; "
                        f"at {first} trials {ours_first * 1e6:.1f} vs {theirs_first * 1e6:.1f} µs "
-                       f"({100 * (1 - ours_first / theirs_first):+.0f}% faster; goal ≥ 10%: "
+                       f"({_faster(ours_first, theirs_first)}; goal ≥ 10% faster: "
                        f"**{'met' if ours_first <= 0.9 * theirs_first else 'not met'}**)")
     return out
+
+
+def _faster(ours: float, theirs: float) -> str:
+    gain = 100 * (1 - ours / theirs)
+    return f"{gain:.1f}% faster" if gain >= 0 else f"{-gain:.1f}% slower"
 
 
 def _f(v: Optional[float]) -> str:

@@ -120,6 +120,8 @@ def test_goal_lines_check_both_goals_against_each_xgb():
             row("xgb", 64, 100), row("xgb", 128, 90), row("xgb", 256, 85),
             row("xgb-pretrained", 64, 95), row("xgb-pretrained", 128, 75), row("xgb-pretrained", 256, 70)]
     xgb, pre = goal_lines(rows)
-    assert "against xgb:" in xgb and xgb.count("**met**") == 2 and "+10% faster" in xgb
-    assert "against xgb-pretrained:" in pre and pre.count("**not met**") == 2
+    assert "against xgb:" in xgb and xgb.count("**met**") == 2 and "10.0% faster" in xgb
+    assert "against xgb-pretrained:" in pre and pre.count("**not met**") == 2 and "5.3% faster" in pre
+    slower = goal_lines([row("gnn", 64, 110), row("gnn", 128, 90), row("xgb", 64, 100), row("xgb", 128, 95)])
+    assert "10.0% slower" in slower[0]
     assert goal_lines([row("gnn", 64, 90)]) == []
