@@ -22,6 +22,8 @@ models gcn and mlp, their size-invariant variants gcn-inv and mlp-inv
 (`simulator.invariant`; gcn-inv also with the ListMLE ranking loss, `gcn-inv-listmle`),
 curve-mlp, xgb on MetaSchedule's per-store features, and AutoTVM's own baselines
 knob-xgb and itervar-xgb with `rank:pairwise` (`-rank`) and regression (`-reg`) objectives.
+Ensembles (`ENSEMBLES`, `ens-…`): members trained alone, their per-workload standardised
+predictions combined by a declared aggregation (`mean`, or `pessimistic`: the maximum).
 
 Runs happen in this process (the data is loaded and prepared once; `--parallel N`:
 N spawned worker processes, 1 thread each); a finished run with the same command line,
@@ -41,7 +43,8 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -66,15 +69,45 @@ MODEL_SPECS: Dict[str, List[str]] = {
     "itervar-xgb-rank": ["--model", "itervar-xgb", "--xgb-objective", "rank"],
     "itervar-xgb-reg": ["--model", "itervar-xgb", "--xgb-objective", "reg"],
 }
-# ensembles: each member trained as its own model; on each test workload the members'
-# predictions are standardised (per-workload normalised: mean 0, std 1 over that
-# workload's configs) and averaged, so no member's scale dominates the ranking
-ENSEMBLES: Dict[str, Tuple[str, ...]] = {
-    "ens-gcn-inv+itervar-xgb": ("gcn-inv", "itervar-xgb-reg"),
-    "ens-gcn-inv+knob+itervar": ("gcn-inv", "itervar-xgb-reg", "knob-xgb-reg"),
-    "ens-gcn+gcn-inv+itervar": ("gcn", "gcn-inv", "itervar-xgb-reg"),
-    "ens-gcn-inv-bb-listmle+itervar": ("gcn-inv-bb-listmle", "itervar-xgb-reg"),
-    "ens-gcn-inv-bb-listmle+knob+itervar": ("gcn-inv-bb-listmle", "itervar-xgb-reg", "knob-xgb-reg"),
+
+
+@dataclass(frozen=True)
+class Ensemble:
+    """Models trained alone whose rankings are combined: on each test workload every
+    member's predictions are standardised (mean 0, std 1 over that workload's configs,
+    so no member's scale dominates), then aggregated per config by `aggregation`:
+
+      mean         the members' average: a config ranks high if the members do on average.
+      pessimistic  the members' maximum (the slowest standardised prediction): a config
+                   ranks high only if every member ranks it high, so one member's
+                   extrapolation to a config family the others call slow cannot fill
+                   the top picks.
+    """
+
+    members: Tuple[str, ...]
+    aggregation: str = "mean"
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown ensemble aggregation {self.aggregation!r} (known: {', '.join(AGGREGATIONS)})")
+
+    def combine(self, standardised_predictions: np.ndarray) -> np.ndarray:
+        """(members, configs) standardised predictions → one prediction per config."""
+        return AGGREGATIONS[self.aggregation](standardised_predictions)
+
+
+AGGREGATIONS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "mean": lambda members: members.mean(axis=0),
+    "pessimistic": lambda members: members.max(axis=0),
+}
+ENSEMBLES: Dict[str, Ensemble] = {
+    "ens-gcn-inv+itervar-xgb": Ensemble(("gcn-inv", "itervar-xgb-reg")),
+    "ens-gcn-inv+knob+itervar": Ensemble(("gcn-inv", "itervar-xgb-reg", "knob-xgb-reg")),
+    "ens-gcn+gcn-inv+itervar": Ensemble(("gcn", "gcn-inv", "itervar-xgb-reg")),
+    "ens-gcn-inv-bb-listmle+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg")),
+    "ens-gcn-inv-bb-listmle+knob+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg", "knob-xgb-reg")),
+    "ens-pess-gcn-inv+itervar-xgb": Ensemble(("gcn-inv", "itervar-xgb-reg"), "pessimistic"),
+    "ens-pess-gcn-inv-bb-listmle+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg"), "pessimistic"),
 }
 MODELS = list(MODEL_SPECS)
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
@@ -233,8 +266,9 @@ def standardised(pred: np.ndarray, groups: Sequence[str]) -> np.ndarray:
 def ensemble_results(name: str, results: Sequence[Dict[str, Any]], samples: Sequence,
                      quiet: Dict[str, Dict[int, float]]) -> List[Dict[str, Any]]:
     """The ensemble `name`'s result for each training set its members were all trained
-    on: the members' per-workload standardised predictions, averaged, scored."""
-    members = ENSEMBLES[name]
+    on: the members' per-workload standardised predictions, aggregated, scored."""
+    ensemble = ENSEMBLES[name]
+    members = ensemble.members
     by = {(r["spec"], tuple(r["train"])): r for r in results}
     out = []
     for train in dict.fromkeys(tuple(r["train"]) for r in results if r["spec"] == members[0]):
@@ -243,9 +277,10 @@ def ensemble_results(name: str, results: Sequence[Dict[str, Any]], samples: Sequ
             continue
         test = [s for s in samples if s.group not in train and s.name in runs[0]["predictions"]]
         groups = [s.group for s in test]
-        pred = np.mean([standardised(np.array([r["predictions"][s.name] for s in test]), groups) for r in runs],
-                       axis=0)
-        out.append({"spec": name, "train": list(train), "argv": [f"ensemble of {', '.join(members)}"],
+        pred = ensemble.combine(np.array([standardised(np.array([r["predictions"][s.name] for s in test]), groups)
+                                          for r in runs]))
+        out.append({"spec": name, "train": list(train),
+                    "argv": [f"{ensemble.aggregation} ensemble of {', '.join(members)}"],
                     "seconds": sum(r["seconds"] for r in runs), "run": {},
                     "pairs": score_pairs(pred, test, quiet)})
     return out
@@ -278,7 +313,7 @@ def make_jobs(models: Sequence[str], sets: Sequence[Tuple[str, ...]], workloads:
               epochs: Optional[int], data: Sequence[str], runs: str, data_key: str,
               quiet: Dict[str, Dict[int, float]]) -> List[Dict[str, Any]]:
     jobs = []
-    members = {m for spec in models if spec in ENSEMBLES for m in ENSEMBLES[spec]}
+    members = {m for spec in models if spec in ENSEMBLES for m in ENSEMBLES[spec].members}
     for spec in dict.fromkeys([m for m in models if m not in ENSEMBLES] + sorted(members)):
         if spec not in MODEL_SPECS:
             raise SystemExit(f"unknown transfer model {spec!r} (known: {', '.join(list(MODEL_SPECS) + list(ENSEMBLES))})")
