@@ -60,6 +60,13 @@ MODEL_SPECS: Dict[str, List[str]] = {
     "gcn-inv-listmle": ["--model", "gcn-inv", "--features", "invariant", "--loss", "listmle"],
     "gcn-inv-bb": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes"],
     "gcn-inv-bb-listmle": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes", "--loss", "listmle"],
+    # node features normalised within each workload's own configs (simulator.workload_norm)
+    "gcn-inv-wz": ["--model", "gcn-inv", "--features", "invariant", "--workload-norm", "zscore"],
+    "gcn-inv-wq": ["--model", "gcn-inv", "--features", "invariant", "--workload-norm", "quantile"],
+    "gcn-inv-listmle-wz": ["--model", "gcn-inv", "--features", "invariant", "--loss", "listmle",
+                           "--workload-norm", "zscore"],
+    "gcn-inv-bb-listmle-wz": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes", "--loss", "listmle",
+                              "--workload-norm", "zscore"],
     "mlp-inv": ["--model", "mlp-inv", "--features", "invariant"],
     "mlp": ["--model", "mlp", "--features", "base"],
     "curve-mlp": ["--model", "curve-mlp"],
@@ -108,6 +115,8 @@ ENSEMBLES: Dict[str, Ensemble] = {
     "ens-gcn-inv-bb-listmle+knob+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg", "knob-xgb-reg")),
     "ens-pess-gcn-inv+itervar-xgb": Ensemble(("gcn-inv", "itervar-xgb-reg"), "pessimistic"),
     "ens-pess-gcn-inv-bb-listmle+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg"), "pessimistic"),
+    "ens-gcn-inv-wz+itervar": Ensemble(("gcn-inv-wz", "itervar-xgb-reg")),
+    "ens-pess-gcn-inv-wz+itervar": Ensemble(("gcn-inv-wz", "itervar-xgb-reg"), "pessimistic"),
 }
 MODELS = list(MODEL_SPECS)
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
@@ -201,9 +210,9 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
     config = config_from_flags(flags)
     config = validate(data_kind(config.data.data).resolve(config, set(explicit_flags(list(argv)))))
     samples, collection, sources = _data(config.data.data)
-    key = (config.data.feature_transform, config.model.features)  # the columns the model reads
+    key = (config.data.feature_transform, config.model.features, config.data.workload_norm)  # what the model reads
     if key not in sources:
-        sources[key] = SampleSource(samples, None, key[0], collection, key[1])
+        sources[key] = SampleSource(samples, None, key[0], collection, key[1], key[2])
     source = sources[key]
     d = config.data
     split = make_split([s.group for s in samples], d.split, config.seed, d.train_workloads, d.test_workloads,

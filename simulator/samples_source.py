@@ -36,6 +36,7 @@ from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Rankin
                       check_predictions, model_info, type_map)
 from .splits import group_tags, make_split
 from .statistics import normalization_of
+from .workload_norm import check_workload_norm, normalise_workloads
 
 
 class SampleSource:
@@ -43,7 +44,8 @@ class SampleSource:
 
     `info`: the model's (a trained model's, or None: this data's own `model_info()`, for
     a model reading feature set `features`, `simulator.features`); `collection`: what
-    made the samples (default: `data.collection_info(samples)`). The node-feature
+    made the samples (default: `data.collection_info(samples)`); `workload_norm`: node
+    features normalised within each workload's configs here (`simulator.workload_norm`). The node-feature
     columns the model reads (`info.feature_names`) are taken from the samples by name
     (`simulator.features.column_map`), as node types are mapped by name.
 
@@ -54,7 +56,7 @@ class SampleSource:
 
     def __init__(self, samples: Sequence[GraphSample], info: Optional[ModelInfo] = None,
                  transform: str = "none", collection: Optional[CollectionInfo] = None,
-                 features: Optional[str] = None):
+                 features: Optional[str] = None, workload_norm: str = "none"):
         self.samples = list(samples)
         if not self.samples:
             raise SimulatorError("no samples")
@@ -63,6 +65,7 @@ class SampleSource:
         self.collection = collection if collection is not None else collection_info(self.samples)
         self.group_index = {g: i for i, g in enumerate(sorted({s.group for s in self.samples}))}
         self.features = features
+        self.workload_norm = check_workload_norm(workload_norm)
         self.info = info if info is not None else self.model_info()
         self._type_map = type_map(self.collection.vocabulary, self.info)
         self._width = int(self.samples[0].node_features.shape[1])
@@ -102,7 +105,7 @@ class SampleSource:
             shapes = (Shapes(width, None, info.config_dim, info.node_config_dim) if spec.vector is None
                       else Shapes(vector_dim=info.vector_dims.get(spec.vector)))
             root._prepared[spec.vector] = prepare(
-                root.samples, root.group_index, info.num_types, spec.vector,
+                normalise_workloads(root.samples, root.workload_norm), root.group_index, info.num_types, spec.vector,
                 transform=root.transform, type_map=root._type_map, shapes=shapes, columns=root._columns)
         every = root._prepared[spec.vector]
         return every if self._indices is None else [every[i] for i in self._indices]
@@ -224,7 +227,8 @@ class SampleData(DataKind):
     def open_run(self, config: TrainConfig, info: Optional[ModelInfo]) -> RunData:
         samples, collection = load_collection(config.data.data, config.data.cache_dir)
         parts = self._split(config, samples)
-        source = SampleSource(samples, info, config.data.feature_transform, collection, feature_set(config))
+        source = SampleSource(samples, info, config.data.feature_transform, collection, feature_set(config),
+                              config.data.workload_norm)
         summary = (f"data: {len(samples)} samples, {len(source.group_index)} workloads; train {len(parts['train'])}, "
                    f"val {len(parts['val'])}, test {len(parts['test'])} ({config.data.split})")
         return RunData(source.info, {part: source.subset(idx).require_measured(part) for part, idx in parts.items()},
@@ -233,7 +237,8 @@ class SampleData(DataKind):
     def open_evaluation(self, config: TrainConfig, info: ModelInfo, data: Optional[List[str]],
                         saved_split: Optional[Dict[str, List[str]]]) -> Dict[str, SampleSource]:
         samples, collection = load_collection(data or config.data.data, config.data.cache_dir)
-        source = SampleSource(samples, info, config.data.feature_transform, collection)
+        source = SampleSource(samples, info, config.data.feature_transform, collection,
+                              workload_norm=config.data.workload_norm)
         warn_extractor(info, source, "the model")
         if data:
             return {"data": source}
@@ -264,7 +269,8 @@ class SampleData(DataKind):
         else:
             missing = [t for t in targets if not os.path.exists(t)]
             raise SimulatorError(f"{missing[0]}: no such file or folder")
-        source = SampleSource(samples, info, config.data.feature_transform, collection)
+        source = SampleSource(samples, info, config.data.feature_transform, collection,
+                              workload_norm=config.data.workload_norm)
         warn_extractor(info, source, "the model")
         return source
 
