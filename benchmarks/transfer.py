@@ -67,6 +67,9 @@ MODEL_SPECS: Dict[str, List[str]] = {
                            "--workload-norm", "zscore"],
     "gcn-inv-bb-listmle-wz": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes", "--loss", "listmle",
                               "--workload-norm", "zscore"],
+    # + the accumulator's fill of the register file (a derived column, simulator.features.DERIVED)
+    "gcn-inv-arf": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill"],
+    "gcn-inv-arf-wz": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--workload-norm", "zscore"],
     "mlp-inv": ["--model", "mlp-inv", "--features", "invariant"],
     "mlp": ["--model", "mlp", "--features", "base"],
     "curve-mlp": ["--model", "curve-mlp"],

@@ -16,6 +16,7 @@ a workload by name.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -29,7 +30,7 @@ from extract.sample import GraphSample
 from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
 from .config import ModelInfo, Normalization, TrainConfig
 from .data import CollectionInfo, collection_info, enumerate_workload, load_collection
-from .features import column_map, feature_set, same_columns
+from .features import column_map, derivable, feature_set, named_columns, same_columns, with_derived
 from .metrics import evaluate
 from .registry import SimulatorError
 from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer,
@@ -68,8 +69,12 @@ class SampleSource:
         self.workload_norm = check_workload_norm(workload_norm)
         self.info = info if info is not None else self.model_info()
         self._type_map = type_map(self.collection.vocabulary, self.info)
-        self._width = int(self.samples[0].node_features.shape[1])
-        self._columns = column_map(self.collection.feature_names, self._width, self.info)
+        width = int(self.samples[0].node_features.shape[1])
+        data_names = named_columns(self.collection.feature_names, width)
+        self._derived = [n for n in self.info.feature_names or () if data_names and n in derivable(data_names)]
+        self._width = width + len(self._derived)  # the data's columns, then the derived ones the model reads
+        self._columns = column_map(data_names + self._derived if data_names else self.collection.feature_names,
+                                   self._width, self.info)
         self._prepared: Dict[Optional[str], List[Prepared]] = {}
         self._root, self._indices = self, None
 
@@ -105,10 +110,20 @@ class SampleSource:
             shapes = (Shapes(width, None, info.config_dim, info.node_config_dim) if spec.vector is None
                       else Shapes(vector_dim=info.vector_dims.get(spec.vector)))
             root._prepared[spec.vector] = prepare(
-                normalise_workloads(root.samples, root.workload_norm), root.group_index, info.num_types, spec.vector,
+                root._model_samples(), root.group_index, info.num_types, spec.vector,
                 transform=root.transform, type_map=root._type_map, shapes=shapes, columns=root._columns)
         every = root._prepared[spec.vector]
         return every if self._indices is None else [every[i] for i in self._indices]
+
+    def _model_samples(self) -> List[GraphSample]:
+        """The samples as the model reads them: the derived columns it names appended
+        (`simulator.features.DERIVED`), node features normalised per workload if asked."""
+        samples = self.samples
+        if self._derived:
+            names = named_columns(self.collection.feature_names, self._width - len(self._derived))
+            samples = [dataclasses.replace(s, node_features=with_derived(s.node_features, names, self._derived))
+                       for s in samples]
+        return normalise_workloads(samples, self.workload_norm)
 
     def batch(self, indices: Sequence[int], rng: np.random.Generator, spec: BatchSpec) -> Batch:
         items = self.items(spec)
