@@ -70,6 +70,8 @@ MODEL_SPECS: Dict[str, List[str]] = {
     # + the accumulator's fill of the register file (a derived column, simulator.features.DERIVED)
     "gcn-inv-arf": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill"],
     "gcn-inv-arf-wz": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--workload-norm", "zscore"],
+    "gcn-inv-arf-listmle": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--loss", "listmle"],
+    "gcn-inv-arf-noext": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill,-loop_extent"],
     "mlp-inv": ["--model", "mlp-inv", "--features", "invariant"],
     "mlp": ["--model", "mlp", "--features", "base"],
     "curve-mlp": ["--model", "curve-mlp"],
@@ -120,6 +122,10 @@ ENSEMBLES: Dict[str, Ensemble] = {
     "ens-pess-gcn-inv-bb-listmle+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg"), "pessimistic"),
     "ens-gcn-inv-wz+itervar": Ensemble(("gcn-inv-wz", "itervar-xgb-reg")),
     "ens-pess-gcn-inv-wz+itervar": Ensemble(("gcn-inv-wz", "itervar-xgb-reg"), "pessimistic"),
+    "ens-gcn-inv-arf+itervar": Ensemble(("gcn-inv-arf", "itervar-xgb-reg")),
+    "ens-pess-gcn-inv-arf+itervar": Ensemble(("gcn-inv-arf", "itervar-xgb-reg"), "pessimistic"),
+    "ens-gcn-inv-arf-noext+itervar": Ensemble(("gcn-inv-arf-noext", "itervar-xgb-reg")),
+    "ens-pess-gcn-inv-arf-noext+itervar": Ensemble(("gcn-inv-arf-noext", "itervar-xgb-reg"), "pessimistic"),
 }
 MODELS = list(MODEL_SPECS)
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
