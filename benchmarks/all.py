@@ -21,8 +21,9 @@ Stages (`--stages`, in this order):
             predictions against it, beside pass 1's (quiet_agreement.json)
   tuning    model-guided tuning, measured on this machine (benchmarks.tuning)
   speed     speed and memory vs xgb (benchmarks.speed)
-  ms-tuning MetaSchedule tuning of held-out operators with gnn, xgb, pre-trained xgb and
-            random, and their rank quality (benchmarks.ms_tuning, `--ms-…` options)
+  ms-tuning MetaSchedule tuning of held-out operators with gnn (alone and two-stage), xgb,
+            pre-trained xgb and random, and their rank quality (benchmarks.ms_tuning,
+            `--ms-…` options)
   networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
             networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
             ceiling, and with the shipped conv2d dataset added (benchmarks.networks)

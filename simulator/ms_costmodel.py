@@ -54,6 +54,7 @@ MetaSchedule's PerStoreFeature rows, trained offline on a dataset's records
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -127,13 +128,31 @@ def task_group(context, cache: Dict[int, str]) -> str:
     return cache[digest]
 
 
+@contextlib.contextmanager
+def torch_threads(threads: int):
+    """Inside: torch's intra-op pool at `threads`; the previous size restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before != threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if before != threads:
+            torch.set_num_threads(before)
+
+
 @derived_object
 class GNNCostModel(PyCostModel):
     """The simulator as a MetaSchedule cost model (see the module docstring). `model`: a
     `simulator.costmodel.CostModel` (None: cold). Options: `cold_model`, `min_measured`,
     `cold_steps`, `update_steps`, `loss` (of the updates), `lr` (None: the model's),
-    `workers` (featurizing processes), `seed`, `threads`; two-stage scoring: `filter_keep`
-    (None: off), `filter_min`, `filter_warmup`, `filter_model` ("xgb" or "ridge")."""
+    `workers` (featurizing processes), `seed`, `threads` (torch's threads inside predict and
+    update: a tuning process is pinned to its build cores, and torch's default, one thread
+    per core of the machine, oversubscribes them — measured 5–8× slower steps); two-stage
+    scoring: `filter_keep` (None: off), `filter_min`, `filter_warmup`, `filter_model`
+    ("xgb" or "ridge")."""
 
     def __init__(self, model=None, *, cold_model: str = "gcn", min_measured: int = MIN_MEASURED,
                  cold_steps: int = COLD_STEPS, update_steps: int = UPDATE_STEPS, loss: str = UPDATE_LOSS,
@@ -227,9 +246,10 @@ class GNNCostModel(PyCostModel):
             if self.model is None:
                 self.stats.random_predictions += n
                 return self.rng.random(n).astype(np.float64)
-            if self.filter is not None:
-                return self._two_stage(context, candidates)
-            return self._gnn_scores(context, candidates)
+            with torch_threads(self.threads):
+                if self.filter is not None:
+                    return self._two_stage(context, candidates)
+                return self._gnn_scores(context, candidates)
         finally:
             self.stats.predict_s += time.perf_counter() - start
 
@@ -275,10 +295,11 @@ class GNNCostModel(PyCostModel):
                                                 runtime_std=[float(np.std(secs))],
                                                 name=f"{group}/{len(task)}", meta=dict(sample.meta)))
             train = time.perf_counter()
-            if self.model is None:
-                self._cold_start()
-            elif self.update_steps > 0:
-                self.model.update(task, self.update_steps)
+            with torch_threads(self.threads):
+                if self.model is None:
+                    self._cold_start()
+                elif self.update_steps > 0:
+                    self.model.update(task, self.update_steps)
             self.stats.train_s += time.perf_counter() - train
         finally:
             self.stats.update_s += time.perf_counter() - start

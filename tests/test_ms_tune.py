@@ -138,3 +138,18 @@ def test_search_keeps_off_the_measuring_core_and_gets_its_cores_back():
     finally:
         stop.set()
         worker.join()
+
+
+def test_torch_threads_inside_and_restored_after():
+    import torch
+
+    from simulator.ms_costmodel import torch_threads
+
+    before = torch.get_num_threads()
+    with torch_threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError):
+        with torch_threads(1):
+            raise RuntimeError("a failing predict")
+    assert torch.get_num_threads() == before

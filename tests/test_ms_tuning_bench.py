@@ -98,3 +98,28 @@ def test_snapshot_reads_gzipped_databases_and_spreads_records(tmp_path):
     assert (tmp_path / "snap" / "0-random" / "database_tuning_record.json").read_text() == "[0]\n[3]\n[6]\n[9]\n"
     with pytest.raises(SystemExit, match="no MetaSchedule database"):
         snapshot([str(tmp_path / "snap-missing")], str(tmp_path / "snap2"), 4)
+
+
+def test_topk_slowdown_is_the_best_pick_against_the_best_record():
+    from benchmarks.ms_tuning import topk_slowdown
+
+    runtime = [1.0, 2.0, 4.0, 8.0]
+    assert topk_slowdown([0, 9, 8, 7], runtime, 2) == pytest.approx(1.0)    # picks 2.0 and 4.0
+    assert topk_slowdown([0, 9, 8, 7], runtime, 4) == pytest.approx(0.0)
+    assert topk_slowdown([9, 0, 0, 0], runtime, 1) == pytest.approx(0.0)
+    assert topk_slowdown([1, 2], [1.0, 2.0], 3) is None
+
+
+def test_goal_lines_check_both_goals_against_each_xgb():
+    from benchmarks.ms_tuning import goal_lines
+
+    def row(model, trials, us):
+        return {"workload": "op", "cost_model": model, "trials": trials, "mean_s": us * 1e-6}
+
+    rows = [row("gnn", 64, 90), row("gnn", 128, 80), row("gnn", 256, 80),
+            row("xgb", 64, 100), row("xgb", 128, 90), row("xgb", 256, 85),
+            row("xgb-pretrained", 64, 95), row("xgb-pretrained", 128, 75), row("xgb-pretrained", 256, 70)]
+    xgb, pre = goal_lines(rows)
+    assert "against xgb:" in xgb and xgb.count("**met**") == 2 and "+10% faster" in xgb
+    assert "against xgb-pretrained:" in pre and pre.count("**not met**") == 2
+    assert goal_lines([row("gnn", 64, 90)]) == []
