@@ -46,9 +46,10 @@ class SampleSource:
     `info`: the model's (a trained model's, or None: this data's own `model_info()`, for
     a model reading feature set `features`, `simulator.features`); `collection`: what
     made the samples (default: `data.collection_info(samples)`); `workload_norm`: node
-    features normalised within each workload's configs here (`simulator.workload_norm`). The node-feature
-    columns the model reads (`info.feature_names`) are taken from the samples by name
-    (`simulator.features.column_map`), as node types are mapped by name.
+    features normalised within each workload's configs here (`simulator.workload_norm`).
+    The node-feature columns the model reads (`info.feature_names`) are taken from the
+    samples by name (`simulator.features.column_map`), as node types are mapped by name;
+    derived columns it reads (`simulator.features.DERIVED`) are computed here.
 
     A runtime is NaN (unmeasured: a config to rank) or a positive finite number of
     seconds; anything else is refused here, naming the sample. Training and scoring
