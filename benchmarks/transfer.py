@@ -20,8 +20,13 @@ top-k slowdown) and, on the configs the quiet third pass re-measured
 Models (`--models`, each a `simulator.train` command line; `MODEL_SPECS`): the graph
 models gcn and mlp, their size-invariant variants gcn-inv and mlp-inv
 (`simulator.invariant`; gcn-inv also with the ListMLE ranking loss, `gcn-inv-listmle`),
+gcn-inv with node features normalised within each workload's configs (`-wz` / `-wq`,
+`--workload-norm`) or with the accumulator's register-file fill (`-arf…`, the derived
+column `acc_reg_fill`; `-noext` also without the loop extents),
 curve-mlp, xgb on MetaSchedule's per-store features, and AutoTVM's own baselines
 knob-xgb and itervar-xgb with `rank:pairwise` (`-rank`) and regression (`-reg`) objectives.
+Ensembles (`ENSEMBLES`, `ens-…`): members trained alone, their per-workload standardised
+predictions combined by a declared aggregation (`mean`, or `pessimistic`: the maximum).
 
 Runs happen in this process (the data is loaded and prepared once; `--parallel N`:
 N spawned worker processes, 1 thread each); a finished run with the same command line,
@@ -41,7 +46,8 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -57,6 +63,18 @@ MODEL_SPECS: Dict[str, List[str]] = {
     "gcn-inv-listmle": ["--model", "gcn-inv", "--features", "invariant", "--loss", "listmle"],
     "gcn-inv-bb": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes"],
     "gcn-inv-bb-listmle": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes", "--loss", "listmle"],
+    # node features normalised within each workload's own configs (simulator.workload_norm)
+    "gcn-inv-wz": ["--model", "gcn-inv", "--features", "invariant", "--workload-norm", "zscore"],
+    "gcn-inv-wq": ["--model", "gcn-inv", "--features", "invariant", "--workload-norm", "quantile"],
+    "gcn-inv-listmle-wz": ["--model", "gcn-inv", "--features", "invariant", "--loss", "listmle",
+                           "--workload-norm", "zscore"],
+    "gcn-inv-bb-listmle-wz": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes", "--loss", "listmle",
+                              "--workload-norm", "zscore"],
+    # + the accumulator's fill of the register file (a derived column, simulator.features.DERIVED)
+    "gcn-inv-arf": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill"],
+    "gcn-inv-arf-wz": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--workload-norm", "zscore"],
+    "gcn-inv-arf-listmle": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--loss", "listmle"],
+    "gcn-inv-arf-noext": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill,-loop_extent"],
     "mlp-inv": ["--model", "mlp-inv", "--features", "invariant"],
     "mlp": ["--model", "mlp", "--features", "base"],
     "curve-mlp": ["--model", "curve-mlp"],
@@ -66,15 +84,51 @@ MODEL_SPECS: Dict[str, List[str]] = {
     "itervar-xgb-rank": ["--model", "itervar-xgb", "--xgb-objective", "rank"],
     "itervar-xgb-reg": ["--model", "itervar-xgb", "--xgb-objective", "reg"],
 }
-# ensembles: each member trained as its own model; on each test workload the members'
-# predictions are standardised (per-workload normalised: mean 0, std 1 over that
-# workload's configs) and averaged, so no member's scale dominates the ranking
-ENSEMBLES: Dict[str, Tuple[str, ...]] = {
-    "ens-gcn-inv+itervar-xgb": ("gcn-inv", "itervar-xgb-reg"),
-    "ens-gcn-inv+knob+itervar": ("gcn-inv", "itervar-xgb-reg", "knob-xgb-reg"),
-    "ens-gcn+gcn-inv+itervar": ("gcn", "gcn-inv", "itervar-xgb-reg"),
-    "ens-gcn-inv-bb-listmle+itervar": ("gcn-inv-bb-listmle", "itervar-xgb-reg"),
-    "ens-gcn-inv-bb-listmle+knob+itervar": ("gcn-inv-bb-listmle", "itervar-xgb-reg", "knob-xgb-reg"),
+
+
+@dataclass(frozen=True)
+class Ensemble:
+    """Models trained alone whose rankings are combined: on each test workload every
+    member's predictions are standardised (mean 0, std 1 over that workload's configs,
+    so no member's scale dominates), then aggregated per config by `aggregation`:
+
+      mean         the members' average: a config ranks high if the members do on average.
+      pessimistic  the members' maximum (the slowest standardised prediction): a config
+                   ranks high only if every member ranks it high, so one member's
+                   extrapolation to a config family the others call slow cannot fill
+                   the top picks.
+    """
+
+    members: Tuple[str, ...]
+    aggregation: str = "mean"
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown ensemble aggregation {self.aggregation!r} (known: {', '.join(AGGREGATIONS)})")
+
+    def combine(self, standardised_predictions: np.ndarray) -> np.ndarray:
+        """(members, configs) standardised predictions → one prediction per config."""
+        return AGGREGATIONS[self.aggregation](standardised_predictions)
+
+
+AGGREGATIONS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "mean": lambda members: members.mean(axis=0),
+    "pessimistic": lambda members: members.max(axis=0),
+}
+ENSEMBLES: Dict[str, Ensemble] = {
+    "ens-gcn-inv+itervar-xgb": Ensemble(("gcn-inv", "itervar-xgb-reg")),
+    "ens-gcn-inv+knob+itervar": Ensemble(("gcn-inv", "itervar-xgb-reg", "knob-xgb-reg")),
+    "ens-gcn+gcn-inv+itervar": Ensemble(("gcn", "gcn-inv", "itervar-xgb-reg")),
+    "ens-gcn-inv-bb-listmle+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg")),
+    "ens-gcn-inv-bb-listmle+knob+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg", "knob-xgb-reg")),
+    "ens-pess-gcn-inv+itervar-xgb": Ensemble(("gcn-inv", "itervar-xgb-reg"), "pessimistic"),
+    "ens-pess-gcn-inv-bb-listmle+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg"), "pessimistic"),
+    "ens-gcn-inv-wz+itervar": Ensemble(("gcn-inv-wz", "itervar-xgb-reg")),
+    "ens-pess-gcn-inv-wz+itervar": Ensemble(("gcn-inv-wz", "itervar-xgb-reg"), "pessimistic"),
+    "ens-gcn-inv-arf+itervar": Ensemble(("gcn-inv-arf", "itervar-xgb-reg")),
+    "ens-pess-gcn-inv-arf+itervar": Ensemble(("gcn-inv-arf", "itervar-xgb-reg"), "pessimistic"),
+    "ens-gcn-inv-arf-noext+itervar": Ensemble(("gcn-inv-arf-noext", "itervar-xgb-reg")),
+    "ens-pess-gcn-inv-arf-noext+itervar": Ensemble(("gcn-inv-arf-noext", "itervar-xgb-reg"), "pessimistic"),
 }
 MODELS = list(MODEL_SPECS)
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
@@ -168,9 +222,9 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
     config = config_from_flags(flags)
     config = validate(data_kind(config.data.data).resolve(config, set(explicit_flags(list(argv)))))
     samples, collection, sources = _data(config.data.data)
-    key = (config.data.feature_transform, config.model.features)  # the columns the model reads
+    key = (config.data.feature_transform, config.model.features, config.data.workload_norm)  # what the model reads
     if key not in sources:
-        sources[key] = SampleSource(samples, None, key[0], collection, key[1])
+        sources[key] = SampleSource(samples, None, key[0], collection, key[1], key[2])
     source = sources[key]
     d = config.data
     split = make_split([s.group for s in samples], d.split, config.seed, d.train_workloads, d.test_workloads,
@@ -233,8 +287,9 @@ def standardised(pred: np.ndarray, groups: Sequence[str]) -> np.ndarray:
 def ensemble_results(name: str, results: Sequence[Dict[str, Any]], samples: Sequence,
                      quiet: Dict[str, Dict[int, float]]) -> List[Dict[str, Any]]:
     """The ensemble `name`'s result for each training set its members were all trained
-    on: the members' per-workload standardised predictions, averaged, scored."""
-    members = ENSEMBLES[name]
+    on: the members' per-workload standardised predictions, aggregated, scored."""
+    ensemble = ENSEMBLES[name]
+    members = ensemble.members
     by = {(r["spec"], tuple(r["train"])): r for r in results}
     out = []
     for train in dict.fromkeys(tuple(r["train"]) for r in results if r["spec"] == members[0]):
@@ -243,9 +298,10 @@ def ensemble_results(name: str, results: Sequence[Dict[str, Any]], samples: Sequ
             continue
         test = [s for s in samples if s.group not in train and s.name in runs[0]["predictions"]]
         groups = [s.group for s in test]
-        pred = np.mean([standardised(np.array([r["predictions"][s.name] for s in test]), groups) for r in runs],
-                       axis=0)
-        out.append({"spec": name, "train": list(train), "argv": [f"ensemble of {', '.join(members)}"],
+        pred = ensemble.combine(np.array([standardised(np.array([r["predictions"][s.name] for s in test]), groups)
+                                          for r in runs]))
+        out.append({"spec": name, "train": list(train),
+                    "argv": [f"{ensemble.aggregation} ensemble of {', '.join(members)}"],
                     "seconds": sum(r["seconds"] for r in runs), "run": {},
                     "pairs": score_pairs(pred, test, quiet)})
     return out
@@ -278,7 +334,7 @@ def make_jobs(models: Sequence[str], sets: Sequence[Tuple[str, ...]], workloads:
               epochs: Optional[int], data: Sequence[str], runs: str, data_key: str,
               quiet: Dict[str, Dict[int, float]]) -> List[Dict[str, Any]]:
     jobs = []
-    members = {m for spec in models if spec in ENSEMBLES for m in ENSEMBLES[spec]}
+    members = {m for spec in models if spec in ENSEMBLES for m in ENSEMBLES[spec].members}
     for spec in dict.fromkeys([m for m in models if m not in ENSEMBLES] + sorted(members)):
         if spec not in MODEL_SPECS:
             raise SystemExit(f"unknown transfer model {spec!r} (known: {', '.join(list(MODEL_SPECS) + list(ENSEMBLES))})")

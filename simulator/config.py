@@ -33,6 +33,7 @@ class DataConfig:
     test_op_kind: Optional[str] = None       # leave-op-kind-out: the held-out operator kind
     val_fraction: float = 0.2
     feature_transform: str = "none"          # "none" | "log1p"
+    workload_norm: str = "none"              # node features per workload's pool (simulator.workload_norm)
     train_fraction: float = 1.0
     configs_per_graph: Optional[int] = None  # TpuGraphs: configs drawn per graph and step
     keep_hops: Optional[int] = None          # TpuGraphs layout: pruning radius (-1: whole graph)

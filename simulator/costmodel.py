@@ -97,7 +97,8 @@ class CostModel(abc.ABC):
         """`items` as a source: a list of samples is prepared for this model's vocabulary."""
         if isinstance(items, (list, tuple)):
             from .samples_source import SampleSource
-            return SampleSource(items, self.info, self.config.data.feature_transform)
+            return SampleSource(items, self.info, self.config.data.feature_transform,
+                                workload_norm=self.config.data.workload_norm)
         return items
 
     @abc.abstractmethod

@@ -18,6 +18,17 @@ carry:
 A set may be followed by changes, comma-separated: `all,-work_share` (leave a column
 out), `base,+fits_l2` (add one); an unknown column name is an error.
 
+Derived columns (`DERIVED`) are computed, when a model names one (`+acc_reg_fill`), from
+columns the data already has, so no data has to be extracted again; no set holds them
+by default:
+
+  acc_reg_fill  accumulating stores (`accumulate`): log2(1 + the accumulator's bytes ÷ the
+                vector register file's bytes, `extract.tir_context.REGISTER_FILE_BYTES`);
+                0 elsewhere. The register tile's size on a scale every workload shares:
+                the tile extents that make it (tile_oc × tile_ow × tile_oh) are divisors of
+                each workload's own extents, so one workload's space lacks some of another's,
+                but their product's fill of the register file is covered by every space.
+
 `--features` unset means the model's own default (`CostModel.FEATURES`); `validate`
 writes the resolved name into the run's config, and the columns it gave into the
 run's `ModelInfo.feature_names` (a checkpoint reads those columns from any data that
@@ -25,7 +36,8 @@ has them, by name: a model trained on tir-ast-v1 reads tir-ast-v2 samples unchan
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,6 +56,43 @@ ABSOLUTE_COLUMNS = ("outer_trips", "inner_trips", "bytes_touched", "reuse", "buf
 # extractor versions whose columns, by name, hold the same values as an older one's
 # (tir-ast-v2 = tir-ast-v1's walk + context columns; tests/test_features.py)
 REPRODUCES = {"tir-ast-v2": ("tir-ast-v1",)}
+
+
+@dataclass(frozen=True)
+class DerivedColumn:
+    """A node-feature column computed from columns `inputs` of the same nodes."""
+
+    inputs: Tuple[str, ...]
+    compute: Callable[[np.ndarray], np.ndarray]  # (nodes, len(inputs)) → (nodes,)
+
+
+def _accumulator_register_fill(columns: np.ndarray) -> np.ndarray:
+    """log2(1 + accumulator bytes ÷ register-file bytes) on accumulating stores (columns:
+    accumulate, buffer_bytes = log2(1 + bytes) as the TIR walk writes it)."""
+    from extract.tir_context import REGISTER_FILE_BYTES
+    accumulate, buffer_bytes = columns[:, 0], columns[:, 1]
+    fill = np.log2(1.0 + np.expm1(buffer_bytes * np.log(2.0)) / REGISTER_FILE_BYTES)
+    return np.where(accumulate > 0, fill, 0.0)
+
+
+DERIVED: Dict[str, DerivedColumn] = {
+    "acc_reg_fill": DerivedColumn(("accumulate", "buffer_bytes"), _accumulator_register_fill),
+}
+
+
+def derivable(names: Sequence[str]) -> List[str]:
+    """The derived columns data with columns `names` lacks and can give (inputs present)."""
+    return [d for d, column in DERIVED.items() if d not in names and all(n in names for n in column.inputs)]
+
+
+def with_derived(node_features: np.ndarray, names: Sequence[str], derived: Sequence[str]) -> np.ndarray:
+    """`node_features` (columns `names`) followed by the derived columns `derived`."""
+    if not derived:
+        return node_features
+    where = {n: i for i, n in enumerate(names)}
+    extra = [DERIVED[d].compute(node_features[:, [where[n] for n in DERIVED[d].inputs]].astype(np.float64))
+             for d in derived]
+    return np.concatenate([node_features, np.stack(extra, axis=1).astype(node_features.dtype)], axis=1)
 
 
 def context_names() -> Sequence[str]:
@@ -66,10 +115,12 @@ def check_spec(spec: str) -> str:
 
 
 def select_features(names: Sequence[str], spec: str) -> List[str]:
-    """The columns of data named `names` that feature set `spec` reads, in data order."""
+    """The columns of data named `names` that feature set `spec` reads, in data order
+    (then the derived columns it adds, `DERIVED`)."""
     base, *changes = [part.strip() for part in check_spec(spec).split(",")]
-    names = list(names)
-    drop = {"base": set(context_names()), "all": set(), "invariant": set(ABSOLUTE_COLUMNS)}[base]
+    derived = derivable(names)
+    names = list(names) + derived
+    drop = {"base": set(context_names()), "all": set(), "invariant": set(ABSOLUTE_COLUMNS)}[base] | set(derived)
     keep = {n for n in names if n not in drop}
     for change in changes:
         sign, name = change[0], change[1:]

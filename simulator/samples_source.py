@@ -16,6 +16,7 @@ a workload by name.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -29,13 +30,14 @@ from extract.sample import GraphSample
 from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
 from .config import ModelInfo, Normalization, TrainConfig
 from .data import CollectionInfo, collection_info, enumerate_workload, load_collection
-from .features import column_map, feature_set, same_columns
+from .features import column_map, derivable, feature_set, named_columns, same_columns, with_derived
 from .metrics import evaluate
 from .registry import SimulatorError
 from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer,
                       check_predictions, model_info, type_map)
 from .splits import group_tags, make_split
 from .statistics import normalization_of
+from .workload_norm import check_workload_norm, normalise_workloads
 
 
 class SampleSource:
@@ -43,9 +45,11 @@ class SampleSource:
 
     `info`: the model's (a trained model's, or None: this data's own `model_info()`, for
     a model reading feature set `features`, `simulator.features`); `collection`: what
-    made the samples (default: `data.collection_info(samples)`). The node-feature
-    columns the model reads (`info.feature_names`) are taken from the samples by name
-    (`simulator.features.column_map`), as node types are mapped by name.
+    made the samples (default: `data.collection_info(samples)`); `workload_norm`: node
+    features normalised within each workload's configs here (`simulator.workload_norm`).
+    The node-feature columns the model reads (`info.feature_names`) are taken from the
+    samples by name (`simulator.features.column_map`), as node types are mapped by name;
+    derived columns it reads (`simulator.features.DERIVED`) are computed here.
 
     A runtime is NaN (unmeasured: a config to rank) or a positive finite number of
     seconds; anything else is refused here, naming the sample. Training and scoring
@@ -54,7 +58,7 @@ class SampleSource:
 
     def __init__(self, samples: Sequence[GraphSample], info: Optional[ModelInfo] = None,
                  transform: str = "none", collection: Optional[CollectionInfo] = None,
-                 features: Optional[str] = None):
+                 features: Optional[str] = None, workload_norm: str = "none"):
         self.samples = list(samples)
         if not self.samples:
             raise SimulatorError("no samples")
@@ -63,10 +67,15 @@ class SampleSource:
         self.collection = collection if collection is not None else collection_info(self.samples)
         self.group_index = {g: i for i, g in enumerate(sorted({s.group for s in self.samples}))}
         self.features = features
+        self.workload_norm = check_workload_norm(workload_norm)
         self.info = info if info is not None else self.model_info()
         self._type_map = type_map(self.collection.vocabulary, self.info)
-        self._width = int(self.samples[0].node_features.shape[1])
-        self._columns = column_map(self.collection.feature_names, self._width, self.info)
+        width = int(self.samples[0].node_features.shape[1])
+        data_names = named_columns(self.collection.feature_names, width)
+        self._derived = [n for n in self.info.feature_names or () if data_names and n in derivable(data_names)]
+        self._width = width + len(self._derived)  # the data's columns, then the derived ones the model reads
+        self._columns = column_map(data_names + self._derived if data_names else self.collection.feature_names,
+                                   self._width, self.info)
         self._prepared: Dict[Optional[str], List[Prepared]] = {}
         self._root, self._indices = self, None
 
@@ -102,10 +111,20 @@ class SampleSource:
             shapes = (Shapes(width, None, info.config_dim, info.node_config_dim) if spec.vector is None
                       else Shapes(vector_dim=info.vector_dims.get(spec.vector)))
             root._prepared[spec.vector] = prepare(
-                root.samples, root.group_index, info.num_types, spec.vector,
+                root._model_samples(), root.group_index, info.num_types, spec.vector,
                 transform=root.transform, type_map=root._type_map, shapes=shapes, columns=root._columns)
         every = root._prepared[spec.vector]
         return every if self._indices is None else [every[i] for i in self._indices]
+
+    def _model_samples(self) -> List[GraphSample]:
+        """The samples as the model reads them: the derived columns it names appended
+        (`simulator.features.DERIVED`), node features normalised per workload if asked."""
+        samples = self.samples
+        if self._derived:
+            names = named_columns(self.collection.feature_names, self._width - len(self._derived))
+            samples = [dataclasses.replace(s, node_features=with_derived(s.node_features, names, self._derived))
+                       for s in samples]
+        return normalise_workloads(samples, self.workload_norm)
 
     def batch(self, indices: Sequence[int], rng: np.random.Generator, spec: BatchSpec) -> Batch:
         items = self.items(spec)
@@ -224,7 +243,8 @@ class SampleData(DataKind):
     def open_run(self, config: TrainConfig, info: Optional[ModelInfo]) -> RunData:
         samples, collection = load_collection(config.data.data, config.data.cache_dir)
         parts = self._split(config, samples)
-        source = SampleSource(samples, info, config.data.feature_transform, collection, feature_set(config))
+        source = SampleSource(samples, info, config.data.feature_transform, collection, feature_set(config),
+                              config.data.workload_norm)
         summary = (f"data: {len(samples)} samples, {len(source.group_index)} workloads; train {len(parts['train'])}, "
                    f"val {len(parts['val'])}, test {len(parts['test'])} ({config.data.split})")
         return RunData(source.info, {part: source.subset(idx).require_measured(part) for part, idx in parts.items()},
@@ -233,7 +253,8 @@ class SampleData(DataKind):
     def open_evaluation(self, config: TrainConfig, info: ModelInfo, data: Optional[List[str]],
                         saved_split: Optional[Dict[str, List[str]]]) -> Dict[str, SampleSource]:
         samples, collection = load_collection(data or config.data.data, config.data.cache_dir)
-        source = SampleSource(samples, info, config.data.feature_transform, collection)
+        source = SampleSource(samples, info, config.data.feature_transform, collection,
+                              workload_norm=config.data.workload_norm)
         warn_extractor(info, source, "the model")
         if data:
             return {"data": source}
@@ -264,7 +285,8 @@ class SampleData(DataKind):
         else:
             missing = [t for t in targets if not os.path.exists(t)]
             raise SimulatorError(f"{missing[0]}: no such file or folder")
-        source = SampleSource(samples, info, config.data.feature_transform, collection)
+        source = SampleSource(samples, info, config.data.feature_transform, collection,
+                              workload_norm=config.data.workload_norm)
         warn_extractor(info, source, "the model")
         return source
 

@@ -372,6 +372,8 @@ class TpuGraphsData(DataKind):
                                  f"{', '.join(allowed)}")
         if flat["train_fraction"] < 1.0:
             raise SimulatorError("--train-fraction is not supported for TpuGraphs collections")
+        if flat["workload_norm"] != "none":
+            raise SimulatorError("--workload-norm is not supported for TpuGraphs collections")
         return TrainConfig.from_dict(flat)
 
     def run_name(self, config: TrainConfig) -> str:

@@ -42,7 +42,7 @@ from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, 
                        output_folder)
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
-from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
+from .costmodel import CostModel, GraphCostModel, build_cost_model, cost_model_class, model_names
 from .distributed import DEVICES, Cluster, start, stop
 from .features import check_spec, feature_set
 from .engine import locked_output, setup_determinism, write_json
@@ -53,6 +53,7 @@ from .registry import SimulatorError, run_cli
 from .sgd import RunContext, check_resume
 from .sources import DataKind, RunData, data_kind
 from .splits import SPLITS
+from .workload_norm import CHOICES as WORKLOAD_NORM_CHOICES, check_workload_norm
 
 # flags that say where/how to run, not what the run is: kept out of the recorded config
 RUN_FLAGS = ("out", "resume", "overwrite", "device")
@@ -85,6 +86,9 @@ def _data_flags(add: Add) -> None:
     add("--feature-transform", choices=["none", "log1p"], default="none",
         help="log1p: sign(x)·log(1+|x|) on node features and vectors before "
              "standardising (the TIR extractor's features are already log-scaled)")
+    add("--workload-norm", choices=list(WORKLOAD_NORM_CHOICES), default="none",
+        help="graph models: normalise each node-feature column within each workload's own configs "
+             "(per node type): zscore or quantile (simulator.workload_norm; transfer to unseen workloads)")
     add("--train-fraction", type=FRACTION, default=1.0,
         help="seeded share of the training set to train on (data-efficiency sweep)")
     add("--configs-per-graph", type=COUNT, default=None,
@@ -200,6 +204,7 @@ def validate(config: TrainConfig) -> TrainConfig:
     if config.fit.epochs < 1 or config.fit.batch_size < 1:
         raise SimulatorError("--epochs and --batch-size must be positive")
     config.model.features = check_spec(feature_set(config))  # recorded: the set this run reads
+    check_workload_norm(config.data.workload_norm, issubclass(cost_model_class(config.model.model), GraphCostModel))
     options = config.model.layer_options
     if config.model.model in PROPAGATIONS:
         config.model.layer_options = PROPAGATIONS.get(config.model.model).resolve_options(options)

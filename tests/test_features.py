@@ -132,3 +132,46 @@ def test_samples_naming_tir_ast_v1_get_its_column_names(shipped):
     assert model_info.feature_names == list(BASE_FEATURE_NAMES)
     new = SampleSource(samples, model_info, "none", collection)
     assert new._columns.tolist() == list(range(24))
+
+
+def test_derived_accumulator_register_fill_is_named_never_by_default():
+    """acc_reg_fill is computed from `accumulate` and `buffer_bytes` (log2(1 + bytes)):
+    log2(1 + bytes ÷ the register file's bytes) on accumulating stores, 0 elsewhere; no
+    feature set reads it unless named; data lacking its inputs cannot give it."""
+    from extract.tir_context import REGISTER_FILE_BYTES
+    from extract.tir_graph import FEATURE_NAMES
+    from simulator.features import select_features, with_derived
+
+    assert "acc_reg_fill" not in select_features(FEATURE_NAMES, "all")
+    assert select_features(FEATURE_NAMES, "invariant,+acc_reg_fill")[-1] == "acc_reg_fill"
+    with pytest.raises(SimulatorError, match="no column 'acc_reg_fill'"):
+        select_features(["a", "buffer_bytes"], "base,+acc_reg_fill")
+    names = ["accumulate", "depth", "buffer_bytes"]
+    x = np.array([[1, 3, np.log2(1 + REGISTER_FILE_BYTES / 2)], [0, 3, np.log2(1 + 64)],
+                  [1, 2, np.log2(1 + 4 * REGISTER_FILE_BYTES)]], np.float32)
+    out = with_derived(x, names, ["acc_reg_fill"])
+    assert out.shape == (3, 4) and np.array_equal(out[:, :3], x)
+    assert out[:, 3] == pytest.approx([np.log2(1.5), 0.0, np.log2(5.0)], rel=1e-5)
+
+
+def test_shipped_accumulators_fill_of_the_register_file(shipped):
+    """On the shipped x86 conv2d configs the derived column is the register tile's size:
+    tile_oc × tile_ow × tile_oh float32 accumulators, against 16 × 32-byte registers; a
+    model reading it takes it from data that lacks it, after save and load too."""
+    from simulator.batching import BatchSpec
+    from simulator.samples_source import SampleSource
+
+    samples, collection = shipped
+    source = SampleSource(samples, None, "none", collection, "invariant,+acc_reg_fill")
+    assert source.info.feature_names[-1] == "acc_reg_fill"
+    accumulate = collection.feature_names.index("accumulate")
+    for item, s in zip(source.items(BatchSpec(graph=True)), samples):
+        knobs = s.meta["config"]
+        floats = knobs["tile_oc"][1] * knobs["tile_ow"][1] * knobs["tile_oh"]
+        fill = item.x.numpy()[:, -1]
+        stores = s.node_features[:, accumulate] > 0
+        assert stores.sum() == 1 and fill[stores][0] == pytest.approx(np.log2(1 + 4 * floats / 512), rel=1e-4)
+        assert np.all(fill[~stores] == 0)
+    again = SampleSource(samples, source.info, "none", collection)
+    assert all(np.array_equal(a.x.numpy(), b.x.numpy())
+               for a, b in zip(source.items(BatchSpec(graph=True)), again.items(BatchSpec(graph=True))))

@@ -224,7 +224,7 @@ def test_ensemble_standardises_each_workload_and_averages(monkeypatch):
 
     z = transfer.standardised(np.array([1.0, 2.0, 3.0, 10.0, 10.0, 5.0]), ["a", "a", "a", "b", "b", "c"])
     assert z[:3] == pytest.approx([-1.2247449, 0.0, 1.2247449]) and list(z[3:]) == [0.0, 0.0, 0.0]
-    monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", ("m1", "m2", "m3"))
+    monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", transfer.Ensemble(("m1", "m2", "m3")))
     samples = [SimpleNamespace(name=f"{g}/{i}", group=g, runtimes=[t], meta={"index": i})
                for g in ("C1", "C2") for i, t in enumerate([1.0, 2.0, 3.0, 4.0])]
     good = {s.name: float(np.log(s.runtimes[0])) for s in samples if s.group == "C2"}
@@ -240,12 +240,36 @@ def test_ensemble_standardises_each_workload_and_averages(monkeypatch):
     assert transfer.ensemble_results("ens-test", runs, samples, {}) == []
 
 
+def test_pessimistic_ensemble_ranks_high_only_what_every_member_ranks_high(monkeypatch):
+    """The pessimistic aggregation takes each config's slowest standardised prediction:
+    a config one member puts first and the other last is not picked, unlike the mean;
+    an unknown aggregation is refused."""
+    from types import SimpleNamespace
+
+    from benchmarks import transfer
+
+    samples = [SimpleNamespace(name=f"C2/{i}", group="C2", runtimes=[t], meta={"index": i})
+               for i, t in enumerate([1.0, 2.0, 3.0, 4.0])]
+    # config 3 (the slowest) is m1's first pick, m2's third; both agree on 0 < 1 < 2
+    runs = [{"spec": m, "train": ["C1"], "seconds": 1.0,
+             "predictions": {"C2/0": 1.0, "C2/1": 2.0, "C2/2": 3.0, "C2/3": last}}
+            for m, last in (("m1", -9.0), ("m2", 2.5))]
+    for aggregation, top1 in (("mean", 3.0), ("pessimistic", 0.0)):
+        monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", transfer.Ensemble(("m1", "m2"), aggregation))
+        (ens,) = transfer.ensemble_results("ens-test", runs, samples, {})
+        assert ens["pairs"]["C2"]["top1_slowdown"] == pytest.approx(top1), aggregation
+        assert ens["argv"] == [f"{aggregation} ensemble of m1, m2"]
+    with pytest.raises(ValueError, match="unknown ensemble aggregation 'median'"):
+        transfer.Ensemble(("m1", "m2"), "median")
+    assert all(e.aggregation in transfer.AGGREGATIONS for e in transfer.ENSEMBLES.values())
+
+
 def test_transfer_train_only_and_members_keep_predictions(dataset_path, tmp_path, monkeypatch):
     """--train-only restricts the one-workload trainings; an ensemble trains its members
     (their predictions kept in their run files) and reports only itself."""
     from benchmarks import transfer
 
-    monkeypatch.setitem(transfer.ENSEMBLES, "ens-xgb", ("xgb", "curve-mlp"))
+    monkeypatch.setitem(transfer.ENSEMBLES, "ens-xgb", transfer.Ensemble(("xgb", "curve-mlp")))
     argv = ["--data", dataset_path, "--models", "ens-xgb", "--sizes", "1", "--epochs", "2", "--train-only", "C2",
             "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--quiet-log", ""]
     assert transfer.main(argv) == 0
