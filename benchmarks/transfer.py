@@ -1,7 +1,7 @@
 """The transfer matrix: train on one (or two, or four) workloads, rank every other one.
 
     python -m benchmarks.transfer [--models gcn gcn-inv mlp curve-mlp xgb knob-xgb-rank …]
-        [--sizes 1 2 4] [--choices 3] [--seed 0] [--epochs 40] [--parallel 1]
+        [--sizes 1 2 4] [--sizes-models MODEL …] [--choices 3] [--seed 0] [--epochs 40] [--parallel 1]
         [--runs runs/bench/transfer] [--results docs/results] [--data shipped]
 
 The situation a user is in after tuning one layer: a model trained on one workload's
@@ -332,13 +332,19 @@ def run_all(jobs: Sequence[Dict[str, Any]], parallel: int = 1) -> List[Dict[str,
 
 def make_jobs(models: Sequence[str], sets: Sequence[Tuple[str, ...]], workloads: Sequence[str], seed: int,
               epochs: Optional[int], data: Sequence[str], runs: str, data_key: str,
-              quiet: Dict[str, Dict[int, float]]) -> List[Dict[str, Any]]:
+              quiet: Dict[str, Dict[int, float]], sizes_models: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+    """One job per (model, training set); with `sizes_models`, the training sets of more than one
+    workload only for those models (and the members of those ensembles)."""
     jobs = []
     members = {m for spec in models if spec in ENSEMBLES for m in ENSEMBLES[spec].members}
+    many = None if sizes_models is None else (
+        set(sizes_models) | {m for spec in sizes_models if spec in ENSEMBLES for m in ENSEMBLES[spec].members})
     for spec in dict.fromkeys([m for m in models if m not in ENSEMBLES] + sorted(members)):
         if spec not in MODEL_SPECS:
             raise SystemExit(f"unknown transfer model {spec!r} (known: {', '.join(list(MODEL_SPECS) + list(ENSEMBLES))})")
         for train in sets:
+            if many is not None and len(train) > 1 and spec not in many:
+                continue
             argv = job_argv(spec, train, workloads, seed, epochs, data)
             out = os.path.join(runs, spec, set_name(train) + ".json")
             jobs.append({"spec": spec, "train": train, "argv": argv, "out": out, "log": out[:-5] + ".log",
@@ -454,6 +460,9 @@ def add_arguments(ap: argparse.ArgumentParser, prefix: str = "") -> None:
     ap.add_argument(f"--{prefix}models", nargs="+", default=MODELS,
                     help=f"of: {', '.join(MODEL_SPECS)}; ensembles: {', '.join(ENSEMBLES)}")
     ap.add_argument(f"--{prefix}sizes", nargs="+", type=COUNT, default=[1, 2, 4], help="training-set sizes")
+    ap.add_argument(f"--{prefix}sizes-models", nargs="+", default=None, metavar="MODEL",
+                    help="train only these models (of --models) on the sets of more than one workload "
+                         "(default: every model)")
     ap.add_argument(f"--{prefix}choices", type=COUNT, default=3, help="seeded training sets per size > 1")
     ap.add_argument(f"--{prefix}seed", type=SEED, default=0)
     ap.add_argument(f"--{prefix}train-only", nargs="+", default=None, metavar="W",
@@ -466,6 +475,9 @@ def add_arguments(ap: argparse.ArgumentParser, prefix: str = "") -> None:
 def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, prefix: str = "") -> Dict[str, Any]:
     from simulator.data import load_collection
     get = lambda name: getattr(args, prefix.replace("-", "_") + name)  # noqa: E731
+    unknown = [m for m in get("sizes_models") or [] if m not in get("models")]
+    if unknown:
+        raise SystemExit(f"--{prefix}sizes-models {' '.join(unknown)}: not in --{prefix}models")
     samples, collection = load_collection(list(data))
     workloads = sorted({s.group for s in samples}, key=natural_key)
     sets = training_sets(workloads, get("sizes"), get("choices"), get("seed"))
@@ -473,12 +485,13 @@ def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, p
         sets = [s for s in sets if len(s) > 1 or s[0] in get("train_only")]
     data_key = f"{collection.extractor}:{len(samples)}"
     quiet = quiet_costs(get("quiet_log"))
-    jobs = make_jobs(get("models"), sets, workloads, get("seed"), get("epochs"), data, runs, data_key, quiet)
+    jobs = make_jobs(get("models"), sets, workloads, get("seed"), get("epochs"), data, runs, data_key, quiet,
+                     get("sizes_models"))
     results = run_all(jobs, parallel)
     for name in [m for m in get("models") if m in ENSEMBLES]:
         results += ensemble_results(name, results, samples, quiet)
     results = [r for r in results if r["spec"] in get("models")]  # members asked for only as members: not shown
-    protocol = {k: get(k) for k in ("models", "sizes", "choices", "seed", "epochs")}
+    protocol = {k: get(k) for k in ("models", "sizes", "choices", "seed", "epochs", "sizes_models")}
     out = write_outputs(results, workloads, results_dir, protocol, collection.extractor)
     for spec, per in out["summary"].items():
         s = per.get("1", next(iter(per.values())))

@@ -100,8 +100,11 @@ def _more_sets(proto: Dict[str, Any]) -> str:
     sizes = [s for s in proto.get("sizes", []) if s != 1]
     if not sizes:
         return ""
+    which = proto.get("sizes_models")
+    only = (f"; trained on them: {', '.join(f'`{m}`' for m in which)} and the ensembles of these, the other "
+            "rows show –") if which else ""
     return (f", and on {proto.get('choices', '?')} seeded sets of {' and '.join(str(s) for s in sizes)} "
-            "workloads (tested on the rest)")
+            f"workloads (tested on the rest{only})")
 
 
 def transfer_section(results: str, prefix: str = "results") -> List[str]:

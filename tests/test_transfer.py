@@ -162,6 +162,28 @@ def test_training_sets_are_every_single_workload_and_seeded_groups():
     assert sets != training_sets(ws, [1, 2, 4], 3, 1)
 
 
+def test_sizes_models_limit_the_larger_training_sets(monkeypatch):
+    """--sizes-models: every model on each single workload, only the named ones (and the
+    members of a named ensemble) on the sets of two and four; a name not in --models is refused."""
+    from benchmarks import transfer
+
+    ws = [f"C{i}" for i in range(1, 13)]
+    sets = transfer.training_sets(ws, [1, 2, 4], 3, 0)
+    monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", transfer.Ensemble(("xgb", "curve-mlp")))
+    models = ["gcn-inv", "knob-xgb-reg", "ens-test"]
+
+    def count(sizes_models):
+        jobs = transfer.make_jobs(models, sets, ws, 0, 2, ["shipped"], "/tmp/none", "k", {}, sizes_models)
+        return {spec: sorted({len(j["train"]) for j in jobs if j["spec"] == spec})
+                for spec in dict.fromkeys(j["spec"] for j in jobs)}
+    assert count(None) == {m: [1, 2, 4] for m in ("gcn-inv", "knob-xgb-reg", "curve-mlp", "xgb")}
+    assert count(["knob-xgb-reg"]) == {"gcn-inv": [1], "knob-xgb-reg": [1, 2, 4], "curve-mlp": [1], "xgb": [1]}
+    assert count(["ens-test"]) == {"gcn-inv": [1], "knob-xgb-reg": [1], "curve-mlp": [1, 2, 4], "xgb": [1, 2, 4]}
+    args = transfer.build_parser().parse_args(["--models", "xgb", "--sizes-models", "gcn-inv"])
+    with pytest.raises(SystemExit, match="--sizes-models gcn-inv: not in --models"):
+        transfer.run(args, ["nowhere"], "/tmp/none", "/tmp/none", 1)
+
+
 def test_summary_and_matrices_from_results():
     from benchmarks.transfer import matrices, summarize
 
