@@ -75,6 +75,8 @@ MODEL_SPECS: Dict[str, List[str]] = {
     "gcn-inv-arf-wz": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--workload-norm", "zscore"],
     "gcn-inv-arf-listmle": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--loss", "listmle"],
     "gcn-inv-arf-noext": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill,-loop_extent"],
+    "gcn-inv-arf-noext-lane": ["--model", "gcn-inv", "--features",
+                               "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent"],
     "mlp-inv": ["--model", "mlp-inv", "--features", "invariant"],
     "mlp": ["--model", "mlp", "--features", "base"],
     "curve-mlp": ["--model", "curve-mlp"],

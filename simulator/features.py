@@ -28,6 +28,11 @@ by default:
                 the tile extents that make it (tile_oc × tile_ow × tile_oh) are divisors of
                 each workload's own extents, so one workload's space lacks some of another's,
                 but their product's fill of the register file is covered by every space.
+  acc_lane_share  accumulating stores: one row's bytes ÷ the accumulator's bytes, a row
+                being the vector the nearest enclosing vectorized loop fills (its
+                `vector_fill` × 32 B; one element where no loop is vectorized); 0 elsewhere.
+                The register tile's shape: 1 when the whole accumulator lies along the
+                vector lanes (tile_oc 32 × tile_ow 1), 1/7 for 7 rows (8 × 7).
 
 `--features` unset means the model's own default (`CostModel.FEATURES`); `validate`
 writes the resolved name into the run's config, and the columns it gave into the
@@ -60,10 +65,40 @@ REPRODUCES = {"tir-ast-v2": ("tir-ast-v1",)}
 
 @dataclass(frozen=True)
 class DerivedColumn:
-    """A node-feature column computed from columns `inputs` of the same nodes."""
+    """A node-feature column computed from columns `inputs` of the same nodes and, with
+    `enclosing` = (marker, columns), from `columns` of each node's nearest enclosing node
+    (AST ancestor, by the sample's edges) whose `marker` column is non-zero (zeros where
+    there is none): `compute` gets (nodes, len(inputs) + len(columns))."""
 
     inputs: Tuple[str, ...]
-    compute: Callable[[np.ndarray], np.ndarray]  # (nodes, len(inputs)) → (nodes,)
+    compute: Callable[[np.ndarray], np.ndarray]  # (nodes, len(inputs) [+ len(enclosing columns)]) → (nodes,)
+    enclosing: Optional[Tuple[str, Tuple[str, ...]]] = None
+
+    @property
+    def needs(self) -> Tuple[str, ...]:
+        """Every column of the data this one is computed from."""
+        if self.enclosing is None:
+            return self.inputs
+        return self.inputs + (self.enclosing[0],) + self.enclosing[1]
+
+
+def nearest_enclosing(edges: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For each node, its nearest proper ancestor (edges: (m, 2) parent → child) with
+    `marked` true, or -1."""
+    n = marked.shape[0]
+    parent = np.full(n, -1, dtype=np.int64)
+    if len(edges):
+        parent[edges[:, 1]] = edges[:, 0]
+    found = np.full(n, -1, dtype=np.int64)
+    cur = parent.copy()
+    for _ in range(n):
+        open_ = cur >= 0
+        if not open_.any():
+            break
+        hit = open_ & marked[np.maximum(cur, 0)]
+        found[hit] = cur[hit]
+        cur = np.where(hit | ~open_, -1, parent[np.maximum(cur, 0)])
+    return found
 
 
 def _accumulator_register_fill(columns: np.ndarray) -> np.ndarray:
@@ -75,23 +110,54 @@ def _accumulator_register_fill(columns: np.ndarray) -> np.ndarray:
     return np.where(accumulate > 0, fill, 0.0)
 
 
+def _accumulator_lane_share(columns: np.ndarray) -> np.ndarray:
+    """One row's bytes ÷ the accumulator's bytes on accumulating stores, 0 elsewhere (columns:
+    accumulate, buffer_bytes = log2(1 + bytes), dtype_bits, then the enclosing vectorized
+    loop's vector_fill). A row is the vector the enclosing vectorized loop fills
+    (vector_fill × one register's bytes), or one element where no loop is vectorized."""
+    from extract.tir_context import REGISTER_FILE_BYTES
+    accumulate, buffer_bytes, dtype_bits, vector_fill = columns.T
+    register_bytes = REGISTER_FILE_BYTES / 16
+    row = np.where(vector_fill > 0, vector_fill * register_bytes, dtype_bits / 8.0)
+    acc = np.expm1(buffer_bytes * np.log(2.0))
+    share = np.minimum(1.0, row / np.maximum(acc, 1e-12))
+    return np.where((accumulate > 0) & (acc > 0), share, 0.0)
+
+
 DERIVED: Dict[str, DerivedColumn] = {
     "acc_reg_fill": DerivedColumn(("accumulate", "buffer_bytes"), _accumulator_register_fill),
+    "acc_lane_share": DerivedColumn(("accumulate", "buffer_bytes", "dtype_bits"), _accumulator_lane_share,
+                                    enclosing=("kind_vectorized", ("vector_fill",))),
 }
 
 
 def derivable(names: Sequence[str]) -> List[str]:
     """The derived columns data with columns `names` lacks and can give (inputs present)."""
-    return [d for d, column in DERIVED.items() if d not in names and all(n in names for n in column.inputs)]
+    return [d for d, column in DERIVED.items() if d not in names and all(n in names for n in column.needs)]
 
 
-def with_derived(node_features: np.ndarray, names: Sequence[str], derived: Sequence[str]) -> np.ndarray:
-    """`node_features` (columns `names`) followed by the derived columns `derived`."""
+def _derived_inputs(column: DerivedColumn, node_features: np.ndarray, where: Dict[str, int],
+                    edges: Optional[np.ndarray]) -> np.ndarray:
+    own = node_features[:, [where[n] for n in column.inputs]].astype(np.float64)
+    if column.enclosing is None:
+        return own
+    if edges is None:
+        raise SimulatorError("a derived column that reads an enclosing node needs the sample's edges")
+    marker, names = column.enclosing
+    anc = nearest_enclosing(np.asarray(edges, dtype=np.int64).reshape(-1, 2), node_features[:, where[marker]] > 0)
+    theirs = node_features[np.maximum(anc, 0)][:, [where[n] for n in names]].astype(np.float64)
+    theirs[anc < 0] = 0.0
+    return np.concatenate([own, theirs], axis=1)
+
+
+def with_derived(node_features: np.ndarray, names: Sequence[str], derived: Sequence[str],
+                 edges: Optional[np.ndarray] = None) -> np.ndarray:
+    """`node_features` (columns `names`) followed by the derived columns `derived` (`edges`:
+    the sample's, for those that read an enclosing node)."""
     if not derived:
         return node_features
     where = {n: i for i, n in enumerate(names)}
-    extra = [DERIVED[d].compute(node_features[:, [where[n] for n in DERIVED[d].inputs]].astype(np.float64))
-             for d in derived]
+    extra = [DERIVED[d].compute(_derived_inputs(DERIVED[d], node_features, where, edges)) for d in derived]
     return np.concatenate([node_features, np.stack(extra, axis=1).astype(node_features.dtype)], axis=1)
 
 

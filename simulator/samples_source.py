@@ -122,7 +122,7 @@ class SampleSource:
         samples = self.samples
         if self._derived:
             names = named_columns(self.collection.feature_names, self._width - len(self._derived))
-            samples = [dataclasses.replace(s, node_features=with_derived(s.node_features, names, self._derived))
+            samples = [dataclasses.replace(s, node_features=with_derived(s.node_features, names, self._derived, s.edges))
                        for s in samples]
         return normalise_workloads(samples, self.workload_norm)
 

@@ -175,3 +175,51 @@ def test_shipped_accumulators_fill_of_the_register_file(shipped):
     again = SampleSource(samples, source.info, "none", collection)
     assert all(np.array_equal(a.x.numpy(), b.x.numpy())
                for a, b in zip(source.items(BatchSpec(graph=True)), again.items(BatchSpec(graph=True))))
+
+
+def test_derived_accumulator_lane_share_reads_the_enclosing_vectorized_loop():
+    """acc_lane_share: on accumulating stores, one row's bytes (the nearest enclosing
+    vectorized loop's vector_fill × 32 B, or one element where none is vectorized) ÷ the
+    accumulator's bytes, at most 1; 0 elsewhere; the enclosing loop is found through the
+    edges (not the parent only), and without edges it is refused."""
+    from extract.tir_context import REGISTER_FILE_BYTES
+    from simulator.features import nearest_enclosing, select_features, with_derived
+
+    assert "acc_lane_share" not in select_features(
+        ["accumulate", "buffer_bytes", "dtype_bits", "kind_vectorized", "vector_fill"], "all")
+    with pytest.raises(SimulatorError, match="no column 'acc_lane_share'"):
+        select_features(["accumulate", "buffer_bytes", "dtype_bits"], "base,+acc_lane_share")
+    names = ["accumulate", "buffer_bytes", "dtype_bits", "kind_vectorized", "vector_fill"]
+    b = lambda nbytes: np.log2(1 + nbytes)  # noqa: E731
+    # 0: vectorized loop (2 registers wide) ─ 1: if ─ 2: store, 7 rows of 64 B
+    # 3: serial loop ─ 4: store of 3 floats, nothing vectorized above it
+    # 5: vectorized loop (half a register) ─ 6: store of one row ─ 7: a load (not a store)
+    x = np.array([[0, 0, 0, 1, 2.0], [0, 0, 0, 0, 0], [1, b(7 * 64), 32, 0, 0],
+                  [0, 0, 0, 0, 0], [1, b(12), 32, 0, 0],
+                  [0, 0, 0, 1, 0.5], [1, b(16), 32, 0, 0], [0, b(16), 32, 0, 0]], np.float32)
+    edges = np.array([[0, 1], [1, 2], [3, 4], [5, 6], [6, 7]])
+    assert nearest_enclosing(edges, x[:, 3] > 0).tolist() == [-1, 0, 0, -1, -1, -1, 5, 5]
+    out = with_derived(x, names, ["acc_lane_share"], edges)
+    assert out.shape == (8, 6) and np.array_equal(out[:, :5], x)
+    assert out[:, 5] == pytest.approx([0, 0, 1 / 7, 0, 1 / 3, 0, 1.0, 0], rel=1e-5)
+    assert REGISTER_FILE_BYTES / 16 == 32
+    with pytest.raises(SimulatorError, match="needs the sample's edges"):
+        with_derived(x, names, ["acc_lane_share"])
+
+
+def test_shipped_accumulators_lane_share_is_one_over_the_rows(shipped):
+    """On the shipped x86 conv2d configs acc_lane_share is 1 ÷ (tile_ow × tile_oh): the
+    accumulator's rows of tile_oc lanes, whatever tile_oc is (1 included: no vectorized loop)."""
+    from simulator.batching import BatchSpec
+    from simulator.samples_source import SampleSource
+
+    samples, collection = shipped
+    source = SampleSource(samples, None, "none", collection, "invariant,+acc_reg_fill,+acc_lane_share")
+    assert source.info.feature_names[-2:] == ["acc_reg_fill", "acc_lane_share"]
+    accumulate = collection.feature_names.index("accumulate")
+    for item, s in zip(source.items(BatchSpec(graph=True)), samples):
+        knobs = s.meta["config"]
+        share = item.x.numpy()[:, -1]
+        stores = s.node_features[:, accumulate] > 0
+        assert share[stores][0] == pytest.approx(1 / (knobs["tile_ow"][1] * knobs["tile_oh"]), rel=1e-4)
+        assert np.all(share[~stores] == 0)
