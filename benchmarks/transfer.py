@@ -22,7 +22,8 @@ models gcn and mlp, their size-invariant variants gcn-inv and mlp-inv
 (`simulator.invariant`; gcn-inv also with the ListMLE ranking loss, `gcn-inv-listmle`),
 gcn-inv with node features normalised within each workload's configs (`-wz` / `-wq`,
 `--workload-norm`) or with the accumulator's register-file fill (`-arf…`, the derived
-column `acc_reg_fill`; `-noext` also without the loop extents),
+column `acc_reg_fill`; `-noext` also without the loop extents; `-lane` also with the register
+tile's shape, `acc_lane_share`),
 curve-mlp, xgb on MetaSchedule's per-store features, and AutoTVM's own baselines
 knob-xgb and itervar-xgb with `rank:pairwise` (`-rank`) and regression (`-reg`) objectives.
 Ensembles (`ENSEMBLES`, `ens-…`): members trained alone, their per-workload standardised
