@@ -132,6 +132,8 @@ ENSEMBLES: Dict[str, Ensemble] = {
     "ens-pess-gcn-inv-arf+itervar": Ensemble(("gcn-inv-arf", "itervar-xgb-reg"), "pessimistic"),
     "ens-gcn-inv-arf-noext+itervar": Ensemble(("gcn-inv-arf-noext", "itervar-xgb-reg")),
     "ens-pess-gcn-inv-arf-noext+itervar": Ensemble(("gcn-inv-arf-noext", "itervar-xgb-reg"), "pessimistic"),
+    "ens-gcn-inv-arf-noext-lane+itervar": Ensemble(("gcn-inv-arf-noext-lane", "itervar-xgb-reg")),
+    "ens-pess-gcn-inv-arf-noext-lane+itervar": Ensemble(("gcn-inv-arf-noext-lane", "itervar-xgb-reg"), "pessimistic"),
 }
 MODELS = list(MODEL_SPECS)
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
@@ -478,7 +480,8 @@ def add_arguments(ap: argparse.ArgumentParser, prefix: str = "") -> None:
 def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, prefix: str = "") -> Dict[str, Any]:
     from simulator.data import load_collection
     get = lambda name: getattr(args, prefix.replace("-", "_") + name)  # noqa: E731
-    unknown = [m for m in get("sizes_models") or [] if m not in get("models")]
+    asked = set(get("models")) | {m for spec in get("models") if spec in ENSEMBLES for m in ENSEMBLES[spec].members}
+    unknown = [m for m in get("sizes_models") or [] if m not in asked]
     if unknown:
         raise SystemExit(f"--{prefix}sizes-models {' '.join(unknown)}: not in --{prefix}models")
     samples, collection = load_collection(list(data))

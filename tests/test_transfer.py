@@ -182,6 +182,10 @@ def test_sizes_models_limit_the_larger_training_sets(monkeypatch):
     args = transfer.build_parser().parse_args(["--models", "xgb", "--sizes-models", "gcn-inv"])
     with pytest.raises(SystemExit, match="--sizes-models gcn-inv: not in --models"):
         transfer.run(args, ["nowhere"], "/tmp/none", "/tmp/none", 1)
+    args = transfer.build_parser().parse_args(["--models", "ens-test", "--sizes-models", "xgb"])  # a member
+    with pytest.raises(Exception) as error:
+        transfer.run(args, ["nowhere"], "/tmp/none", "/tmp/none", 1)
+    assert "--sizes-models" not in str(error.value)  # got past the check, to the missing data
 
 
 def test_summary_and_matrices_from_results():
