@@ -150,7 +150,8 @@ class GNNCostModel(PyCostModel):
     `cold_steps`, `update_steps`, `loss` (of the updates), `lr` (None: the model's),
     `workers` (featurizing processes), `seed`, `threads` (torch's threads inside predict and
     update: a tuning process is pinned to its build cores, and torch's default, one thread
-    per core of the machine, oversubscribes them — measured 5–8× slower steps); two-stage
+    per core of the machine, oversubscribes them — a 256-trial dense run spent 20–59 s in
+    updates instead of 0.5–1.5 s, docs/ms_tune.md); two-stage
     scoring: `filter_keep` (None: off), `filter_min`, `filter_warmup`, `filter_model`
     ("xgb" or "ridge")."""
 
