@@ -71,7 +71,7 @@ class SampleSource:
         self.info = info if info is not None else self.model_info()
         self._type_map = type_map(self.collection.vocabulary, self.info)
         width = int(self.samples[0].node_features.shape[1])
-        data_names = named_columns(self.collection.feature_names, width)
+        data_names = self._data_names = named_columns(self.collection.feature_names, width)
         self._derived = [n for n in self.info.feature_names or () if data_names and n in derivable(data_names)]
         self._width = width + len(self._derived)  # the data's columns, then the derived ones the model reads
         self._columns = column_map(data_names + self._derived if data_names else self.collection.feature_names,
@@ -121,8 +121,8 @@ class SampleSource:
         (`simulator.features.DERIVED`), node features normalised per workload if asked."""
         samples = self.samples
         if self._derived:
-            names = named_columns(self.collection.feature_names, self._width - len(self._derived))
-            samples = [dataclasses.replace(s, node_features=with_derived(s.node_features, names, self._derived, s.edges))
+            samples = [dataclasses.replace(s, node_features=with_derived(s.node_features, self._data_names,
+                                                                         self._derived, s.edges))
                        for s in samples]
         return normalise_workloads(samples, self.workload_norm)
 

@@ -13,6 +13,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRETRAINED = os.path.join(ROOT, "datasets", "networks_x86", "pretrained", "gcn.pt")
 
 
+def _as_v1(samples, collection):
+    """The samples and collection info cut to tir-ast-v1's 24 node-feature columns."""
+    from simulator.data import CollectionInfo
+
+    cut = []
+    for s in samples:
+        s = copy.copy(s)
+        s.node_features = np.ascontiguousarray(s.node_features[:, :24])
+        cut.append(s)
+    return cut, CollectionInfo(collection.vocabulary, collection.feature_names[:24], "tir-ast-v1")
+
+
 def test_feature_sets_on_the_tir_extractor_columns():
     from extract.tir_context import CONTEXT_NAMES
     from extract.tir_graph import BASE_FEATURE_NAMES, FEATURE_NAMES
@@ -74,7 +86,6 @@ def test_checkpoint_trained_on_tir_ast_v1_predicts_as_before(shipped):
     its columns from tir-ast-v2 samples by name: the predictions main made on the
     tir-ast-v1 shipped samples, and the same as on those samples cut to 24 columns."""
     from simulator.costmodel import CostModel
-    from simulator.data import CollectionInfo
     from simulator.samples_source import SampleSource
 
     samples, collection = shipped
@@ -87,27 +98,16 @@ def test_checkpoint_trained_on_tir_ast_v1_predicts_as_before(shipped):
     got = dict(zip((s.name for s in samples), pred))
     for name, value in on_main.items():
         assert got[name] == pytest.approx(value, rel=1e-6, abs=1e-6), name
-    cut = []
-    for s in samples:
-        s = copy.copy(s)
-        s.node_features = np.ascontiguousarray(s.node_features[:, :24])
-        cut.append(s)
-    v1 = CollectionInfo(collection.vocabulary, collection.feature_names[:24], "tir-ast-v1")
+    cut, v1 = _as_v1(samples, collection)
     assert np.array_equal(model.predict(SampleSource(cut, model.info, "none", v1)), pred)
 
 
 def test_a_model_reading_a_column_the_data_lacks_is_refused(shipped):
-    from simulator.data import CollectionInfo
     from simulator.samples_source import SampleSource
 
     samples, collection = shipped
     info = SampleSource(samples, None, "none", collection, "all").info
-    cut = []
-    for s in samples:
-        s = copy.copy(s)
-        s.node_features = np.ascontiguousarray(s.node_features[:, :24])
-        cut.append(s)
-    v1 = CollectionInfo(collection.vocabulary, collection.feature_names[:24], "tir-ast-v1")
+    cut, v1 = _as_v1(samples, collection)
     with pytest.raises(SimulatorError, match="columns the data lacks: work_share"):
         SampleSource(cut, info, "none", v1)
 
