@@ -99,13 +99,22 @@ def cache_dir(override: Optional[str] = None) -> Path:
 
 
 def _logs_key(files: Iterable[str]) -> str:
+    files = list(files)
     digest = hashlib.sha256(EXTRACTOR_VERSION.encode())
+    if any(map(_is_database_file, files)):  # MetaSchedule samples carry trace knobs too
+        from extract.knob_features import TRACE_KNOB_VERSION
+        digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}".encode())
     for path in sorted(files):
         digest.update(os.path.basename(path).encode())
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:20]
+
+
+def _is_database_file(path: str) -> bool:
+    from extract.ms_database import is_record_file
+    return is_record_file(path)
 
 
 def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = True,
