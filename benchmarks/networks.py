@@ -18,8 +18,9 @@ A model is a `simulator.train --model` name (trained with that model's defaults,
 `xgb`) or a named command line of `benchmarks.transfer.MODEL_SPECS` (issue 13's models:
 `gcn-inv-arf-noext-lane`, the size-invariant gcn with its best transfer features, and
 AutoTVM's baselines `knob-xgb-rank` / `knob-xgb-reg` / `itervar-xgb-rank` /
-`itervar-xgb-reg`). `--kind-models` are trained on the leave-op-kind-out axis only
-(default: those five), `--networks-models` on both axes. Besides the per-kind table, one
+`itervar-xgb-reg`, `KIND_MODELS`). `--kind-models` are trained on the leave-op-kind-out
+axis only (default: none; `python -m benchmarks.all`: those five), `--networks-models` on
+both axes. Besides the per-kind table, one
 summary table gives per model, over the held-out kinds, the mean and worst τ and top-5
 slowdown (of the kinds' means, and of the single tasks) beside the noise ceiling
 (`kind_summary`).
@@ -109,11 +110,14 @@ def objective_of(argv: Sequence[str]) -> str:
     return "rank:pairwise" if objective == "rank" else "reg:squarederror"
 
 
-def add_arguments(ap: argparse.ArgumentParser) -> None:
+def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) -> None:
+    """The benchmark's options; `kind_models`: the default of `--kind-models` (none here;
+    `benchmarks.all` passes `KIND_MODELS`)."""
     ap.add_argument("--networks-data", default=os.path.join("datasets", "networks_x86"))
     ap.add_argument("--networks-models", nargs="+", type=networks_model, default=MODELS)
-    ap.add_argument("--kind-models", nargs="*", type=networks_model, default=KIND_MODELS,
-                    help="trained on the leave-op-kind-out axis only (none: skip)")
+    ap.add_argument("--kind-models", nargs="*", type=networks_model, default=list(kind_models),
+                    help="trained on the leave-op-kind-out axis only (default: %(default)s; "
+                         f"issue 13's: {' '.join(KIND_MODELS)})")
     ap.add_argument("--held-networks", nargs="+", default=NETWORKS)
     ap.add_argument("--held-kinds", nargs="+", default=None, help="default: every kind with a task of > 5 records")
     ap.add_argument("--networks-epochs", type=COUNT, default=20)
@@ -214,11 +218,11 @@ def run(args) -> Dict[str, Any]:
     log(f"networks: {len(planned)} training runs")
     rows = result_rows(run_many(planned, args.parallel))
     ceilings = {f"{axis}:{held}": {**ceiling_of(held_tasks(summary, axis, held)),
-                                   "corrected": ceiling_of(held_tasks(summary, axis, held), "tau_corrected")["tau"],
-                                   "worst_task": min((t["tau"] for t in held_tasks(summary, axis, held)
-                                                      if t.get("tau") is not None), default=None)}
+                                   "corrected": ceiling_of(held_tasks(summary, axis, held), "tau_corrected")["tau"]}
                 for axis, held in {(r["axis"], r["held"]) for r in rows}}
-    out = {"rows": rows, "ceilings": ceilings, "dataset": args.networks_data,
+    worst = {key: min((t["tau"] for t in held_tasks(summary, *key.split(":", 1)) if t.get("tau") is not None),
+                      default=None) for key in ceilings}
+    out = {"rows": rows, "ceilings": ceilings, "ceiling_worst_task": worst, "dataset": args.networks_data,
            "agreement_raw": summary.get("agreement_raw"), "agreement_corrected": summary.get("agreement_corrected"),
            "not_held_kinds": unheld_kinds(summary), "knob_cut": knob_cuts(args.networks_data),
            "protocol": {"epochs": args.networks_epochs, "seeds": list(args.networks_seeds), "loss": args.networks_loss,
@@ -308,10 +312,11 @@ def kind_summary(res: Dict[str, Any]) -> List[Dict[str, Any]]:
     means = [r for r in seed_means(res["rows"]) if r["axis"] == "kind" and not r["shipped"]]
     kinds = list(dict.fromkeys(r["held"] for r in means))
     ceilings = [res["ceilings"].get(f"kind:{k}", {}) for k in kinds]
+    worst_tasks = [(res.get("ceiling_worst_task") or {}).get(f"kind:{k}") for k in kinds]
     out = [{"model": "noise ceiling", "objective": "pass 1 vs pass 2", "kinds": sum(c.get("tau") is not None
                                                                                     for c in ceilings),
             "mean_tau": _mean([c.get("tau") for c in ceilings]), "worst_tau": _extreme([c.get("tau") for c in ceilings], min),
-            "worst_task_tau": _extreme([c.get("worst_task") for c in ceilings], min),
+            "worst_task_tau": _extreme(worst_tasks, min),
             "mean_top5": None, "worst_top5": None, "worst_task_top5": None}]
     for model in dict.fromkeys(r["model"] for r in means):
         mine = [r for r in means if r["model"] == model]

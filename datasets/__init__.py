@@ -128,6 +128,12 @@ def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = Tr
 
     files = list({os.path.realpath(f): f for p in paths
                   for f in (_database_record_files(p) or log_files([p]))}.values())
+    databases = [f for f in files if _is_database_file(f)]
+    if databases and len(databases) < len(files):
+        # AutoTVM logs and MetaSchedule databases: each cached on its own (their samples'
+        # knob vectors differ in width, so one collection file cannot hold both)
+        return [s for part in (databases, [f for f in files if f not in databases])
+                for s in load_logs(part, skip_bad, use_cache, progress, cache, per_file)]
     cached = cache_dir(cache) / f"logs-{_logs_key(input_files(files))}.npz"
     if use_cache and cached.exists():
         if per_file is not None:

@@ -154,8 +154,8 @@ def test_kind_summary_means_and_worsts_over_kinds_and_tasks():
             _row("knob-xgb-reg", "dense", 0.3, 0.10, {"d1": (0.3, 0.1)}, seed=0, objective="reg:squarederror"),
             _row("knob-xgb-reg", "dense", 0.5, 0.30, {"d1": (0.5, 0.3)}, seed=1, objective="reg:squarederror"),
             {**_row("gcn", "dense", 0.9, 0.0, {"d1": (0.9, 0.0)}), "axis": "network"}]  # another axis: ignored
-    res = {"rows": rows, "ceilings": {"kind:conv2d": {"tau": 0.9, "worst_task": 0.8},
-                                      "kind:dense": {"tau": 0.7, "worst_task": 0.6}, "kind:pool": {"tau": None}},
+    res = {"rows": rows, "ceilings": {"kind:conv2d": {"tau": 0.9}, "kind:dense": {"tau": 0.7}, "kind:pool": {"tau": None}},
+           "ceiling_worst_task": {"kind:conv2d": 0.8, "kind:dense": 0.6, "kind:pool": None},
            "dataset": "d", "protocol": {"seeds": [0, 1]}}
     out = {r["model"]: r for r in kind_summary(res)}
     assert list(out) == ["noise ceiling", "gcn", "knob-xgb-reg"]
@@ -184,7 +184,7 @@ def test_issue13_models_run_on_the_kind_axis_with_their_own_objective():
     bench.add_arguments(ap)
     ap.add_argument("--runs", default="runs")
     args = ap.parse_args(["--networks-models", "gcn", "xgb", "--held-networks", "bert", "--held-kinds", "dense",
-                          "--combined-models"])
+                          "--combined-models", "--kind-models", *bench.KIND_MODELS])
     planned = bench.jobs(args, {"tasks": []})
     assert [(j["axis"], j["model"]) for j in planned] == (
         [("network", "gcn"), ("network", "xgb"), ("kind", "gcn"), ("kind", "xgb")]
@@ -203,4 +203,23 @@ def test_issue13_models_run_on_the_kind_axis_with_their_own_objective():
     assert "--split" in argv["knob-xgb-reg"] and argv["knob-xgb-reg"][argv["knob-xgb-reg"].index("--model") + 1] == "knob-xgb"
     with pytest.raises(SystemExit):
         ap.parse_args(["--kind-models", "nope"])
-    assert ap.parse_args(["--kind-models"]).kind_models == []
+    assert ap.parse_args(["--kind-models"]).kind_models == [] == ap.parse_args([]).kind_models
+
+
+def test_benchmarks_all_runs_the_issue13_models_on_the_kind_axis():
+    from benchmarks.all import build_parser
+    from benchmarks.networks import KIND_MODELS
+
+    assert build_parser().parse_args([]).kind_models == KIND_MODELS
+
+
+def test_autotvm_logs_and_metaschedule_databases_load_together(tmp_path):
+    from datasets import load_collection
+
+    data = [str(ROOT / "tests" / "data" / "autotvm_v02.jsonl"), str(MS_SMALL)]
+    c = load_collection(data, progress=False, cache=str(tmp_path))
+    widths = {s.meta.get("format", "autotvm"): s.vectors["knob"].shape[1] for s in c.samples}
+    assert len(c.samples) == 6 + 72 and widths["metaschedule"] == WIDTH != widths["autotvm"]
+    assert len(list(tmp_path.glob("logs-*.npz"))) == 2          # each kind cached on its own
+    again = load_collection(data, progress=False, cache=str(tmp_path))
+    assert [s.name for s in again.samples] == [s.name for s in c.samples] and again.read == c.read
