@@ -18,11 +18,12 @@ def _num(v: Optional[float]) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
-def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
-    """One row per model: the one-workload pairs in full, then 2 and 4 training workloads."""
+def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]], ceiling: Optional[Dict[str, Any]] = None) -> str:
+    """One row per model: the one-workload pairs in full, then 2 and 4 training workloads;
+    last, where measured, the noise ceiling's row (pass 1's own ranking against the quiet pass)."""
     sizes = sorted({int(s) for per in summary.values() for s in per if s != "1"})
     header = ["model", "τ mean", "τ worst", "top-5 mean", "top-5 median", "top-5 worst", "pairs > 25%",
-              "τ vs quiet pass", "top-5 vs quiet"]
+              "τ vs quiet pass", "top-5 vs quiet: mean / worst"]
     header += [f"{k} workloads: τ / top-5" for k in sizes]
     rows = []
     for model, per in summary.items():
@@ -31,12 +32,20 @@ def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
             continue
         row = [f"`{model}`", _num(one["mean_tau"]), _num(one["worst_tau"]), _pct(one["mean_top5"]),
                _pct(one["median_top5"]), _pct(one["worst_top5"], 0), f"{one['pairs_top5_over_25']}/{one['pairs']}",
-               _num(one.get("quiet_mean_tau")), _pct(one.get("quiet_mean_top5"))]
+               _num(one.get("quiet_mean_tau")), _quiet_top5(one)]
         for k in sizes:
             s = per.get(str(k))
             row.append("–" if s is None else f"{s['mean_tau']:.3f} / {_pct(s['mean_top5'])}")
         rows.append(row)
+    if ceiling:
+        rows.append(["noise ceiling: pass 1's own ranking"] + ["–"] * 6
+                    + [_num(ceiling["quiet_mean_tau"]), _quiet_top5(ceiling)] + ["–"] * len(sizes))
     return markdown_table(header, rows)
+
+
+def _quiet_top5(row: Dict[str, Any]) -> str:
+    worst = row.get("quiet_worst_top5")
+    return _pct(row.get("quiet_mean_top5")) + ("" if worst is None else f" / {_pct(worst, 0)}")
 
 
 def analysis_table(analysis: Dict[str, Any]) -> str:
@@ -120,9 +129,10 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
              f"{proto.get('epochs', '?')} epochs at most for the graph and MLP models, seed {proto.get('seed', 0)}. "
              "τ and top-5 slowdown per (training set, test workload) pair against pass 1 (the labels); the worst "
              "is the worst pair; \"vs quiet pass\": the same pairs scored on the ≈ 121 configs per workload the "
-             "quiet third pass re-measured. Rows ending in `-rank` / `-reg` are AutoTVM's XGBoost with "
-             "`rank:pairwise` / regression.", "",
-             summary_table(out["summary"]), ""]
+             "quiet third pass re-measured; on those, pass 1's own ranking is the noise ceiling (last row: "
+             "no model of pass 1's labels can do better against the quiet pass). Rows ending in `-rank` / "
+             "`-reg` are AutoTVM's XGBoost with `rank:pairwise` / regression.", "",
+             summary_table(out["summary"], out.get("noise_ceiling")), ""]
     lines += goal_lines(out["summary"])
     before = _load(results, "transfer_before.json")
     if before is not None:

@@ -206,6 +206,35 @@ def test_summary_and_matrices_from_results():
     assert m == [[None, 0.5, 0.3], [0.7, None, 0.1], [None, None, None]]
 
 
+def test_noise_ceiling_scores_pass_one_against_the_quiet_pass():
+    """Pass 1's own ranking against the quiet pass: perfect where the quiet pass agrees, a
+    measured top-5 slowdown where its best config is one pass 1 ranks last; too few
+    re-measured configs or no quiet pass: no ceiling, never a made-up one."""
+    from types import SimpleNamespace
+
+    from benchmarks.transfer import noise_ceiling
+    from benchmarks.transfer_report import summary_table
+
+    def sample(group, index, runtime):
+        return SimpleNamespace(group=group, runtimes=[runtime], meta={"index": index})
+    pass1 = [sample(g, i, 1.0 + i) for g in ("C1", "C2") for i in range(8)]
+    quiet = {"C1": {i: 2.0 + i for i in range(8)},                 # same order: τ 1, top-5 0
+             "C2": {i: (0.5 if i == 7 else 1.0 + i) for i in range(8)}}   # C2's best is pass 1's worst
+    c = noise_ceiling(pass1, quiet)
+    assert c["workloads"]["C1"]["quiet_kendall_tau"] == pytest.approx(1.0)
+    assert c["workloads"]["C1"]["quiet_top5_slowdown"] == 0.0
+    assert c["workloads"]["C2"]["quiet_top5_slowdown"] == pytest.approx(1.0 / 0.5 - 1)
+    assert c["quiet_worst_top5"] == pytest.approx(1.0) and c["quiet_mean_top5"] == pytest.approx(0.5)
+    assert noise_ceiling(pass1, {}) is None
+    assert noise_ceiling(pass1, {"C1": {0: 1.0, 1: 2.0}}) is None   # < 3 configs: no τ
+    one = {"1": {"mean_tau": 0.5, "worst_tau": 0.1, "mean_top5": 0.3, "median_top5": 0.2, "worst_top5": 1.0,
+                 "pairs_top5_over_25": 3, "pairs": 4, "quiet_mean_tau": 0.6, "quiet_mean_top5": 0.1,
+                 "quiet_worst_top5": 0.4}}
+    table = summary_table({"gcn": one}, c)
+    assert "10.0% / 40%" in table and "noise ceiling" in table and "50.0% / 100%" in table
+    assert "noise ceiling" not in summary_table({"gcn": one})
+
+
 def test_goal_rows_compare_each_gnn_with_the_best_baseline():
     from benchmarks.transfer_report import goal_lines, goal_rows
 
