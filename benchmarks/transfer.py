@@ -79,6 +79,12 @@ MODEL_SPECS: Dict[str, List[str]] = {
     "gcn-inv-arf-noext": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill,-loop_extent"],
     "gcn-inv-arf-noext-lane": ["--model", "gcn-inv", "--features",
                                "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent"],
+    # + domain-adversarial training on the test workloads' configs, not their runtimes (simulator.domain)
+    "gcn-inv-arf-noext-lane-dann": ["--model", "gcn-inv", "--features",
+                                    "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--domain-adapt", "dann"],
+    "gcn-inv-arf-noext-lane-dann1": ["--model", "gcn-inv", "--features",
+                                     "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--domain-adapt", "dann",
+                                     "--adapt-weight", "1"],
     "mlp-inv": ["--model", "mlp-inv", "--features", "invariant"],
     "mlp": ["--model", "mlp", "--features", "base"],
     "curve-mlp": ["--model", "curve-mlp"],
@@ -242,6 +248,7 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
     once per process; (model, config, {"train", "val", "test": SampleSource}, run summary).
     The training's progress goes to `log_path` (default: nowhere)."""
     from simulator.costmodel import build_cost_model
+    from simulator.domain import target_part
     from simulator.engine import setup_determinism
     from simulator.samples_source import SampleSource
     from simulator.sources import data_kind
@@ -267,7 +274,7 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
             contextlib.redirect_stdout(io.StringIO()):
         model = build_cost_model(config, source.info)
         model.set_normalization(parts["train"].normalization(model.batch_spec, config.seed))
-        summary = model.fit(parts["train"], parts["val"], None)
+        summary = model.fit(parts["train"], parts["val"], None, target_part(config, parts))
     return model, config, parts, summary
 
 

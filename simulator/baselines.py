@@ -126,7 +126,11 @@ class XGBCostModel(CostModel):
                                      f"cannot train on it ({int(bad.sum())} of {len(values)} configs)")
         return x, y, g
 
-    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
+    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None,
+            target: Optional[Source] = None) -> Dict[str, Any]:
+        if target is not None:
+            raise SimulatorError(f"--model {self.config.model.model} does not adapt to target configs "
+                                 f"(--domain-adapt needs a graph model)")
         if run is not None and run.resume is not None and run.resume.get("finished") and run.resume.get("xgb"):
             self.load_weights(run.resume)
             return run.resume.get("run", {})

@@ -78,6 +78,8 @@ class FitConfig:
     xgb_rounds: int = 500
     xgb_eta: float = 0.3
     xgb_early_stopping: int = 25
+    domain_adapt: str = "none"               # "none" | "dann": learn from the test part's configs (simulator.domain)
+    adapt_weight: float = 0.1                # dann: the gradient reversal's largest λ
 
 
 @dataclass

@@ -73,9 +73,12 @@ class CostModel(abc.ABC):
                                  f"without torchrun and without --device {cluster.device}")
 
     @abc.abstractmethod
-    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
+    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None,
+            target: Optional[Source] = None) -> Dict[str, Any]:
         """Train on `train` (early stopping on `val`), checkpointing through `run` and
-        continuing from its checkpoint; returns the run summary for metrics.json."""
+        continuing from its checkpoint; returns the run summary for metrics.json.
+        `target`: unlabelled configs to adapt to (`--domain-adapt`, `simulator.domain`;
+        their runtimes are never read); only a model configured to adapt takes one."""
 
     @abc.abstractmethod
     def update(self, items: Items, steps: int = UPDATE_STEPS) -> None:
@@ -146,11 +149,12 @@ class TorchCostModel(CostModel):
     def device(self) -> torch.device:
         return next(self.net.parameters()).device
 
-    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
+    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None,
+            target: Optional[Source] = None) -> Dict[str, Any]:
         n_params = sum(p.numel() for p in self.net.parameters())
         print(f"model: {self.config.model.model}, {n_params} parameters; loss {self.config.fit.loss}",
               file=sys.stderr)
-        return fit_sgd(self, train, val, run)
+        return fit_sgd(self, train, val, run, target)
 
     def update(self, items: Items, steps: int = UPDATE_STEPS) -> None:
         source = self.source_of(items)
@@ -189,7 +193,8 @@ class GraphCostModel(TorchCostModel):
         self.net = GraphModel(self.PROPAGATION or m.model, info.feature_dim, info.num_types, width=m.width, depth=m.depth,
                               type_dim=m.type_dim, dropout=m.dropout, residual=m.residual, norm=m.norm,
                               pooling=m.pooling, layer_options=m.layer_options, config_dim=info.config_dim,
-                              node_config_dim=info.node_config_dim, join=m.join)
+                              node_config_dim=info.node_config_dim, join=m.join,
+                              domain_classifier=config.fit.domain_adapt != "none")
 
     @property
     def batch_spec(self) -> BatchSpec:

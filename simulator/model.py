@@ -17,6 +17,7 @@ from torch import nn
 
 from .batching import Batch
 from .config import Normalization
+from .domain import DomainClassifier
 from .layers import POOLINGS, NodeEncoder, PredictHead, PropagationBlock, build_layer
 from .registry import UnknownNameError
 
@@ -39,13 +40,17 @@ class GraphModel(nn.Module):
       propagated once for all its configs: cheap, but configs cannot change messages.
 
     Config vectors are standardised with training-set mean/std buffers like x.
+
+    `domain_classifier`: also hold DANN's domain classifier on z (`self.domain`,
+    `simulator.domain`), trained by `--domain-adapt dann`; forward never calls it.
     """
 
     def __init__(self, propagation: str, feature_dim: int, num_types: int, width: int = 64,
                  depth: int = 3, type_dim: int = 32, dropout: float = 0.0, residual: bool = True,
                  norm: str = "layer", pooling: str = "mean",
                  layer_options: Optional[Mapping[str, Any]] = None,
-                 config_dim: int = 0, node_config_dim: int = 0, join: str = "early"):
+                 config_dim: int = 0, node_config_dim: int = 0, join: str = "early",
+                 domain_classifier: bool = False):
         super().__init__()
         if join not in JOINS:
             raise UnknownNameError(f"unknown join {join!r} (known: {', '.join(JOINS)})")
@@ -69,6 +74,8 @@ class GraphModel(nn.Module):
                                                             nn.Linear(width, width)))
                 joined += 1
         self.head = PredictHead(width * (1 + joined), hidden=width, dropout=dropout)
+        # DANN's domain classifier on z (`simulator.domain`; training only: forward never calls it)
+        self.domain = DomainClassifier(width * (1 + joined), hidden=width) if domain_classifier else None
 
     @property
     def expands(self) -> bool:
@@ -76,6 +83,11 @@ class GraphModel(nn.Module):
         return self.join == "early" and bool(self.config_dim or self.node_config_dim)
 
     def forward(self, batch: Batch) -> torch.Tensor:
+        return self.head(self.embed(batch))
+
+    def embed(self, batch: Batch) -> torch.Tensor:
+        """z: the pooled graph embedding of each config row (with late-joined config
+        features), what the head reads; (C, head width)."""
         pre = self.encoder.first(batch.x, batch.types)          # (N, W), before the ReLU
         if batch.expanded:
             pre = pre[batch.node_index]                          # one copy per config row
@@ -102,7 +114,7 @@ class GraphModel(nn.Module):
             count = torch.zeros(len(rows), dtype=m.dtype, device=m.device).index_add(
                 0, batch.node_config_row, torch.ones_like(batch.node_config_row, dtype=m.dtype))
             z = torch.cat([z, total / count.clamp(min=1.0)[:, None]], dim=1)
-        return self.head(z)
+        return z
 
     def _standard(self, c: Optional[torch.Tensor], name: str) -> torch.Tensor:
         if c is None:

@@ -49,6 +49,7 @@ import torch
 from .batching import Batch, batch_indices
 from .checkpoint import checkpoint_record, save_checkpoint
 from .distributed import Cluster
+from .domain import adversarial_step, require_domain_head, schedule, target_batch
 from .engine import stderr_is_terminal
 from .losses import Loss, build_loss
 from .metrics import higher_is_better
@@ -239,10 +240,11 @@ def resume_loop(run: RunContext, net: torch.nn.Module, optimizer, scheduler, rng
     return loop, loop.epoch
 
 
-def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, Any]:
+def fit_sgd(model, train, val, run: Optional[RunContext] = None, target=None) -> Dict[str, Any]:
     """Train `model` (a `TorchCostModel`) on the source `train`, early-stopping on `val`;
     returns the run summary (best epoch, epochs run, best validation score; `extended_from`
-    when a finished run was extended). The model ends with its best weights."""
+    when a finished run was extended). The model ends with its best weights. `target`:
+    unlabelled configs for `--domain-adapt dann` (`simulator.domain`), else None."""
     config, fit = model.config, model.config.fit
     net, spec = model.net, model.batch_spec
     cluster = run.cluster if run is not None else Cluster()
@@ -254,6 +256,13 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
     loop = LoopState()
     select, sign = fit.select_metric, (1 if higher_is_better(fit.select_metric) else -1)
     groups = train.groups if loss_fn.ranking else None
+    if (target is not None) != (fit.domain_adapt != "none"):
+        raise SimulatorError(f"--domain-adapt {fit.domain_adapt}: " + (
+            "no target configs were given to adapt to" if target is None else "target configs given, but not adapting"))
+    if target is not None:
+        require_domain_head(net, fit.domain_adapt)
+        if cluster.distributed:
+            raise SimulatorError(f"--domain-adapt {fit.domain_adapt} trains in one process (not under torchrun)")
 
     def snapshot() -> Dict[str, Any]:
         """Everything needed to continue (or to use) the run, for the checkpoint."""
@@ -271,12 +280,13 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
 
     # ------------------------------------------------------------ epochs
     while not loop.finished and loop.epoch < fit.epochs and loop.bad_epochs < fit.patience:
-        cpu = time.process_time()
+        cpu, stats = time.process_time(), {}
         if cluster.distributed:
             loss, seen, seconds = train_epoch_shard(trainer, spec, train, loss_fn, optimizer, rng, groups, fit,
                                                     loop, cluster, config.seed)
         else:
-            loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop)
+            loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop, target,
+                                              stats)
         cpu = time.process_time() - cpu  # this process's CPU seconds for the epoch's training
         cpu_by_rank = cluster.gather(cpu) if cluster.distributed else [cpu]
         bad = non_finite_weights(net)
@@ -293,10 +303,12 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
             loop.bad_epochs += 1
         loop.history.append({"epoch": loop.epoch, "train_loss": loss / max(seen, 1), f"val_{select}": score,
                              "graphs_per_s": seen / seconds, "seconds": seconds,
-                             "cpu_s_by_rank": cpu_by_rank})
+                             "cpu_s_by_rank": cpu_by_rank, **stats})
         if run is not None:
             run.save(snapshot())
         shown = "-" if score is None else f"{score:.4f}"
+        if "domain_loss" in stats:  # dann: the domain classifier's BCE (ln 2 ≈ 0.693: it cannot tell)
+            shown += f"  domain {stats['domain_loss']:.4f}"
         say(cluster, f"epoch {loop.epoch:3d}  loss {loss / max(seen, 1):.4f}  val {select} {shown}  "
                      f"{seen / seconds:7.0f} graphs/s  ({seconds:.1f} s){'  *' if loop.best_epoch == loop.epoch else ''}")
 
@@ -318,8 +330,12 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
 
 
 def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Generator,
-                groups: Optional[np.ndarray], fit, loop: LoopState) -> Tuple[float, int, float]:
-    """One pass over `train` in shuffled batches; (Σ loss × items, items seen, seconds)."""
+                groups: Optional[np.ndarray], fit, loop: LoopState, target=None,
+                stats: Optional[Dict[str, float]] = None) -> Tuple[float, int, float]:
+    """One pass over `train` in shuffled batches; (Σ loss × items, items seen, seconds).
+    With `target` (`--domain-adapt dann`) each step also takes a batch of target configs
+    drawn with `rng` and adds the domain loss (`simulator.domain.adversarial_step`); the
+    loss returned is the task's, the domain loss (mean per item) goes into `stats`."""
     from tqdm import tqdm
     net.train()
     device = next(net.parameters()).device
@@ -327,10 +343,17 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
     batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
     bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
                mininterval=1.0, file=sys.stderr, disable=not stderr_is_terminal())
-    for idx in bar:
+    domain_sum = 0.0
+    for i, idx in enumerate(bar):
         batch = train.batch(idx, rng, spec).to(device)
         try:
-            loss = sgd_step(net, batch, loss_fn, optimizer, fit.grad_clip)
+            if target is None:
+                loss = sgd_step(net, batch, loss_fn, optimizer, fit.grad_clip)
+            else:
+                coeff = schedule((loop.epoch + i / len(batches)) / fit.epochs, fit.adapt_weight)
+                loss, domain = adversarial_step(net, batch, target_batch(target, len(idx), rng, spec).to(device),
+                                                loss_fn, optimizer, fit.grad_clip, coeff)
+                domain_sum += domain * len(idx)
         except NonFiniteLoss as e:
             raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step + 1}: {e} on the batch of "
                                  f"{batch_names(train, idx, batch)}; stopping (non-finite runtimes or features "
@@ -340,6 +363,8 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
         loss_sum += loss * len(idx)
         bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
     bar.close()
+    if target is not None and stats is not None:
+        stats["domain_loss"] = domain_sum / max(seen, 1)
     return loss_sum, seen, time.perf_counter() - start
 
 
