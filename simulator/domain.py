@@ -92,7 +92,15 @@ def grad_reverse(x: torch.Tensor, coeff: float) -> torch.Tensor:
 class DomainClassifier(nn.Module):
     r"""The domain classifier of DANN: the logit that a config comes from the target domain.
 
-    .. math:: d(z) = w_2^\top \operatorname{ReLU}(W_1 z + b_1) + b_2
+    .. math:: d(z) = w_2^\top \operatorname{ReLU}(W_1 \hat z + b_1) + b_2,
+              \quad \hat z = (z - \mu_B) / \sigma_B
+
+    ẑ: z standardised per column over the batch (both domains; BatchNorm without
+    affine parameters, its running estimates in eval mode). The pooled embedding's
+    domain differences are small in absolute terms (trained on C1: column std 0.28,
+    mean shift 0.04), and without ẑ the classifier does not learn them within a run's
+    few hundred steps (C1 → the others: AUC 0.50 in training, against 0.97 with ẑ on
+    the same frozen embeddings).
 
     Parameters
     ----------
@@ -108,15 +116,17 @@ class DomainClassifier(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int = 64):
         super().__init__()
+        self.standardise = nn.BatchNorm1d(in_dim, affine=False)
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
     def reset_parameters(self) -> None:
+        self.standardise.reset_running_stats()
         for layer in self.mlp:
             if isinstance(layer, nn.Linear):
                 layer.reset_parameters()
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.mlp(z).squeeze(-1)
+        return self.mlp(self.standardise(z)).squeeze(-1)
 
 
 def domain_loss(classifier: DomainClassifier, z_source: torch.Tensor, z_target: torch.Tensor,
