@@ -24,8 +24,9 @@ models gcn and mlp, their size-invariant variants gcn-inv and mlp-inv
 gcn-inv with node features normalised within each workload's configs (`-wz` / `-wq`,
 `--workload-norm`) or with the accumulator's register-file fill (`-arf…`, the derived
 column `acc_reg_fill`; `-noext` also without the loop extents; `-lane` also with the register
-tile's shape, `acc_lane_share`; `-dann…` also with domain-adversarial training on the test workloads'
-configs, not their runtimes, `--domain-adapt dann`, λ 0.1 / 0.3 (`-dann03`) / 1 (`-dann1`)),
+tile's shape, `acc_lane_share`; `-max` / `-hinge`: that with max pooling / the pairwise-hinge
+ranking loss; `-dann…`: that with domain-adversarial training on the test workloads' configs, not
+their runtimes, `--domain-adapt dann`, λ 0.1 / 0.3 (`-dann03`) / 1 (`-dann1`)),
 curve-mlp, xgb on MetaSchedule's per-store features, and AutoTVM's own baselines
 knob-xgb and itervar-xgb with `rank:pairwise` (`-rank`) and regression (`-reg`) objectives.
 Ensembles (`ENSEMBLES`, `ens-…`): members trained alone, their per-workload standardised
@@ -80,6 +81,11 @@ MODEL_SPECS: Dict[str, List[str]] = {
     "gcn-inv-arf-noext": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill,-loop_extent"],
     "gcn-inv-arf-noext-lane": ["--model", "gcn-inv", "--features",
                                "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent"],
+    # the same features, another pooling / loss (session 5: neither moves the worst pair)
+    "gcn-inv-arf-noext-lane-max": ["--model", "gcn-inv", "--features",
+                                   "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--pooling", "max"],
+    "gcn-inv-arf-noext-lane-hinge": ["--model", "gcn-inv", "--features",
+                                     "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--loss", "pairwise-hinge"],
     # + domain-adversarial training on the test workloads' configs, not their runtimes (simulator.domain)
     "gcn-inv-arf-noext-lane-dann": ["--model", "gcn-inv", "--features",
                                     "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--domain-adapt", "dann"],

@@ -146,6 +146,7 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
     if os.path.exists(notes):
         with open(notes, encoding="utf-8") as f:
             lines += [f.read().strip(), ""]
+    lines += families_lines(results)
     for tag, title in (("_before", "before issue 13's features"), ("", "with them")):
         analysis = _load(results, f"transfer_analysis{tag}.json")
         if analysis is None:
@@ -163,3 +164,28 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
         if os.path.exists(os.path.join(results, fig)):
             lines += [f"![node features {title}]({prefix}/{fig})", ""]
     return lines
+
+
+def families_lines(results: str) -> List[str]:
+    """The register-tile family analysis (benchmarks.transfer_families), if it was run."""
+    from .report import _load
+    out = _load(results, "transfer_families.json")
+    if out is None:
+        return []
+    s = out["summary"]
+
+    def cell(v: Dict[str, Any]) -> str:
+        return f"{_pct(v['mean'])} / {_pct(v['median'])} / {_pct(v['worst'], 0)} / {v['over_25']}"
+    rows = [["lookup rule (no learning)", cell(s["lookup"]), "–", "–"]]
+    rows += [[f"`{m}`", cell(v["top5"]), cell(v["lookup_then_model"]), _pct(v["top5_unseen_share"], 0)]
+             for m, v in s["models"].items()]
+    knobs = " × ".join(out["family_knobs"])
+    return [f"**What transfers: the register tile** (`python -m benchmarks.transfer_families`; a config's family "
+            f"is its {knobs}, the accumulator's shape in absolute sizes). Over the {s['pairs']} one-workload pairs, "
+            f"two workloads order the families they share alike (mean Kendall τ {_num(s['family_tau_mean'])}). "
+            "The lookup rule ranks the test workload's configs by the training workload's median log runtime of "
+            f"their family (families it never measured last, ties in {out['repeats']} random orders); "
+            "\"lookup, then the model\": the same with the model's prediction breaking the ties inside a family. "
+            "Top-5 slowdown mean / median / worst / pairs over 25%:", "",
+            markdown_table(["ranking", "top-5", "lookup, then the model", "model's top-5 in unmeasured families"],
+                           rows), ""]

@@ -463,3 +463,44 @@ def test_invariant_models_ignore_the_absolute_columns(synthetic_samples, tmp_pat
     model.save(str(tmp_path / "m.pt"))
     again = CostModel.load(str(tmp_path / "m.pt"))
     assert np.allclose(again.predict(SampleSource(samples, again.info, collection=source.collection)), before)
+
+
+# ---------------------------------------------------------------- register-tile families
+def _config_sample(group, index, oc, ow, oh, runtime, ic=1):
+    from types import SimpleNamespace
+    return SimpleNamespace(group=group, name=f"{group}/{index}", runtimes=[runtime],
+                           meta={"config": {"tile_ic": [-1, ic], "tile_oc": [-1, oc], "tile_ow": [-1, ow],
+                                            "tile_oh": oh, "unroll_kw": True}})
+
+
+def test_lookup_rule_ranks_by_the_training_workloads_family_medians():
+    """The lookup puts the family that was fastest on the training workload first and
+    families it never measured last; a model breaking ties inside a family is scored
+    apart from its own ranking, and its picks in unmeasured families are counted."""
+    from benchmarks.transfer_families import family, lookup_scores, pair_figures
+
+    train = [_config_sample("A", i, oc, ow, 1, t) for i, (oc, ow, t) in
+             enumerate([(8, 7, 1.0), (8, 7, 1.2), (32, 1, 3.0), (32, 1, 2.0), (16, 2, 5.0)])]
+    test = [_config_sample("B", i, oc, ow, 1, t) for i, (oc, ow, t) in
+            enumerate([(32, 1, 4.0), (8, 7, 2.0), (8, 7, 1.0), (16, 4, 0.5), (16, 2, 9.0), (32, 1, 6.0),
+                       (8, 7, 3.0)])]
+    assert family(test[3]) == (16, 4, 1)
+    scores = lookup_scores(train, test)
+    assert np.isinf(scores[3]) and np.argmin(scores) in (1, 2, 6)
+    assert scores[1] == pytest.approx(np.log(np.sqrt(1.0 * 1.2)))  # median of two logs
+    # the model loves the unmeasured family (16, 4): its own top pick is B's best …
+    pred = {"m": {s.name: (0.0 if s.name == "B/3" else float(i)) for i, s in enumerate(test)}}
+    figures = pair_figures(train, test, pred, repeats=3)
+    m = figures["models"]["m"]
+    assert m["top5"] == 0.0 and m["top5_unseen_share"] == pytest.approx(1 / 5)
+    # … which the lookup puts last: its top five are the three (8, 7) and two (32, 1) configs
+    assert m["lookup_then_model_top5"] == pytest.approx(1.0 / 0.5 - 1)
+    assert figures["lookup_top5"] == pytest.approx(1.0 / 0.5 - 1)
+
+
+def test_family_needs_the_template_config():
+    from types import SimpleNamespace
+
+    from benchmarks.transfer_families import family
+    with pytest.raises(ValueError, match="B/0.*tile_oc"):
+        family(SimpleNamespace(name="B/0", meta={"config": {"tile_ow": [-1, 2]}}))
