@@ -98,9 +98,9 @@ class DomainClassifier(nn.Module):
     ẑ: z standardised per column over the batch (both domains; BatchNorm without
     affine parameters, its running estimates in eval mode). The pooled embedding's
     domain differences are small in absolute terms (trained on C1: column std 0.28,
-    mean shift 0.04), and without ẑ the classifier does not learn them within a run's
-    few hundred steps (C1 → the others: AUC 0.50 in training, against 0.97 with ẑ on
-    the same frozen embeddings).
+    mean shift 0.04): without ẑ the classifier stayed at chance inside a run (AUC 0.50,
+    C1 against the other workloads); on that model's frozen embeddings, 320 steps at the
+    run's learning rate reach AUC 0.81 without ẑ and 0.97 with it.
 
     Parameters
     ----------
