@@ -91,7 +91,7 @@ def analysis_findings(analysis: Dict[str, Any], top: int = 4) -> Dict[str, List[
     return {
         "shift": [f"{mark(n)} {shift[n]['between_share']:.2f}" for n in between],
         "outside": [f"{mark(n)} {shift[n]['out_of_range']:.2f}" for n in outside],
-        "relied": [f"`{n}` {abl[n]['delta_tau_own']:+.3f}" for n in relied[:top]],
+        "relied": [f"`{n}` {abl[n]['delta_tau_own']:+.3f} / {abl[n]['delta_tau_others']:+.3f}" for n in relied[:top]],
         "misleads": [f"`{n}` {abl[n]['delta_tau_others']:+.3f} ({abl[n]['others_better_without']}/{trainings}, "
                      f"top-5 {100 * abl[n]['delta_top5_others']:+.1f}%)" for n in misleads[:top]] or ["none"],
         "derived": derived or ["none in the data"],
@@ -110,10 +110,10 @@ def analysis_comparison(analyses: List[Tuple[str, Dict[str, Any]]]) -> List[str]
     return ["**Why the graphs do not transfer, compared** (generated from the analyses below: the four columns "
             "with the largest share of variance between workloads and of test nodes outside the training range "
             "(\"(not read)\": the model does not read it); the four the model relies on most (Δτ on its own "
-            "validation configs when ablated); those that mislead it (Δτ on the other workloads > "
+            "validation configs when ablated, and on the other workloads); those that mislead it (Δτ on the other workloads > "
             f"{MISLEADS} when ablated; in how many of the trainings, and the change of the top-5 slowdown); the "
             "derived columns' rank among those relied on):", "",
-            markdown_table(["analysis", "variance between workloads", "outside training range", "relied on (Δτ own)",
+            markdown_table(["analysis", "variance between workloads", "outside training range", "relied on (Δτ own / others)",
                             "misleads (Δτ others)", "derived columns"], rows, align="llllll"), ""]
 
 

@@ -225,7 +225,7 @@ def test_findings_name_what_shifts_what_is_relied_on_and_what_misleads():
     f = analysis_findings(after)
     assert f["shift"][:2] == ["`fits_l2` 0.90", "`outer_trips` (not read) 0.40"]
     assert f["outside"][0] == "`outer_trips` (not read) 0.20"
-    assert f["relied"] == ["`vector_fill` -0.300", "`acc_reg_fill` -0.100", "`fits_l2` -0.001"]
+    assert f["relied"] == ["`vector_fill` -0.300 / -0.400", "`acc_reg_fill` -0.100 / -0.050", "`fits_l2` -0.001 / +0.020"]
     assert f["misleads"] == ["`fits_l2` +0.020 (9/12, top-5 +1.0%)"]  # acc_lane_share's +0.001 is below the bar
     assert f["derived"][0].startswith("`acc_reg_fill` #2 relied on") and f["derived"][1].startswith(
         "`acc_lane_share` not relied on")
