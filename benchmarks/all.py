@@ -27,7 +27,9 @@ Stages (`--stages`, in this order):
             `--ms-…` options)
   networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
             networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
-            ceiling, and with the shipped conv2d dataset added (benchmarks.networks)
+            ceiling, and with the shipped conv2d dataset added; on the operator-kind
+            axis also issue 13's gcn-inv-arf-noext-lane and knob-xgb / itervar-xgb
+            (rank and reg), with a mean / worst summary per model (benchmarks.networks)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
 (`--no-wait` fails instead). The results, runs, tuning-runs and spaces folders are held
@@ -86,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "transfer_analysis_before.json, the tir-ast-v1 gcn reference, is kept as it is)")
     ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning (issue 11)"))
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
-    networks.add_arguments(n)
+    networks.add_arguments(n, kind_models=networks.KIND_MODELS)
     return ap
 
 

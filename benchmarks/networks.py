@@ -1,6 +1,7 @@
 """Cross-network and cross-operator generalisation on the MetaSchedule networks dataset.
 
     python -m benchmarks.networks [--networks-data datasets/networks_x86] [--networks-models gcn sage mlp curve-mlp xgb]
+        [--kind-models gcn-inv-arf-noext-lane knob-xgb-rank knob-xgb-reg itervar-xgb-rank itervar-xgb-reg]
         [--held-networks bert ...] [--held-kinds softmax ...] [--networks-epochs 20] [--networks-seeds 0 1 2]
         [--combined-models gcn xgb] [--runs runs/bench] [--results docs/results] [--parallel 1]
 
@@ -13,10 +14,24 @@ Then, per held-out network, the `--combined-models` are trained again with the s
 conv2d-template dataset added to the training data (`--data NETWORKS shipped`: its
 workloads belong to no network, so they only ever train), to see whether the templates help.
 
+A model is a `simulator.train --model` name (trained with that model's defaults, e.g.
+`xgb`) or a named command line of `benchmarks.transfer.MODEL_SPECS` (issue 13's models:
+`gcn-inv-arf-noext-lane`, the size-invariant gcn with its best transfer features, and
+AutoTVM's baselines `knob-xgb-rank` / `knob-xgb-reg` / `itervar-xgb-rank` /
+`itervar-xgb-reg`, `KIND_MODELS`). `--kind-models` are trained on the leave-op-kind-out
+axis only (default: none; `python -m benchmarks.all`: those five), `--networks-models` on
+both axes. Besides the per-kind table, one
+summary table gives per model, over the held-out kinds, the mean and worst τ and top-5
+slowdown (of the kinds' means, and of the single tasks) beside the noise ceiling
+(`kind_summary`).
+
 Every model trains with `--networks-loss` (default `pairwise-hinge`: only the order of a
 task's schedules matters to a tuner, and 83% of the log-runtime variance of this dataset is
 between tasks, which a regression loss spends its fit on; docs/RANKING.md has the diagnosis and
-the measurements behind this recipe). Default held-out kinds: every kind of the dataset with at least one task of more than 5
+the measurements behind this recipe), except where the model's command line says otherwise:
+the `-reg` xgb models keep their regression objective (`--xgb-objective reg`, squared error
+on log runtime; the loss is then not used), and a named command line with its own `--loss`
+keeps it (`objective_of` says what each run optimised; the tables show it). Default held-out kinds: every kind of the dataset with at least one task of more than 5
 valid records (so that τ and top-5 recall have a value); the other kinds (e.g. elementwise
 tasks whose design space holds one schedule) are listed in the results with their record
 counts, never dropped silently. Every run is repeated for each of `--networks-seeds`; the
@@ -37,15 +52,72 @@ from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, fmt, locke
                      mean_std, model_name, output_folder, run_many, train_argv, write_csv, write_json)
 
 MODELS = ["gcn", "sage", "mlp", "curve-mlp", "xgb"]
+# issue 13's models, trained on the operator-kind axis only (benchmarks.transfer.MODEL_SPECS)
+KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
+XGB_MODELS = ("xgb", "knob-xgb", "itervar-xgb")
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "top5_recall"]
+TASK_METRICS = ["kendall_tau", "top5_slowdown"]   # kept per held-out task (the summary's worst task)
 NETWORKS = ["resnet50", "mobilenet_v2", "bert", "vit"]
 LOSS = "pairwise-hinge"   # the ranking recipe (docs/RANKING.md)
 SPLITS = {"network": ("leave-network-out", "--test-network"), "kind": ("leave-op-kind-out", "--test-op-kind")}
 
 
-def add_arguments(ap: argparse.ArgumentParser) -> None:
+def networks_model(text: str) -> str:
+    """An argparse type: a `simulator.train --model` name or a `benchmarks.transfer.MODEL_SPECS` name."""
+    from .transfer import MODEL_SPECS
+
+    if text in MODEL_SPECS:
+        return text
+    try:
+        return model_name(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"unknown model {text!r} (a simulator.train --model name, or one of "
+                                         f"benchmarks.transfer.MODEL_SPECS: {', '.join(MODEL_SPECS)})") from None
+
+
+def model_flags(name: str) -> tuple:
+    """(simulator.train --model, its other flags) of a benchmark model name: a simulator
+    model's own name trains with its defaults (the argv of the runs before named command
+    lines existed); any other name is its `benchmarks.transfer.MODEL_SPECS` command line."""
+    from simulator.costmodel import model_names
+
+    from .transfer import MODEL_SPECS
+
+    if name in model_names():
+        return name, []
+    spec = list(MODEL_SPECS[name])
+    i = spec.index("--model")
+    return spec[i + 1], spec[:i] + spec[i + 2:]
+
+
+def _flag(argv: Sequence[str], name: str) -> Optional[str]:
+    """The last value of `name` in a command line (argparse: the last one wins)."""
+    found = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name]
+    return found[-1] if found else None
+
+
+def objective_of(argv: Sequence[str]) -> str:
+    """What a run's command line optimises: the loss, or an xgb model's objective
+    (`--xgb-objective`; `auto`: rank:pairwise with a ranking loss, squared error otherwise)."""
+    from simulator.losses import LOSSES
+
+    loss = _flag(argv, "--loss") or "huber"
+    if _flag(argv, "--model") not in XGB_MODELS:
+        return loss
+    objective = _flag(argv, "--xgb-objective") or "auto"
+    if objective == "auto":
+        objective = "rank" if loss in LOSSES and LOSSES.get(loss).ranking else "reg"
+    return "rank:pairwise" if objective == "rank" else "reg:squarederror"
+
+
+def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) -> None:
+    """The benchmark's options; `kind_models`: the default of `--kind-models` (none here;
+    `benchmarks.all` passes `KIND_MODELS`)."""
     ap.add_argument("--networks-data", default=os.path.join("datasets", "networks_x86"))
-    ap.add_argument("--networks-models", nargs="+", type=model_name, default=MODELS)
+    ap.add_argument("--networks-models", nargs="+", type=networks_model, default=MODELS)
+    ap.add_argument("--kind-models", nargs="*", type=networks_model, default=list(kind_models),
+                    help="trained on the leave-op-kind-out axis only (default: %(default)s; "
+                         f"issue 13's: {' '.join(KIND_MODELS)})")
     ap.add_argument("--held-networks", nargs="+", default=NETWORKS)
     ap.add_argument("--held-kinds", nargs="+", default=None, help="default: every kind with a task of > 5 records")
     ap.add_argument("--networks-epochs", type=COUNT, default=20)
@@ -104,14 +176,17 @@ def jobs(args, summary: Dict[str, Any]) -> List[Dict[str, Any]]:
     out = []
     plan = [("network", n, m, False) for n in args.held_networks for m in args.networks_models]
     plan += [("network", n, m, True) for n in args.held_networks for m in args.combined_models]
-    plan += [("kind", k, m, False) for k in kinds for m in args.networks_models]
+    kind_models = list(dict.fromkeys(list(args.networks_models) + list(getattr(args, "kind_models", []) or [])))
+    plan += [("kind", k, m, False) for k in kinds for m in kind_models]
     for seed in args.networks_seeds:
         for axis, held, model, shipped in plan:
             split, flag = SPLITS[axis]
             folder = os.path.join(runs, f"{split}-{held}-{model}-seed{seed}" + ("-with-shipped" if shipped else ""))
             data = [args.networks_data] + (["shipped"] if shipped else [])
-            argv = train_argv(model, seed, folder, data, args.networks_epochs,
-                              extra=["--split", split, flag, held, "--loss", args.networks_loss])
+            name, flags = model_flags(model)
+            loss = [] if "--loss" in flags else ["--loss", args.networks_loss]
+            argv = train_argv(name, seed, folder, data, args.networks_epochs,
+                              extra=[*flags, "--split", split, flag, held, *loss])
             out.append({"axis": axis, "held": held, "model": model, "shipped": shipped, "seed": seed,
                         "out": folder, "argv": argv})
     return out
@@ -129,6 +204,9 @@ def result_rows(results: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
                      "seed": r["seed"], "tasks": test.get("kendall_tau", {}).get("count", 0),
                      "samples": sum(int(v) for k, v in r["metrics"].get("run", {}).items() if k.endswith("_samples")),
                      **{m: _clean(test.get(m, {}).get("mean")) for m in METRICS},
+                     "objective": objective_of(r["argv"]),
+                     "per_task": {k: {m: _clean(test.get(m, {}).get("per_workload", {}).get(k)) for m in TASK_METRICS}
+                                  for k in sorted(test.get("kendall_tau", {}).get("per_workload", {}))},
                      "seconds": _clean(r["metrics"].get("bench", {}).get("seconds")),
                      "command": "python -m simulator.train " + " ".join(r["argv"])})
     return rows
@@ -142,17 +220,36 @@ def run(args) -> Dict[str, Any]:
     ceilings = {f"{axis}:{held}": {**ceiling_of(held_tasks(summary, axis, held)),
                                    "corrected": ceiling_of(held_tasks(summary, axis, held), "tau_corrected")["tau"]}
                 for axis, held in {(r["axis"], r["held"]) for r in rows}}
-    out = {"rows": rows, "ceilings": ceilings, "dataset": args.networks_data,
+    worst = {key: min((t["tau"] for t in held_tasks(summary, *key.split(":", 1)) if t.get("tau") is not None),
+                      default=None) for key in ceilings}
+    out = {"rows": rows, "ceilings": ceilings, "ceiling_worst_task": worst, "dataset": args.networks_data,
            "agreement_raw": summary.get("agreement_raw"), "agreement_corrected": summary.get("agreement_corrected"),
-           "not_held_kinds": unheld_kinds(summary),
+           "not_held_kinds": unheld_kinds(summary), "knob_cut": knob_cuts(args.networks_data),
            "protocol": {"epochs": args.networks_epochs, "seeds": list(args.networks_seeds), "loss": args.networks_loss,
-                        "models": args.networks_models, "combined_models": args.combined_models,
+                        "models": args.networks_models, "kind_models": list(getattr(args, "kind_models", []) or []),
+                        "combined_models": args.combined_models,
                         "valid_records": sum(t["valid"] for t in summary["tasks"]), "tasks": len(summary["tasks"])}}
+    out["kind_summary"] = kind_summary(out)
     os.makedirs(args.results, exist_ok=True)
     write_json(os.path.join(args.results, "networks.json"), out)
     columns = ["axis", "held", "model", "shipped", "seed", "tasks", *METRICS]
     write_csv(os.path.join(args.results, "networks.csv"), columns, [[r[k] for k in columns] for r in rows])
     return out
+
+
+def knob_cuts(data: str) -> Dict[str, int]:
+    """How many of the dataset's training records have trace decision values beyond the
+    knob vector's width (`extract.knob_features.count_trace_cuts`; cut, and counted here)."""
+    from datasets.networks import open_text, training_databases
+    from extract.knob_features import count_trace_cuts
+    from extract.ms_database import database_files
+
+    total: Dict[str, int] = {}
+    for db in training_databases(data):
+        with open_text(database_files(db)[1]) as f:
+            for k, v in count_trace_cuts(f).items():
+                total[k] = max(total.get(k, 0), v) if k == "max_values" else total.get(k, 0) + v
+    return total
 
 
 # ---------------------------------------------------------------- report
@@ -189,6 +286,79 @@ def _table(res: Dict[str, Any], axis: str, shipped: bool) -> List[str]:
                    + [" / ".join(fmt(by_model[m][k][0], k) for k in ("top1_slowdown", "top5_slowdown", "top5_recall"))
                       if m in by_model else "–" for m in models])
     return [markdown_table(header, out, "l" + "r" * (len(header) - 1)), ""]
+
+
+def _task_means(rows: Sequence[Dict[str, Any]], metric: str) -> Dict[str, float]:
+    """Per held-out task, the mean of `metric` over the seeds that gave a value."""
+    by_task: Dict[str, List[float]] = {}
+    for r in rows:
+        for task, values in (r.get("per_task") or {}).items():
+            if values.get(metric) is not None:
+                by_task.setdefault(task, []).append(values[metric])
+    return {t: sum(v) / len(v) for t, v in by_task.items()}
+
+
+def _extreme(values: Sequence[Optional[float]], worst) -> Optional[float]:
+    v = [x for x in values if x is not None]
+    return worst(v) if v else None
+
+
+def kind_summary(res: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Leave-one-operator-kind-out, one row per model (issue 13's table): over the held-out
+    kinds it has a value on, the mean and worst (lowest) of the kinds' mean τ, the mean and
+    worst (highest) of their mean top-5 slowdowns, and the worst single task of each (the
+    lowest task τ, the highest task top-5 slowdown; each task's value a mean over seeds).
+    The first row is the noise ceiling (pass 1 vs pass 2 τ, raw) of the same kinds."""
+    means = [r for r in seed_means(res["rows"]) if r["axis"] == "kind" and not r["shipped"]]
+    kinds = list(dict.fromkeys(r["held"] for r in means))
+    ceilings = [res["ceilings"].get(f"kind:{k}", {}) for k in kinds]
+    worst_tasks = [(res.get("ceiling_worst_task") or {}).get(f"kind:{k}") for k in kinds]
+    out = [{"model": "noise ceiling", "objective": "pass 1 vs pass 2", "kinds": sum(c.get("tau") is not None
+                                                                                    for c in ceilings),
+            "mean_tau": _mean([c.get("tau") for c in ceilings]), "worst_tau": _extreme([c.get("tau") for c in ceilings], min),
+            "worst_task_tau": _extreme(worst_tasks, min),
+            "mean_top5": None, "worst_top5": None, "worst_task_top5": None}]
+    for model in dict.fromkeys(r["model"] for r in means):
+        mine = [r for r in means if r["model"] == model]
+        raw = [r for r in res["rows"] if r["axis"] == "kind" and not r["shipped"] and r["model"] == model]
+        taus = [r["kendall_tau"][0] for r in mine]
+        top5 = [r["top5_slowdown"][0] for r in mine]
+        task_tau, task_top5 = _task_means(raw, "kendall_tau"), _task_means(raw, "top5_slowdown")
+        out.append({"model": model, "objective": "/".join(dict.fromkeys(r.get("objective", "") for r in raw)),
+                    "kinds": sum(t is not None for t in taus), "mean_tau": _mean(taus),
+                    "worst_tau": _extreme(taus, min), "worst_task_tau": _extreme(list(task_tau.values()), min),
+                    "mean_top5": _mean(top5), "worst_top5": _extreme(top5, max),
+                    "worst_task_top5": _extreme(list(task_top5.values()), max)})
+    return out
+
+
+def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
+    v = [x for x in values if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _summary_table(res: Dict[str, Any]) -> List[str]:
+    rows = kind_summary(res)
+    if len(rows) < 2:
+        return []
+    body = [[r["model"], r["objective"] or "–", r["kinds"], fmt(r["mean_tau"], "kendall_tau"),
+             fmt(r["worst_tau"], "kendall_tau"), fmt(r["worst_task_tau"], "kendall_tau"),
+             fmt(r["mean_top5"], "top5_slowdown"), fmt(r["worst_top5"], "top5_slowdown"),
+             fmt(r["worst_task_top5"], "top5_slowdown")] for r in rows]
+    header = ["model", "trained with", "kinds", "mean τ", "worst kind τ", "worst task τ", "mean top-5 slowdown",
+              "worst kind top-5", "worst task top-5"]
+    cut = res.get("knob_cut") or {}
+    note = (f" Knob vectors of the MetaSchedule records (`extract.knob_features.trace_knobs`): "
+            f"{cut.get('cut_records', 0)} of {cut.get('records', 0)} traces had decision values cut "
+            f"({cut.get('cut_values', 0)} values; at most {cut.get('max_values', 0)} per trace)." if cut else "")
+    return ["**Leave one operator kind out, summary per model** (issue 13): over the held-out kinds, the mean "
+            "and the worst of the kinds' mean τ and top-5 slowdown, and the worst single task (τ and top-5 "
+            "slowdown of a task are means over seeds); the noise ceiling is the τ between the dataset's two "
+            "measuring passes over the same kinds (raw). `knob-xgb` reads the trace's decisions in trace order "
+            "plus the workload's shape: a position means a different decision in another operator kind's "
+            "design space, so it has nothing to transfer; `itervar-xgb` reads AutoTVM's loop-context features of "
+            "the lowered program." + note, "",
+            markdown_table(header, body, "llrrrrrrr"), ""]
 
 
 def _combined(res: Dict[str, Any]) -> List[str]:
@@ -231,7 +401,8 @@ def _protocol_line(res: Dict[str, Any]) -> str:
             f"below trained and scored on {used} samples of it. Seeds {', '.join(map(str, seeds))} ({spread}; "
             f"slowdowns and recall are means over seeds), {p.get('epochs')} epochs, loss `{p.get('loss', 'huber')}` "
             f"(a ranking loss within each task: only the order of a task's schedules is scored; xgb then "
-            f"uses rank:pairwise), every run pinned to one core "
+            f"uses rank:pairwise; the `-reg` xgb models keep squared error on log runtime, see each "
+            f"summary row's \"trained with\"), every run pinned to one core "
             f"(`python -m benchmarks.networks`; every command in `docs/results/networks.json`). Metrics are "
             f"means over the held-out tasks with a value; the ceiling is the mean per-task τ between the "
             f"dataset's two measuring passes over those tasks (raw / drift-corrected; tasks with a τ in "
@@ -250,7 +421,8 @@ def report_section(res: Dict[str, Any]) -> List[str]:
     else:
         lines += ["No second (re-measure) pass in this dataset yet: no ceiling.", ""]
     lines += ["**Leave one network out**", "", *_table(res, "network", False),
-              "**Leave one operator kind out**", "", *_table(res, "kind", False), *_not_held(res), *_combined(res)]
+              "**Leave one operator kind out**", "", *_table(res, "kind", False), *_not_held(res),
+              *_summary_table(res), *_combined(res)]
     return lines
 
 

@@ -18,11 +18,12 @@ def _num(v: Optional[float]) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
-def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
-    """One row per model: the one-workload pairs in full, then 2 and 4 training workloads."""
+def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]], ceiling: Optional[Dict[str, Any]] = None) -> str:
+    """One row per model: the one-workload pairs in full, then 2 and 4 training workloads;
+    last, where measured, the noise ceiling's row (pass 1's own ranking against the quiet pass)."""
     sizes = sorted({int(s) for per in summary.values() for s in per if s != "1"})
     header = ["model", "τ mean", "τ worst", "top-5 mean", "top-5 median", "top-5 worst", "pairs > 25%",
-              "τ vs quiet pass", "top-5 vs quiet"]
+              "τ vs quiet pass", "top-5 vs quiet: mean / worst"]
     header += [f"{k} workloads: τ / top-5" for k in sizes]
     rows = []
     for model, per in summary.items():
@@ -31,11 +32,14 @@ def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
             continue
         row = [f"`{model}`", _num(one["mean_tau"]), _num(one["worst_tau"]), _pct(one["mean_top5"]),
                _pct(one["median_top5"]), _pct(one["worst_top5"], 0), f"{one['pairs_top5_over_25']}/{one['pairs']}",
-               _num(one.get("quiet_mean_tau")), _pct(one.get("quiet_mean_top5"))]
+               _num(one.get("quiet_mean_tau")), _quiet_top5(one)]
         for k in sizes:
             s = per.get(str(k))
             row.append("–" if s is None else f"{s['mean_tau']:.3f} / {_pct(s['mean_top5'])}")
         rows.append(row)
+    if ceiling:
+        rows.append(["noise ceiling: pass 1's own ranking"] + ["–"] * 6
+                    + [_num(ceiling["quiet_mean_tau"]), _quiet_top5(ceiling)] + ["–"] * len(sizes))
     return markdown_table(header, rows)
 
 
@@ -43,6 +47,11 @@ def read_columns(analysis: Dict[str, Any]) -> List[str]:
     """The columns the analysed model reads (an analysis written before `model_columns`
     was recorded ablated exactly those)."""
     return list(analysis.get("model_columns") or analysis.get("ablation", {}).get("summary", {}))
+
+
+def _quiet_top5(row: Dict[str, Any]) -> str:
+    worst = row.get("quiet_worst_top5")
+    return _pct(row.get("quiet_mean_top5")) + ("" if worst is None else f" / {_pct(worst, 0)}")
 
 
 def analysis_table(analysis: Dict[str, Any]) -> str:
@@ -199,9 +208,10 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
              f"{proto.get('epochs', '?')} epochs at most for the graph and MLP models, seed {proto.get('seed', 0)}. "
              "τ and top-5 slowdown per (training set, test workload) pair against pass 1 (the labels); the worst "
              "is the worst pair; \"vs quiet pass\": the same pairs scored on the ≈ 121 configs per workload the "
-             "quiet third pass re-measured. Rows ending in `-rank` / `-reg` are AutoTVM's XGBoost with "
-             "`rank:pairwise` / regression.", "",
-             summary_table(out["summary"]), ""]
+             "quiet third pass re-measured; on those, pass 1's own ranking is the noise ceiling (last row: "
+             "no model of pass 1's labels can do better against the quiet pass). Rows ending in `-rank` / "
+             "`-reg` are AutoTVM's XGBoost with `rank:pairwise` / regression.", "",
+             summary_table(out["summary"], out.get("noise_ceiling")), ""]
     lines += goal_lines(out["summary"])
     before = _load(results, "transfer_before.json")
     if before is not None:
@@ -215,6 +225,7 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
     if os.path.exists(notes):
         with open(notes, encoding="utf-8") as f:
             lines += [f.read().strip(), ""]
+    lines += families_lines(results)
     analyses = [(tag, title, _load(results, f"transfer_analysis{tag}.json")) for tag, title in analysis_files(results)]
     analyses = [(tag, title, a) for tag, title, a in analyses if a is not None]
     lines += analysis_comparison([(title, a) for _, title, a in analyses])
@@ -233,3 +244,28 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
         if os.path.exists(os.path.join(results, fig)):
             lines += [f"![node features {title}]({prefix}/{fig})", ""]
     return lines
+
+
+def families_lines(results: str) -> List[str]:
+    """The register-tile family analysis (benchmarks.transfer_families), if it was run."""
+    from .report import _load
+    out = _load(results, "transfer_families.json")
+    if out is None:
+        return []
+    s = out["summary"]
+
+    def cell(v: Dict[str, Any]) -> str:
+        return f"{_pct(v['mean'])} / {_pct(v['median'])} / {_pct(v['worst'], 0)} / {v['over_25']}"
+    rows = [["lookup rule (no learning)", cell(s["lookup"]), "–", "–"]]
+    rows += [[f"`{m}`", cell(v["top5"]), cell(v["lookup_then_model"]), _pct(v["top5_unseen_share"], 0)]
+             for m, v in s["models"].items()]
+    knobs = " × ".join(out["family_knobs"])
+    return [f"**What transfers: the register tile** (`python -m benchmarks.transfer_families`; a config's family "
+            f"is its {knobs}, the accumulator's shape in absolute sizes). Over the {s['pairs']} one-workload pairs, "
+            f"two workloads order the families they share alike (mean Kendall τ {_num(s['family_tau_mean'])}). "
+            "The lookup rule ranks the test workload's configs by the training workload's median log runtime of "
+            f"their family (families it never measured last, ties in {out['repeats']} random orders); "
+            "\"lookup, then the model\": the same with the model's prediction breaking the ties inside a family. "
+            "Top-5 slowdown mean / median / worst / pairs over 25%:", "",
+            markdown_table(["ranking", "top-5", "lookup, then the model", "model's top-5 in unmeasured families"],
+                           rows), ""]

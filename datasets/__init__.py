@@ -99,13 +99,22 @@ def cache_dir(override: Optional[str] = None) -> Path:
 
 
 def _logs_key(files: Iterable[str]) -> str:
+    files = list(files)
     digest = hashlib.sha256(EXTRACTOR_VERSION.encode())
+    if any(map(_is_database_file, files)):  # MetaSchedule samples carry trace knobs too
+        from extract.knob_features import TRACE_KNOB_VERSION
+        digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}".encode())
     for path in sorted(files):
         digest.update(os.path.basename(path).encode())
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:20]
+
+
+def _is_database_file(path: str) -> bool:
+    from extract.ms_database import is_record_file
+    return is_record_file(path)
 
 
 def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = True,
@@ -119,6 +128,12 @@ def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = Tr
 
     files = list({os.path.realpath(f): f for p in paths
                   for f in (_database_record_files(p) or log_files([p]))}.values())
+    databases = [f for f in files if _is_database_file(f)]
+    if databases and len(databases) < len(files):
+        # AutoTVM logs and MetaSchedule databases: each cached on its own (their samples'
+        # knob vectors differ in width, so one collection file cannot hold both)
+        return [s for part in (databases, [f for f in files if f not in databases])
+                for s in load_logs(part, skip_bad, use_cache, progress, cache, per_file)]
     cached = cache_dir(cache) / f"logs-{_logs_key(input_files(files))}.npz"
     if use_cache and cached.exists():
         if per_file is not None:

@@ -29,7 +29,9 @@ asked to score in that run, while the same trace replayed with `remove_postproc=
 (the design-space part only, what the search re-samples from) is not.
 
 The replayed schedule goes through `extract.tvm_graph.extract_schedule` (lowering for
-features, the TIR walk, and MetaSchedule's per-store rows for the xgb baseline), with y
+features, the TIR walk, and MetaSchedule's per-store rows for the xgb baseline; the
+trace's decisions and the workload's shape become `vectors["knob"]`, what knob-xgb reads,
+`extract.knob_features.trace_knobs`, with the values cut counted in `meta["knob_cut"]`), with y
 from the record's `run_secs` (one entry per repeat, seconds; the sample's runtime is
 their mean, as for AutoTVM records, and `meta` keeps their min and median). Groups are
 `extract.ms_workload.workload_key(workload, record target)`: stable across runs and
@@ -149,6 +151,17 @@ def workload_module(workload_json: str):
     return ms.database.Workload.from_json(json.loads(workload_json)).mod
 
 
+@functools.lru_cache(maxsize=64)
+def workload_flops(workload_json: str) -> Optional[float]:
+    """TVM's FLOP estimate of a workload line's IRModule (None when TVM cannot estimate it)."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    try:
+        return float(estimate_tir_flops(workload_module(workload_json)))
+    except Exception:  # noqa: BLE001 - an estimate only; the knob vector's flops column is then 0
+        return None
+
+
 @functools.lru_cache(maxsize=16)
 def target_of(target_json: str):
     from tvm.target import Target
@@ -189,6 +202,7 @@ class TraceJob:
         return replay(workload_module(self.workload), self.trace)
 
     def run(self, per_store: bool):
+        from .knob_features import trace_knobs
         from .ms_store import schedule_hash
         from .tvm_graph import extract_schedule
 
@@ -198,9 +212,13 @@ class TraceJob:
             from .tvm_graph import one_line
             raise TraceError(f"trace no longer applies: {one_line(e)}") from None
         digest = schedule_hash(sch.mod)
-        meta = {**dict(self.meta), "mod_hash": digest}
-        return extract_schedule(sch, target_of(self.target), self.run_secs, self.group,
-                                f"{self.group}/{digest}", meta, per_store)
+        knobs = trace_knobs(self.trace, self.group, workload_flops(self.workload))
+        meta = {**dict(self.meta), "mod_hash": digest, "knob_cut": knobs.cut}
+        extraction = extract_schedule(sch, target_of(self.target), self.run_secs, self.group,
+                                      f"{self.group}/{digest}", meta, per_store)
+        # the trace's decisions and the workload's shape: what knob-xgb reads (extract.knob_features)
+        extraction.sample.vectors["knob"] = knobs.vector[None, :]
+        return extraction
 
 
 class TraceError(RuntimeError):

@@ -206,6 +206,35 @@ def test_summary_and_matrices_from_results():
     assert m == [[None, 0.5, 0.3], [0.7, None, 0.1], [None, None, None]]
 
 
+def test_noise_ceiling_scores_pass_one_against_the_quiet_pass():
+    """Pass 1's own ranking against the quiet pass: perfect where the quiet pass agrees, a
+    measured top-5 slowdown where its best config is one pass 1 ranks last; too few
+    re-measured configs or no quiet pass: no ceiling, never a made-up one."""
+    from types import SimpleNamespace
+
+    from benchmarks.transfer import noise_ceiling
+    from benchmarks.transfer_report import summary_table
+
+    def sample(group, index, runtime):
+        return SimpleNamespace(group=group, runtimes=[runtime], meta={"index": index})
+    pass1 = [sample(g, i, 1.0 + i) for g in ("C1", "C2") for i in range(8)]
+    quiet = {"C1": {i: 2.0 + i for i in range(8)},                 # same order: τ 1, top-5 0
+             "C2": {i: (0.5 if i == 7 else 1.0 + i) for i in range(8)}}   # C2's best is pass 1's worst
+    c = noise_ceiling(pass1, quiet)
+    assert c["workloads"]["C1"]["quiet_kendall_tau"] == pytest.approx(1.0)
+    assert c["workloads"]["C1"]["quiet_top5_slowdown"] == 0.0
+    assert c["workloads"]["C2"]["quiet_top5_slowdown"] == pytest.approx(1.0 / 0.5 - 1)
+    assert c["quiet_worst_top5"] == pytest.approx(1.0) and c["quiet_mean_top5"] == pytest.approx(0.5)
+    assert noise_ceiling(pass1, {}) is None
+    assert noise_ceiling(pass1, {"C1": {0: 1.0, 1: 2.0}}) is None   # < 3 configs: no τ
+    one = {"1": {"mean_tau": 0.5, "worst_tau": 0.1, "mean_top5": 0.3, "median_top5": 0.2, "worst_top5": 1.0,
+                 "pairs_top5_over_25": 3, "pairs": 4, "quiet_mean_tau": 0.6, "quiet_mean_top5": 0.1,
+                 "quiet_worst_top5": 0.4}}
+    table = summary_table({"gcn": one}, c)
+    assert "10.0% / 40%" in table and "noise ceiling" in table and "50.0% / 100%" in table
+    assert "noise ceiling" not in summary_table({"gcn": one})
+
+
 def test_goal_rows_compare_each_gnn_with_the_best_baseline():
     from benchmarks.transfer_report import goal_lines, goal_rows
 
@@ -434,3 +463,44 @@ def test_invariant_models_ignore_the_absolute_columns(synthetic_samples, tmp_pat
     model.save(str(tmp_path / "m.pt"))
     again = CostModel.load(str(tmp_path / "m.pt"))
     assert np.allclose(again.predict(SampleSource(samples, again.info, collection=source.collection)), before)
+
+
+# ---------------------------------------------------------------- register-tile families
+def _config_sample(group, index, oc, ow, oh, runtime, ic=1):
+    from types import SimpleNamespace
+    return SimpleNamespace(group=group, name=f"{group}/{index}", runtimes=[runtime],
+                           meta={"config": {"tile_ic": [-1, ic], "tile_oc": [-1, oc], "tile_ow": [-1, ow],
+                                            "tile_oh": oh, "unroll_kw": True}})
+
+
+def test_lookup_rule_ranks_by_the_training_workloads_family_medians():
+    """The lookup puts the family that was fastest on the training workload first and
+    families it never measured last; a model breaking ties inside a family is scored
+    apart from its own ranking, and its picks in unmeasured families are counted."""
+    from benchmarks.transfer_families import family, lookup_scores, pair_figures
+
+    train = [_config_sample("A", i, oc, ow, 1, t) for i, (oc, ow, t) in
+             enumerate([(8, 7, 1.0), (8, 7, 1.2), (32, 1, 3.0), (32, 1, 2.0), (16, 2, 5.0)])]
+    test = [_config_sample("B", i, oc, ow, 1, t) for i, (oc, ow, t) in
+            enumerate([(32, 1, 4.0), (8, 7, 2.0), (8, 7, 1.0), (16, 4, 0.5), (16, 2, 9.0), (32, 1, 6.0),
+                       (8, 7, 3.0)])]
+    assert family(test[3]) == (16, 4, 1)
+    scores = lookup_scores(train, test)
+    assert np.isinf(scores[3]) and np.argmin(scores) in (1, 2, 6)
+    assert scores[1] == pytest.approx(np.log(np.sqrt(1.0 * 1.2)))  # median of two logs
+    # the model loves the unmeasured family (16, 4): its own top pick is B's best …
+    pred = {"m": {s.name: (0.0 if s.name == "B/3" else float(i)) for i, s in enumerate(test)}}
+    figures = pair_figures(train, test, pred, repeats=3)
+    m = figures["models"]["m"]
+    assert m["top5"] == 0.0 and m["top5_unseen_share"] == pytest.approx(1 / 5)
+    # … which the lookup puts last: its top five are the three (8, 7) and two (32, 1) configs
+    assert m["lookup_then_model_top5"] == pytest.approx(1.0 / 0.5 - 1)
+    assert figures["lookup_top5"] == pytest.approx(1.0 / 0.5 - 1)
+
+
+def test_family_needs_the_template_config():
+    from types import SimpleNamespace
+
+    from benchmarks.transfer_families import family
+    with pytest.raises(ValueError, match="B/0.*tile_oc"):
+        family(SimpleNamespace(name="B/0", meta={"config": {"tile_ow": [-1, 2]}}))
