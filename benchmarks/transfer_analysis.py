@@ -221,8 +221,13 @@ def score_items(model, items, groups: Sequence[str], batch_size: int = 512) -> D
 
 def ablate_model(model, parts, batch_size: int = 512) -> Tuple[List[str], Dict[str, Any]]:
     """The model's columns and, for a model trained on `parts["train"]`: τ / top-5 on
-    `parts["val"]` and `parts["test"]`, whole and with each model column ablated."""
+    `parts["val"]` and `parts["test"]`, whole and with each model column ablated. A model
+    that reads no node features (a vector baseline) is refused."""
     spec = model.batch_spec
+    if not spec.graph:
+        from simulator.registry import SimulatorError
+        raise SimulatorError("transfer_analysis ablates node-feature columns: the analysed model reads a vector "
+                             f"({spec.vector}), not the graph")
     info = parts["train"].info
     items = {p: parts[p].items(spec) for p in ("train", "val", "test")}
     width = int(items["train"][0].x.shape[1])

@@ -150,6 +150,10 @@ def test_ablation_finds_what_the_model_relies_on_and_what_misleads_it():
     assert abl["f0"]["test"]["kendall_tau"] < base["test"]["kendall_tau"]          # relied on
     assert abl["f1"]["test"]["kendall_tau"] == pytest.approx(1.0)                   # misleads: better without
     assert abl["f2"] == base                                                        # decided by the node type
+    vector_model = _Stub()
+    vector_model.batch_spec = BatchSpec(graph=False, vector="curve")
+    with pytest.raises(SimulatorError, match="reads a vector"):
+        ablate_model(vector_model, parts)
 
 
 @pytest.mark.filterwarnings("ignore")
