@@ -189,16 +189,26 @@ def test_analysis_of_a_spec_reads_its_columns_and_matches_the_transfer_run(tmp_p
 
 def test_benchmarks_all_analyses_the_best_spec(tmp_path, monkeypatch):
     from benchmarks import all as bench_all
-    from benchmarks import transfer, transfer_analysis
-    calls = []
+    from benchmarks import transfer, transfer_analysis, transfer_families
+    calls, family_calls = [], []
     monkeypatch.setattr(transfer, "run", lambda *a, **k: None)
     monkeypatch.setattr(transfer_analysis, "run", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(transfer_families, "run", lambda *a, **k: family_calls.append(a) or {"pairs": []})
     folders = ["--results", str(tmp_path / "r"), "--runs", str(tmp_path / "runs"), "--tuning-runs",
                str(tmp_path / "t"), "--spaces", str(tmp_path / "s"), "--stages", "transfer"]
     assert bench_all.main(folders) == 0
     assert bench_all.main(folders + ["--transfer-analysis-spec", "gcn-inv"]) == 0
     assert [c[2] for c in calls] == [transfer_analysis.DEFAULT_SPEC, "gcn-inv"]
     assert calls[0][1] == str(tmp_path / "r") and calls[0][3] is None
+    # the family analysis reads the matrix's own runs, of the models it ran
+    assert family_calls[0][1] == str(tmp_path / "runs" / "transfer")
+    assert family_calls[0][2] == transfer_families.DEFAULT_MODELS
+    assert (tmp_path / "r" / "transfer_families.json").exists()
+    family_calls.clear()
+    assert bench_all.main(folders + ["--transfer-models", "gcn-inv", "xgb"]) == 0
+    assert family_calls[0][2] == ["gcn-inv"]
+    family_calls.clear()
+    assert bench_all.main(folders + ["--transfer-models", "xgb"]) == 0 and family_calls == []
 
 
 # ---------------------------------------------------------------- RESULTS.md
