@@ -13,7 +13,9 @@ Stages (`--stages`, in this order):
   plots     runtime distribution, error/predicted vs measured and learning curves of
             each model (lowest seed), τ per workload, the sweep
   transfer  the transfer matrix (benchmarks.transfer: train on 1, 2, 4 workloads, rank the
-            others) and why the graphs do not transfer (benchmarks.transfer_analysis)
+            others), why the graphs do not transfer (benchmarks.transfer_analysis of the
+            best transfer spec, `--transfer-analysis-spec`) and what transfers: the register
+            tile (benchmarks.transfer_families)
   ceiling   a third pass, now, on the quiet machine: pass 2's configs and `--ceiling-count`
             more of pass 1's (`extract.measure --remeasure … --also pass2`); τ of pass 1 and of
             pass 2 against it, to tell measurement noise from load during a pass, with enough
@@ -45,7 +47,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, ms_tuning, networks, speed, sweep, transfer, tuning
+from . import accuracy, ms_tuning, networks, speed, sweep, transfer, transfer_analysis, transfer_families, tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 
@@ -82,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     transfer.add_arguments(x, prefix="transfer-")
     x.add_argument("--no-transfer-analysis", dest="transfer_analysis", action="store_false",
                    help="skip benchmarks.transfer_analysis in the transfer stage")
+    x.add_argument("--transfer-analysis-spec", default=transfer_analysis.DEFAULT_SPEC, choices=list(transfer.MODEL_SPECS),
+                   help="the transfer spec benchmarks.transfer_analysis analyses (RESULTS/transfer_analysis.json; "
+                        "transfer_analysis_before.json, the tir-ast-v1 gcn reference, is kept as it is)")
     ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning (issue 11)"))
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n, kind_models=networks.KIND_MODELS)
@@ -273,12 +278,16 @@ def run_stages(args, argv: Optional[Sequence[str]]) -> int:
         return tuning.run(args)
 
     def do_transfer():
-        from . import transfer_analysis
         transfer.run(args, args.data, os.path.join(args.runs, "transfer"), args.results, args.parallel,
                      prefix="transfer-")
         if args.transfer_analysis:
-            transfer_analysis.run(args.data, args.results, ["--model", "gcn"], args.transfer_epochs,
+            transfer_analysis.run(args.data, args.results, args.transfer_analysis_spec, None, args.transfer_epochs,
                                   args.transfer_seed, None)
+        families = [m for m in transfer_families.DEFAULT_MODELS if m in args.transfer_models]
+        if families:  # reads the runs' predictions: only the models the matrix just ran
+            write_json(os.path.join(args.results, "transfer_families.json"),
+                       transfer_families.run(args.data, os.path.join(args.runs, "transfer"), families,
+                                             transfer_families.REPEATS))
 
     def do_speed():
         wait_quiet(args.no_wait)

@@ -175,12 +175,19 @@ def training_sets(workloads: Sequence[str], sizes: Sequence[int], choices: int, 
 
 def job_argv(spec: str, train: Sequence[str], workloads: Sequence[str], seed: int,
              epochs: Optional[int], data: Sequence[str]) -> List[str]:
+    return flags_argv(MODEL_SPECS[spec], train, workloads, seed, epochs, data)
+
+
+def flags_argv(model_flags: Sequence[str], train: Sequence[str], workloads: Sequence[str], seed: int,
+               epochs: Optional[int], data: Sequence[str]) -> List[str]:
+    """simulator.train's command line of a transfer run: model `model_flags` trained on
+    `train`, tested on every other workload (what `job_argv` gives a spec)."""
     test = [w for w in sorted(workloads, key=natural_key) if w not in train]
     argv = ["--data", *data, "--split", "cross-workload", "--train-workloads", *train, "--test-workloads", *test,
             "--seed", str(seed), "--threads", "1"]
     if epochs is not None:
         argv += ["--epochs", str(epochs)]
-    return argv + MODEL_SPECS[spec]
+    return argv + list(model_flags)
 
 
 def set_name(train: Sequence[str]) -> str:

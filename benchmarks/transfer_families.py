@@ -33,6 +33,9 @@ from .common import COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, cli, locked_outputs, l
 
 FAMILY_KNOBS = ("tile_oc", "tile_ow", "tile_oh")   # the register tile of conv2d_NCHWc.x86
 TOP = 5
+REPEATS = 20
+DEFAULT_MODELS = ["gcn-inv-arf-noext-lane", "gcn-inv-arf-noext-lane-max", "gcn-inv-arf-noext-lane-hinge",
+                  "gcn-inv-arf-noext", "gcn-inv", "itervar-xgb-reg"]
 
 
 def _knob(value: Any) -> Any:
@@ -157,8 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", nargs="+", default=["shipped"])
     ap.add_argument("--runs", default=os.path.join(DEFAULT_RUNS, "transfer"))
-    ap.add_argument("--models", nargs="+", default=["gcn-inv-arf-noext-lane", "gcn-inv", "itervar-xgb-reg"])
-    ap.add_argument("--repeats", type=COUNT, default=20, help="random tie orders of the lookup rule")
+    ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
+    ap.add_argument("--repeats", type=COUNT, default=REPEATS, help="random tie orders of the lookup rule")
     ap.add_argument("--results", default=DEFAULT_RESULTS)
     return ap
 

@@ -5,7 +5,7 @@ and the hand-written transfer_notes.md."""
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .common import markdown_table
 
@@ -43,6 +43,12 @@ def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]], ceiling: Option
     return markdown_table(header, rows)
 
 
+def read_columns(analysis: Dict[str, Any]) -> List[str]:
+    """The columns the analysed model reads (an analysis written before `model_columns`
+    was recorded ablated exactly those)."""
+    return list(analysis.get("model_columns") or analysis.get("ablation", {}).get("summary", {}))
+
+
 def _quiet_top5(row: Dict[str, Any]) -> str:
     worst = row.get("quiet_worst_top5")
     return _pct(row.get("quiet_mean_top5")) + ("" if worst is None else f" / {_pct(worst, 0)}")
@@ -50,18 +56,91 @@ def _quiet_top5(row: Dict[str, Any]) -> str:
 
 def analysis_table(analysis: Dict[str, Any]) -> str:
     shift, abl = analysis["shift"], analysis.get("ablation", {}).get("summary", {})
+    read = set(read_columns(analysis))
     names = sorted(shift, key=lambda n: -(shift[n]["between_share"] + shift[n]["out_of_range"]))
     rows = []
     for n in names:
         s, a = shift[n], abl.get(n, {})
         if not (s["between_share"] or s["out_of_range"] or a.get("delta_tau_own")):
             continue
-        rows.append([n, f"{s['between_share']:.2f}", f"{s['out_of_range']:.2f}", f"{s['within_rho']:+.2f}",
-                     f"{a.get('delta_tau_own', 0):+.3f}", f"{a.get('delta_tau_others', 0):+.3f}",
-                     f"{100 * a.get('delta_top5_others', 0):+.1f}%"])
-    return markdown_table(["node feature", "variance between workloads", "test nodes outside training range",
-                           "ρ with runtime (within)", "Δτ own, ablated", "Δτ others, ablated",
-                           "Δ top-5 others, ablated"], rows)
+        ablated = n in abl
+        rows.append([n + (" *(derived)*" if n in analysis.get("derived", ()) else ""), "yes" if n in read else "no",
+                     f"{s['between_share']:.2f}", f"{s['out_of_range']:.2f}", f"{s['within_rho']:+.2f}",
+                     f"{a['delta_tau_own']:+.3f}" if ablated else "–",
+                     f"{a['delta_tau_others']:+.3f}" if ablated else "–",
+                     f"{100 * a['delta_top5_others']:+.1f}%" if ablated else "–"])
+    return markdown_table(["node feature", "model reads it", "variance between workloads",
+                           "test nodes outside training range", "ρ with runtime (within)", "Δτ own, ablated",
+                           "Δτ others, ablated", "Δ top-5 others, ablated"], rows)
+
+
+MISLEADS = 0.002  # Δτ on the other workloads above which an ablated column counts as misleading
+
+
+def analysis_findings(analysis: Dict[str, Any], top: int = 4) -> Dict[str, List[str]]:
+    """The analysis in a few words: the columns that shift most (variance between workloads;
+    nodes outside the training range), those the model relies on most (Δτ own when
+    ablated, most negative), those that mislead it (Δτ others > `MISLEADS` when ablated),
+    and each derived column's rank among those relied on."""
+    shift, abl = analysis["shift"], analysis.get("ablation", {}).get("summary", {})
+    read = set(read_columns(analysis))
+    mark = lambda n: f"`{n}`" + ("" if n in read else " (not read)")  # noqa: E731
+    between = sorted(shift, key=lambda n: -shift[n]["between_share"])[:top]
+    outside = sorted(shift, key=lambda n: -shift[n]["out_of_range"])[:top]
+    relied = sorted((n for n in abl if abl[n]["delta_tau_own"] < 0), key=lambda n: abl[n]["delta_tau_own"])
+    misleads = sorted((n for n in abl if abl[n]["delta_tau_others"] > MISLEADS), key=lambda n: -abl[n]["delta_tau_others"])
+    trainings = analysis.get("ablation", {}).get("trainings", "?")
+    derived = []
+    for n in analysis.get("derived", ()):
+        if n not in abl:
+            derived.append(f"`{n}` not read")
+            continue
+        rank = f"#{relied.index(n) + 1} relied on" if n in relied else "not relied on"
+        derived.append(f"`{n}` {rank} (Δτ own {abl[n]['delta_tau_own']:+.3f}, others {abl[n]['delta_tau_others']:+.3f})")
+    return {
+        "shift": [f"{mark(n)} {shift[n]['between_share']:.2f}" for n in between],
+        "outside": [f"{mark(n)} {shift[n]['out_of_range']:.2f}" for n in outside],
+        "relied": [f"`{n}` {abl[n]['delta_tau_own']:+.3f} / {abl[n]['delta_tau_others']:+.3f}" for n in relied[:top]],
+        "misleads": [f"`{n}` {abl[n]['delta_tau_others']:+.3f} ({abl[n]['others_better_without']}/{trainings}, "
+                     f"top-5 {100 * abl[n]['delta_top5_others']:+.1f}%)" for n in misleads[:top]] or ["none"],
+        "derived": derived or ["none in the data"],
+    }
+
+
+def analysis_comparison(analyses: List[Tuple[str, Dict[str, Any]]]) -> List[str]:
+    """One row per analysis (title, analysis): what shifts, what the model relies on, what misleads it."""
+    if not analyses:
+        return []
+    rows = []
+    for title, a in analyses:
+        f = analysis_findings(a)
+        rows.append([f"{title}: `{a.get('extractor')}`, {_model_of(a)}", "; ".join(f["shift"]), "; ".join(f["outside"]),
+                     "; ".join(f["relied"]), "; ".join(f["misleads"]), "; ".join(f["derived"])])
+    return ["**Why the graphs do not transfer, compared** (generated from the analyses below: the four columns "
+            "with the largest share of variance between workloads and of test nodes outside the training range "
+            "(\"(not read)\": the model does not read it); the four the model relies on most (Δτ on its own "
+            "validation configs when ablated, and on the other workloads); those that mislead it (Δτ on the other workloads > "
+            f"{MISLEADS} when ablated; in how many of the trainings, and the change of the top-5 slowdown); the "
+            "derived columns' rank among those relied on):", "",
+            markdown_table(["analysis", "variance between workloads", "outside training range", "relied on (Δτ own / others)",
+                            "misleads (Δτ others)", "derived columns"], rows, align="llllll"), ""]
+
+
+def _model_of(analysis: Dict[str, Any]) -> str:
+    proto = analysis.get("protocol", {})
+    return f"`{proto['spec']}`" if proto.get("spec") else f"`{' '.join(proto.get('model_flags', []))}`"
+
+
+def analysis_files(results: str) -> List[Tuple[str, str]]:
+    """(tag, title) of the analyses in `results`: the one before issue 13's features
+    (`_before`), the current one (no tag; benchmarks.all writes it) and any other tagged one."""
+    import glob
+    out = [("_before", "before issue 13's features"), ("", "now")]
+    for path in sorted(glob.glob(os.path.join(results, "transfer_analysis_*.json"))):
+        tag = os.path.basename(path)[len("transfer_analysis"):-len(".json")]
+        if tag != "_before":
+            out.append((tag, f"for comparison ({tag[1:]})"))
+    return out
 
 
 BASELINE_PREFIXES = ("knob-xgb", "itervar-xgb")   # AutoTVM's own models, the bar of issue 13
@@ -147,19 +226,20 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
         with open(notes, encoding="utf-8") as f:
             lines += [f.read().strip(), ""]
     lines += families_lines(results)
-    for tag, title in (("_before", "before issue 13's features"), ("", "with them")):
-        analysis = _load(results, f"transfer_analysis{tag}.json")
-        if analysis is None:
-            continue
+    analyses = [(tag, title, _load(results, f"transfer_analysis{tag}.json")) for tag, title in analysis_files(results)]
+    analyses = [(tag, title, a) for tag, title, a in analyses if a is not None]
+    lines += analysis_comparison([(title, a) for _, title, a in analyses])
+    for tag, title, analysis in analyses:
         lines += [f"**Why the graphs do not transfer, measured ({title}; extractor `{analysis.get('extractor')}`, "
-                  f"{' '.join(analysis['protocol']['model_flags'])} trained on each single workload).** "
-                  "`python -m benchmarks.transfer_analysis`: per node feature, the share of its variance (per-config "
+                  f"{_model_of(analysis)} trained on each single workload).** "
+                  "`python -m benchmarks.transfer_analysis`: per node feature (every column of the data, derived "
+                  "ones included; those never non-zero left out), the share of its variance (per-config "
                   "mean over the nodes it applies to) between workloads, the share of a test workload's node values "
                   "outside the range the training workload's nodes of the same type take (mean over the 132 "
-                  "pairs), its within-workload Spearman ρ with the log runtime, and the change of τ (on the "
-                  "training workload's validation configs, and on the other eleven) and of the top-5 slowdown "
-                  "when the column is ablated (set to the training nodes' mean for the node's type).", "",
-                  analysis_table(analysis), ""]
+                  "pairs), its within-workload Spearman ρ with the log runtime, and, for the columns the model "
+                  "reads, the change of τ (on the training workload's validation configs, and on the other eleven) "
+                  "and of the top-5 slowdown when the column is ablated (set to the training nodes' mean for the "
+                  "node's type).", "", analysis_table(analysis), ""]
         fig = f"transfer_features{tag}.png"
         if os.path.exists(os.path.join(results, fig)):
             lines += [f"![node features {title}]({prefix}/{fig})", ""]
