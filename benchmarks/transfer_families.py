@@ -148,7 +148,7 @@ def run(data: Sequence[str], runs: str, models: Sequence[str], repeats: int) -> 
     pairs = []
     for a in sorted(predictions, key=natural_key):
         for b in sorted(by, key=natural_key):
-            if b != a and b in by:
+            if b != a:
                 pred = {m: {n: v for n, v in p.items() if n.split("/")[0] == b} for m, p in predictions[a].items()}
                 pairs.append({"train": a, "test": b, **pair_figures(by[a], by[b], pred, repeats)})
     return {"family_knobs": list(FAMILY_KNOBS), "repeats": repeats, "models": list(models),

@@ -26,6 +26,10 @@ the tests train with NaN target runtimes. Only graph models have a pooled embedd
 (`GraphModel.domain`: trained, checkpointed and resumed with it) but `forward` — the
 predict path — never calls it. `--domain-adapt none` (the default) builds nothing and
 changes nothing. Online updates (`CostModel.update`) do not adapt.
+
+Measured on the x86 one-workload transfer matrix (`benchmarks.transfer`, specs
+`gcn-inv-arf-noext-lane-dann…`, docs/results/transfer_notes.md): it does not help there —
+mean top-5 unchanged at λ ≤ 0.3, a worse worst pair, worse ranking at λ 1.
 """
 from __future__ import annotations
 
