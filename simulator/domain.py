@@ -155,17 +155,11 @@ def adversarial_step(net: nn.Module, batch, target, loss_fn, optimizer: torch.op
     """One optimizer step on the labelled `batch` and the unlabelled `target` batch:
     task loss + domain loss through R_coeff; (task loss, domain loss). A non-finite loss
     raises `sgd.NonFiniteLoss` before the step."""
-    from .sgd import NonFiniteLoss
+    from .sgd import apply_loss
     z_source, z_target = net.embed(batch), net.embed(target)
     task = loss_fn(net.head(z_source), batch.y, batch.group)
     domain = domain_loss(net.domain, z_source, z_target, coeff)
-    loss = task + domain
-    if not bool(torch.isfinite(loss)):
-        raise NonFiniteLoss(float(loss.item()))
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
-    optimizer.step()
+    apply_loss(net, task + domain, optimizer, grad_clip)
     return task.item(), domain.item()
 
 

@@ -141,7 +141,12 @@ def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch
              grad_clip: float) -> float:
     """One optimizer step on one batch; the batch's loss. A non-finite loss raises
     `NonFiniteLoss` before the step (the weights stay as they were)."""
-    loss = loss_fn(net(batch), batch.y, batch.group)
+    return apply_loss(net, loss_fn(net(batch), batch.y, batch.group), optimizer, grad_clip)
+
+
+def apply_loss(net: torch.nn.Module, loss: torch.Tensor, optimizer: torch.optim.Optimizer, grad_clip: float) -> float:
+    """Back-propagate `loss`, clip the gradient norm and step; the loss. A non-finite loss
+    raises `NonFiniteLoss` before the step (the weights stay as they were)."""
     if not bool(torch.isfinite(loss)):
         raise NonFiniteLoss(float(loss.item()))
     optimizer.zero_grad(set_to_none=True)
