@@ -12,7 +12,7 @@ Stages (`--stages`, in this order):
   sweep     tables of the sweep
   plots     runtime distribution, error/predicted vs measured and learning curves of
             each model (lowest seed), τ per workload, the sweep
-  transfer  the transfer matrix (benchmarks.transfer: train on 1, 2, 4 workloads, rank the
+  transfer  the transfer matrix (benchmarks.transfer: train on 1, 2, 4, 11 workloads, rank the
             others), why the graphs do not transfer (benchmarks.transfer_analysis of the
             best transfer spec, `--transfer-analysis-spec`) and what transfers: the register
             tile (benchmarks.transfer_families)
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ap.add_argument_group("speed")
     speed.add_arguments(p)
     x = ap.add_argument_group("transfer matrix")
-    transfer.add_arguments(x, prefix="transfer-")
+    transfer.add_arguments(x, prefix="transfer-", sizes_models=transfer.SIZES_MODELS)
     x.add_argument("--no-transfer-analysis", dest="transfer_analysis", action="store_false",
                    help="skip benchmarks.transfer_analysis in the transfer stage")
     x.add_argument("--transfer-analysis-spec", default=transfer_analysis.DEFAULT_SPEC, choices=list(transfer.MODEL_SPECS),

@@ -1,7 +1,7 @@
 """The transfer matrix: train on one (or two, or four) workloads, rank every other one.
 
     python -m benchmarks.transfer [--models gcn gcn-inv mlp curve-mlp xgb knob-xgb-rank …]
-        [--sizes 1 2 4] [--sizes-models MODEL …] [--choices 3] [--seed 0] [--epochs 40] [--parallel 1]
+        [--sizes 1 2 4 11] [--sizes-models MODEL …] [--choices 3] [--seed 0] [--epochs 40] [--parallel 1]
         [--runs runs/bench/transfer] [--results docs/results] [--data shipped]
 
 The situation a user is in after tuning one layer: a model trained on one workload's
@@ -10,6 +10,8 @@ data (ResNet-18's C1…C12) each model is trained
 
 * on each single workload (12 trainings, 12 × 11 (train, test) pairs),
 * on `--choices` seeded pairs and quadruples of workloads (the sizes in `--sizes`),
+* on every set of eleven (size 11: each workload held out once, trained on all the others —
+  how far more training workloads take each model, the reference for the one-workload rows),
 
 each time with simulator.train's cross-workload split (20% of the training workloads'
 configs for validation and early stopping) and tested on every other workload. Each
@@ -153,20 +155,30 @@ ENSEMBLES: Dict[str, Ensemble] = {
     "ens-pess-gcn-inv-arf-noext-lane+itervar": Ensemble(("gcn-inv-arf-noext-lane", "itervar-xgb-reg"), "pessimistic"),
 }
 MODELS = list(MODEL_SPECS)
+# what benchmarks.all trains on the sets of more than one workload: the best transfer specs and
+# AutoTVM's baselines (every model on 2, 4 and 11 workloads would be ~20× the one-workload time)
+SIZES_MODELS = ["gcn", "gcn-inv-arf-noext-lane", "gcn-inv-arf-noext", "gcn-inv", "itervar-xgb-reg", "itervar-xgb-rank",
+                "knob-xgb-reg", "knob-xgb-rank"]
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
 QUIET_LOG = os.path.join(DEFAULT_RESULTS, "pass3_quiet.jsonl.gz")
 
 
 # ---------------------------------------------------------------- what is trained
 def training_sets(workloads: Sequence[str], sizes: Sequence[int], choices: int, seed: int) -> List[Tuple[str, ...]]:
-    """Every single workload (size 1), and `choices` seeded distinct sets of each other size."""
+    """For each size: every set of that many workloads when there are no more such sets than
+    workloads (size 1: each workload alone; size N − 1: each workload held out once, the
+    leave-one-out sets), else `choices` seeded distinct sets. A size that leaves no
+    workload to test on is an error."""
     workloads = sorted(workloads, key=natural_key)
     out: List[Tuple[str, ...]] = []
     for size in sizes:
-        if size == 1:
-            out += [(w,) for w in workloads]
-            continue
+        if size >= len(workloads):
+            raise SystemExit(f"--sizes {size}: training on {size} of {len(workloads)} workloads leaves none to test on "
+                             f"(at most {len(workloads) - 1})")
         every = list(itertools.combinations(workloads, size))
+        if len(every) <= len(workloads):
+            out += every
+            continue
         rng = np.random.default_rng([seed, size])
         picked = rng.choice(len(every), min(choices, len(every)), replace=False)
         out += [tuple(every[int(i)]) for i in sorted(picked)]
@@ -513,14 +525,19 @@ def write_outputs(results: Sequence[Dict[str, Any]], workloads: Sequence[str], r
 
 
 # ---------------------------------------------------------------- CLI
-def add_arguments(ap: argparse.ArgumentParser, prefix: str = "") -> None:
+def add_arguments(ap: argparse.ArgumentParser, prefix: str = "",
+                  sizes_models: Optional[Sequence[str]] = None) -> None:
+    """The transfer options (`prefix`: benchmarks.all's "transfer-"); `sizes_models`: the default
+    of --sizes-models (None: every model)."""
     ap.add_argument(f"--{prefix}models", nargs="+", default=MODELS,
                     help=f"of: {', '.join(MODEL_SPECS)}; ensembles: {', '.join(ENSEMBLES)}")
-    ap.add_argument(f"--{prefix}sizes", nargs="+", type=COUNT, default=[1, 2, 4], help="training-set sizes")
-    ap.add_argument(f"--{prefix}sizes-models", nargs="+", default=None, metavar="MODEL",
-                    help="train only these models (of --models) on the sets of more than one workload "
-                         "(default: every model)")
-    ap.add_argument(f"--{prefix}choices", type=COUNT, default=3, help="seeded training sets per size > 1")
+    ap.add_argument(f"--{prefix}sizes", nargs="+", type=COUNT, default=[1, 2, 4, 11],
+                    help="training-set sizes (every set of a size with no more sets than workloads: 1 and N − 1)")
+    ap.add_argument(f"--{prefix}sizes-models", nargs="+", default=None if sizes_models is None else list(sizes_models),
+                    metavar="MODEL", help="train only these models (of --models) on the sets of more than one "
+                    f"workload (default: {'every model' if sizes_models is None else ' '.join(sizes_models)})")
+    ap.add_argument(f"--{prefix}choices", type=COUNT, default=3,
+                    help="seeded training sets per size with more sets than workloads (2, 4)")
     ap.add_argument(f"--{prefix}seed", type=SEED, default=0)
     ap.add_argument(f"--{prefix}train-only", nargs="+", default=None, metavar="W",
                     help="train only on these single workloads (a subset of the pairs, for iteration)")

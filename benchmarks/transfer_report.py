@@ -19,28 +19,45 @@ def _num(v: Optional[float]) -> str:
 
 
 def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]], ceiling: Optional[Dict[str, Any]] = None) -> str:
-    """One row per model: the one-workload pairs in full, then 2 and 4 training workloads;
-    last, where measured, the noise ceiling's row (pass 1's own ranking against the quiet pass)."""
-    sizes = sorted({int(s) for per in summary.values() for s in per if s != "1"})
+    """One row per model: its one-workload pairs (more training workloads: `sizes_table`); last,
+    where measured, the noise ceiling's row (pass 1's own ranking against the quiet pass)."""
     header = ["model", "τ mean", "τ worst", "top-5 mean", "top-5 median", "top-5 worst", "pairs > 25%",
               "τ vs quiet pass", "top-5 vs quiet: mean / worst"]
-    header += [f"{k} workloads: τ / top-5" for k in sizes]
     rows = []
     for model, per in summary.items():
         one = per.get("1")
         if one is None:
             continue
-        row = [f"`{model}`", _num(one["mean_tau"]), _num(one["worst_tau"]), _pct(one["mean_top5"]),
-               _pct(one["median_top5"]), _pct(one["worst_top5"], 0), f"{one['pairs_top5_over_25']}/{one['pairs']}",
-               _num(one.get("quiet_mean_tau")), _quiet_top5(one)]
-        for k in sizes:
-            s = per.get(str(k))
-            row.append("–" if s is None else f"{s['mean_tau']:.3f} / {_pct(s['mean_top5'])}")
-        rows.append(row)
+        rows.append([f"`{model}`", _num(one["mean_tau"]), _num(one["worst_tau"]), _pct(one["mean_top5"]),
+                     _pct(one["median_top5"]), _pct(one["worst_top5"], 0),
+                     f"{one['pairs_top5_over_25']}/{one['pairs']}", _num(one.get("quiet_mean_tau")), _quiet_top5(one)])
     if ceiling:
         rows.append(["noise ceiling: pass 1's own ranking"] + ["–"] * 6
-                    + [_num(ceiling["quiet_mean_tau"]), _quiet_top5(ceiling)] + ["–"] * len(sizes))
+                    + [_num(ceiling["quiet_mean_tau"]), _quiet_top5(ceiling)])
     return markdown_table(header, rows)
+
+
+def sizes_table(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
+    """One row per model trained on sets of more than one workload: per training-set size
+    (one workload included, for reference), τ / top-5 mean / median / worst / pairs over 25%;
+    "" when no model was."""
+    sizes = sorted({int(s) for per in summary.values() for s in per if s != "1"})
+    if not sizes:
+        return ""
+    rows = []
+    for model, per in summary.items():
+        if not any(str(k) in per for k in sizes):
+            continue
+        row = [f"`{model}`"]
+        for k in [1] + sizes:
+            s = per.get(str(k))
+            row.append("–" if s is None else
+                       f"{s['mean_tau']:.3f} / {_pct(s['mean_top5'])} / {_pct(s['median_top5'])} / "
+                       f"{_pct(s['worst_top5'], 0)} / {s['pairs_top5_over_25']} of {s['pairs']}")
+        rows.append(row)
+    header = ["model"] + [f"{k} workload{'s' if k > 1 else ''}: τ / top-5 mean / median / worst / > 25%"
+                          for k in [1] + sizes]
+    return markdown_table(header, rows, align="l" + "r" * (len(sizes) + 1))
 
 
 def read_columns(analysis: Dict[str, Any]) -> List[str]:
@@ -212,6 +229,10 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
              "no model of pass 1's labels can do better against the quiet pass). Rows ending in `-rank` / "
              "`-reg` are AutoTVM's XGBoost with `rank:pairwise` / regression.", "",
              summary_table(out["summary"], out.get("noise_ceiling")), ""]
+    by_size = sizes_table(out["summary"])
+    if by_size:
+        lines += ["**By the number of training workloads** (the same pairs' figures; each set of more than one "
+                  "workload is tested on the workloads outside it):", "", by_size, ""]
     lines += goal_lines(out["summary"])
     before = _load(results, "transfer_before.json")
     if before is not None:

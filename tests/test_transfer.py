@@ -162,6 +162,20 @@ def test_training_sets_are_every_single_workload_and_seeded_groups():
     assert sets != training_sets(ws, [1, 2, 4], 3, 1)
 
 
+def test_training_sets_of_eleven_hold_out_each_workload_once():
+    """A size with no more sets than workloads gives every set: 11 of 12 is leave-one-out,
+    whatever --choices and the seed; a size leaving nothing to test on is refused."""
+    from benchmarks.transfer import training_sets
+
+    ws = [f"C{i}" for i in range(1, 13)]
+    sets = training_sets(ws, [1, 11], 3, 0)
+    held_out = [next(w for w in ws if w not in s) for s in sets[12:]]
+    assert sorted(held_out) == sorted(ws) and all(len(s) == 11 for s in sets[12:])
+    assert sets == training_sets(ws, [1, 11], 5, 7)
+    with pytest.raises(SystemExit, match="--sizes 12: .* leaves none to test on"):
+        training_sets(ws, [12], 3, 0)
+
+
 def test_sizes_models_limit_the_larger_training_sets(monkeypatch):
     """--sizes-models: every model on each single workload, only the named ones (and the
     members of a named ensemble) on the sets of two and four; a name not in --models is refused."""
@@ -233,6 +247,21 @@ def test_noise_ceiling_scores_pass_one_against_the_quiet_pass():
     table = summary_table({"gcn": one}, c)
     assert "10.0% / 40%" in table and "noise ceiling" in table and "50.0% / 100%" in table
     assert "noise ceiling" not in summary_table({"gcn": one})
+
+
+def test_sizes_table_gives_each_size_its_pairs_figures():
+    from benchmarks.transfer_report import sizes_table
+
+    def row(tau, top5, worst, over, pairs):
+        return {"mean_tau": tau, "mean_top5": top5, "median_top5": top5 / 2, "worst_top5": worst,
+                "pairs_top5_over_25": over, "pairs": pairs}
+    summary = {"gcn": {"1": row(0.5, 0.3, 1.0, 60, 132), "11": row(0.7, 0.1, 0.4, 2, 12)},
+               "mlp": {"1": row(0.4, 0.5, 2.0, 90, 132)}}
+    table = sizes_table(summary)
+    assert "11 workloads: τ / top-5 mean" in table.splitlines()[0]
+    assert "| `gcn` | 0.500 / 30.0% / 15.0% / 100% / 60 of 132 | 0.700 / 10.0% / 5.0% / 40% / 2 of 12 |" in table
+    assert "`mlp`" not in table  # one workload only: in summary_table
+    assert sizes_table({"mlp": summary["mlp"]}) == ""
 
 
 def test_goal_rows_compare_each_gnn_with_the_best_baseline():
