@@ -164,6 +164,11 @@ QUIET_LOG = os.path.join(DEFAULT_RESULTS, "pass3_quiet.jsonl.gz")
 
 
 # ---------------------------------------------------------------- what is trained
+def default_sizes(workloads: int) -> List[int]:
+    """1, 2, 4 and N − 1 training workloads (leave-one-out), those that leave one to test on."""
+    return sorted({k for k in (1, 2, 4, workloads - 1) if 1 <= k < workloads})
+
+
 def training_sets(workloads: Sequence[str], sizes: Sequence[int], choices: int, seed: int) -> List[Tuple[str, ...]]:
     """For each size: every set of that many workloads when there are no more such sets than
     workloads (size 1: each workload alone; size N − 1: each workload held out once, the
@@ -531,8 +536,9 @@ def add_arguments(ap: argparse.ArgumentParser, prefix: str = "",
     of --sizes-models (None: every model)."""
     ap.add_argument(f"--{prefix}models", nargs="+", default=MODELS,
                     help=f"of: {', '.join(MODEL_SPECS)}; ensembles: {', '.join(ENSEMBLES)}")
-    ap.add_argument(f"--{prefix}sizes", nargs="+", type=COUNT, default=[1, 2, 4, 11],
-                    help="training-set sizes (every set of a size with no more sets than workloads: 1 and N − 1)")
+    ap.add_argument(f"--{prefix}sizes", nargs="+", type=COUNT, default=None,
+                    help="training-set sizes (default: 1, 2, 4 and N − 1 of N workloads, those below N; every set "
+                         "of a size with no more sets than workloads: 1 and N − 1)")
     ap.add_argument(f"--{prefix}sizes-models", nargs="+", default=None if sizes_models is None else list(sizes_models),
                     metavar="MODEL", help="train only these models (of --models) on the sets of more than one "
                     f"workload (default: {'every model' if sizes_models is None else ' '.join(sizes_models)})")
@@ -555,7 +561,8 @@ def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, p
         raise SystemExit(f"--{prefix}sizes-models {' '.join(unknown)}: not in --{prefix}models")
     samples, collection = load_collection(list(data))
     workloads = sorted({s.group for s in samples}, key=natural_key)
-    sets = training_sets(workloads, get("sizes"), get("choices"), get("seed"))
+    sizes = get("sizes") or default_sizes(len(workloads))
+    sets = training_sets(workloads, sizes, get("choices"), get("seed"))
     if get("train_only"):
         sets = [s for s in sets if len(s) > 1 or s[0] in get("train_only")]
     data_key = f"{collection.extractor}:{len(samples)}"
@@ -566,7 +573,8 @@ def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, p
     for name in [m for m in get("models") if m in ENSEMBLES]:
         results += ensemble_results(name, results, samples, quiet)
     results = [r for r in results if r["spec"] in get("models")]  # members asked for only as members: not shown
-    protocol = {k: get(k) for k in ("models", "sizes", "choices", "seed", "epochs", "sizes_models")}
+    protocol = {k: get(k) for k in ("models", "choices", "seed", "epochs", "sizes_models")}
+    protocol["sizes"] = sizes
     out = write_outputs(results, workloads, results_dir, protocol, collection.extractor, noise_ceiling(samples, quiet))
     for spec, per in out["summary"].items():
         s = per.get("1", next(iter(per.values())))

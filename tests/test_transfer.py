@@ -176,6 +176,15 @@ def test_training_sets_of_eleven_hold_out_each_workload_once():
         training_sets(ws, [12], 3, 0)
 
 
+def test_default_sizes_fit_the_data():
+    """Without --sizes: 1, 2, 4 and leave-one-out, only those that leave a workload to test on."""
+    from benchmarks.transfer import default_sizes
+
+    assert default_sizes(12) == [1, 2, 4, 11]
+    assert default_sizes(3) == [1, 2]
+    assert default_sizes(2) == [1]
+
+
 def test_sizes_models_limit_the_larger_training_sets(monkeypatch):
     """--sizes-models: every model on each single workload, only the named ones (and the
     members of a named ensemble) on the sets of two and four; a name not in --models is refused."""
