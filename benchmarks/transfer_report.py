@@ -168,8 +168,9 @@ WORST_TOP5_BAR, GOAL_TAU, GOAL_TOP5 = 0.25, 0.5, 0.03
 def goal_rows(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[List[str]]:
     """Issue 13's goals, one row per GNN in the matrix: its one-workload mean τ against the
     best AutoTVM baseline's, mean top-5 against the best baseline's, the worst pair's
-    top-5 against 25%, and the stretch goal (τ ≥ 0.5, top-5 ≤ 3%). [] when the matrix has
-    no baseline or no GNN."""
+    top-5 against 25%, the stretch goal (τ ≥ 0.5, top-5 ≤ 3%), and the worst pair's top-5 from
+    the most training workloads the model was run on (how far more data takes the bar; – when
+    only one). [] when the matrix has no baseline or no GNN."""
     one = {m: per["1"] for m, per in summary.items() if "1" in per}
     base = {m: s for m, s in one.items() if m.startswith(BASELINE_PREFIXES)}
     gnns = {m: s for m, s in one.items() if m.startswith(GRAPH_PREFIXES)}
@@ -187,8 +188,18 @@ def goal_rows(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[List[str]]:
                      f"{_pct(best_top5[1]['mean_top5'])} `{best_top5[0]}`)",
                      f"{yes(s['worst_top5'] <= WORST_TOP5_BAR)} ({_pct(s['worst_top5'], 0)})",
                      f"{yes(s['mean_tau'] >= GOAL_TAU and s['mean_top5'] <= GOAL_TOP5)} "
-                     f"(τ {_num(s['mean_tau'])}, top-5 {_pct(s['mean_top5'])})"])
+                     f"(τ {_num(s['mean_tau'])}, top-5 {_pct(s['mean_top5'])})",
+                     _worst_with_most(summary[m])])
     return rows
+
+
+def _worst_with_most(per: Dict[str, Dict[str, Any]]) -> str:
+    """The worst pair's top-5 on the model's largest training sets, against the 25% bar."""
+    most = max(int(k) for k in per)
+    if most == 1:
+        return "–"
+    worst = per[str(most)]["worst_top5"]
+    return f"{'**yes**' if worst <= WORST_TOP5_BAR else 'no'} ({_pct(worst, 0)} on {most} workloads)"
 
 
 def goal_lines(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[str]:
@@ -196,9 +207,11 @@ def goal_lines(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[str]:
     if not rows:
         return []
     return ["**Issue 13's goals, one training workload** (mean over the 132 pairs; \"best baseline\": the best "
-            "of AutoTVM's knob-xgb / itervar-xgb rows on that figure):", "",
+            "of AutoTVM's knob-xgb / itervar-xgb rows on that figure; the last column: the same bar on the "
+            "model's largest training sets, the leave-one-out ones where run):", "",
             markdown_table(["model", "mean τ beats the best baseline", "mean top-5 beats the best baseline",
-                            "worst pair top-5 ≤ 25%", "τ ≥ 0.5 and top-5 ≤ 3%"], rows, align="lllll"), ""]
+                            "worst pair top-5 ≤ 25%", "τ ≥ 0.5 and top-5 ≤ 3%",
+                            "worst pair ≤ 25% from the most training workloads"], rows, align="llllll"), ""]
 
 
 def _more_sets(proto: Dict[str, Any]) -> str:

@@ -284,8 +284,12 @@ def test_goal_rows_compare_each_gnn_with_the_best_baseline():
     assert set(rows) == {"`gcn`", "`gcn-inv`"}  # only the GNNs; xgb is neither a GNN nor the bar
     assert rows["`gcn`"][0].startswith("**yes**") and "`itervar-xgb-reg`" in rows["`gcn`"][0]
     assert rows["`gcn`"][1].startswith("no") and rows["`gcn`"][2].startswith("no")
-    assert rows["`gcn`"][3].startswith("no") and all(c.startswith("**yes**") for c in rows["`gcn-inv`"])
+    assert rows["`gcn`"][3].startswith("no") and all(c.startswith("**yes**") for c in rows["`gcn-inv`"][:4])
     assert goal_rows({"gcn": one(0.5, 0.1, 0.2)}) == [] and goal_lines({"xgb": one(0.5, 0.1, 0.2)}) == []
+    assert rows["`gcn`"][4] == "–"  # trained on one workload only
+    summary["gcn"]["11"] = {"mean_tau": 0.7, "mean_top5": 0.1, "worst_top5": 0.36}
+    summary["gcn"]["4"] = {"mean_tau": 0.6, "mean_top5": 0.1, "worst_top5": 0.1}
+    assert goal_rows(summary)[0][5] == "no (36% on 11 workloads)"
 
 
 def test_transfer_benchmark_end_to_end(dataset_path, tmp_path):
