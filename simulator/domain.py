@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -163,7 +163,7 @@ def adversarial_step(net: nn.Module, batch, target, loss_fn, optimizer: torch.op
     return task.item(), domain.item()
 
 
-def require_domain_head(net: nn.Module, name: str) -> Optional[DomainClassifier]:
+def require_domain_head(net: nn.Module, name: str) -> DomainClassifier:
     """The network's domain classifier (a clear error when it has none)."""
     head = getattr(net, "domain", None)
     if head is None:

@@ -49,7 +49,7 @@ import torch
 from .batching import Batch, batch_indices
 from .checkpoint import checkpoint_record, save_checkpoint
 from .distributed import Cluster
-from .domain import adversarial_step, require_domain_head, schedule, target_batch
+from .domain import NONE as NO_ADAPT, adversarial_step, require_domain_head, schedule, target_batch
 from .engine import stderr_is_terminal
 from .losses import Loss, build_loss
 from .metrics import higher_is_better
@@ -261,7 +261,7 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None, target=None) ->
     loop = LoopState()
     select, sign = fit.select_metric, (1 if higher_is_better(fit.select_metric) else -1)
     groups = train.groups if loss_fn.ranking else None
-    if (target is not None) != (fit.domain_adapt != "none"):
+    if (target is not None) != (fit.domain_adapt != NO_ADAPT):
         raise SimulatorError(f"--domain-adapt {fit.domain_adapt}: " + (
             "no target configs were given to adapt to" if target is None else "target configs given, but not adapting"))
     if target is not None:
