@@ -190,7 +190,7 @@ def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
     import subprocess
 
     from datasets import SHIPPED_LOG, SHIPPED_REMEASURE
-    from datasets.noise_ceiling import noise_ceiling
+    from datasets.noise_ceiling import machine_load, noise_ceiling
     from extract.fileio import atomic_write
     from simulator.data import load_data
     first, second = args.ceiling_logs or (str(SHIPPED_LOG), str(SHIPPED_REMEASURE))
@@ -207,7 +207,7 @@ def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
         shutil.copyfileobj(src, dst)
     os.remove(log_file)
     out = {"pass1_vs_pass3": noise_ceiling(first, third), "pass2_vs_pass3": noise_ceiling(second, third),
-           "pass1_vs_pass2": noise_ceiling(first, second), "log": third}
+           "pass1_vs_pass2": noise_ceiling(first, second), "pass1_load": machine_load(first, third), "log": third}
     write_json(os.path.join(args.results, "noise_ceiling_quiet.json"), out)
     write_json(os.path.join(args.results, "quiet_agreement.json"),
                accuracy.quiet_agreement(acc_results, load_data(list(args.data)), first, third))

@@ -186,7 +186,25 @@ def _quiet_pass(quiet: Optional[Dict[str, Any]]) -> List[str]:
             f"({quiet['pass1_vs_pass3']['mean']['configs']} in all, ≈ "
             f"{quiet['pass1_vs_pass3']['mean']['configs'] / max(1, len(names) - 1):.0f} per workload), "
             "measured again by this benchmark (`ceiling` stage) while nothing else of ours ran on the "
-            "machine:", "", markdown_table(header, rows), ""]
+            "machine:", "", markdown_table(header, rows), ""] + _load_lines(quiet.get("pass1_load"))
+
+
+def _load_lines(load: Optional[Dict[str, Any]]) -> List[str]:
+    """When pass 1 ran slow (datasets.noise_ceiling.machine_load against the quiet pass)."""
+    if not load:
+        return []
+    loaded = [w for w in load["windows"] if w["loaded"]]
+    spans = ", ".join(f"{w['start_minute']:g}–{w['start_minute'] + load['window_minutes']:g} "
+                      f"({w['median_ratio']:.2f}×)" for w in loaded)
+    quiet = [w["median_ratio"] for w in load["windows"] if w["loaded"] is False]
+    return [f"**When pass 1 ran slow.** The same config measured twice differs by the machine's state, so "
+            f"pass 1's timings divided by the quiet pass's, by the minute pass 1 measured them "
+            f"({load['window_minutes']:g}-minute windows), show the load it ran under. Slower by "
+            f"{load['loaded_ratio']:.2f}× or more (median) in minutes {spans or 'none'}; "
+            + (f"{min(quiet):.2f}–{max(quiet):.2f}× in the other windows. " if quiet else "")
+            + f"{load['loaded_configs']:,} of pass 1's {load['first_pass_configs']:,} configs "
+            f"({100 * load['loaded_share']:.0f}%) were measured in the loaded windows: their labels carry that "
+            "slowdown (`python -m datasets.noise_ceiling pass1.jsonl.gz pass3_quiet.jsonl.gz`).", ""]
 
 
 def _quiet_agreement(agree: Optional[Dict[str, Any]]) -> List[str]:

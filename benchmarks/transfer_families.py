@@ -16,6 +16,10 @@ Over the one-workload pairs of the transfer matrix (train on A, rank B):
    own top-5 slowdown; the same with the lookup as the first key and the model's prediction
    breaking the ties (does the model choose better than chance inside A's best families?);
    and the share of its top-5 picks in families A never measured (extrapolation).
+4. **The oracle family order**, a bound: B's configs ranked by B's *own* median log runtime
+   of their family — what no training workload can tell — with ties in random orders, and
+   with each model's prediction breaking them. If even this misses the worst-pair bar, the
+   bar needs a choice inside the family that transfers, not a better family order.
 
 Writes RESULTS/transfer_families.json (the section "What transfers" of docs/RESULTS.md).
 """
@@ -72,6 +76,12 @@ def lookup_scores(train: Sequence, test: Sequence) -> np.ndarray:
     return np.array([med.get(family(s), np.inf) for s in test])
 
 
+def oracle_scores(test: Sequence) -> np.ndarray:
+    """Each test config's score by the test workload's own median log runtime of its family."""
+    med = family_medians(test)
+    return np.array([med[family(s)] for s in test])
+
+
 def lookup_top(scores: np.ndarray, runtimes: np.ndarray, repeats: int, seed: int = 0) -> float:
     """The lookup's top-5 slowdown, ties in random orders, averaged over `repeats` orders."""
     rng = np.random.default_rng(seed)
@@ -95,13 +105,15 @@ def pair_figures(train: Sequence, test: Sequence, predictions: Dict[str, Dict[st
     runtimes = np.array([np.mean(s.runtimes) for s in test])
     scores = lookup_scores(train, test)
     unseen = ~np.isfinite(scores)
+    oracle = oracle_scores(test)
     out: Dict[str, Any] = {"family_tau": family_tau(train, test), "lookup_top5": lookup_top(scores, runtimes, repeats),
-                           "models": {}}
+                           "oracle_top5": lookup_top(oracle, runtimes, repeats), "models": {}}
     for model, pred in predictions.items():
         p = np.array([pred[s.name] for s in test])
         own = np.argsort(p, kind="stable")
         out["models"][model] = {"top5": top_slowdown(own, runtimes),
                                 "lookup_then_model_top5": top_slowdown(np.lexsort((p, scores)), runtimes),
+                                "oracle_then_model_top5": top_slowdown(np.lexsort((p, oracle)), runtimes),
                                 "top5_unseen_share": float(unseen[own[:TOP]].mean())}
     return out
 
@@ -132,8 +144,10 @@ def summarize(pairs: Sequence[Dict[str, Any]], models: Sequence[str]) -> Dict[st
     taus = [p["family_tau"] for p in pairs if p["family_tau"] is not None]
     return {"pairs": len(pairs), "family_tau_mean": float(np.mean(taus)) if taus else None,
             "lookup": stats([p["lookup_top5"] for p in pairs]),
+            "oracle": stats([p["oracle_top5"] for p in pairs]),
             "models": {m: {"top5": stats([p["models"][m]["top5"] for p in pairs]),
                            "lookup_then_model": stats([p["models"][m]["lookup_then_model_top5"] for p in pairs]),
+                           "oracle_then_model": stats([p["models"][m]["oracle_then_model_top5"] for p in pairs]),
                            "top5_unseen_share": float(np.mean([p["models"][m]["top5_unseen_share"] for p in pairs]))}
                        for m in models}}
 
@@ -174,8 +188,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         write_json(os.path.join(args.results, "transfer_families.json"), out)
     s = out["summary"]
     log(f"lookup rule: top-5 {100 * s['lookup']['mean']:.1f}% mean, worst {100 * s['lookup']['worst']:.0f}%")
+    log(f"oracle family order: top-5 {100 * s['oracle']['mean']:.1f}% mean, worst {100 * s['oracle']['worst']:.0f}%")
     for m, v in s["models"].items():
-        log(f"{m}: top-5 {100 * v['top5']['mean']:.1f}%, lookup then model {100 * v['lookup_then_model']['mean']:.1f}%")
+        log(f"{m}: top-5 {100 * v['top5']['mean']:.1f}%, lookup then model {100 * v['lookup_then_model']['mean']:.1f}%, "
+            f"oracle then model worst {100 * v['oracle_then_model']['worst']:.0f}%")
     return 0
 
 

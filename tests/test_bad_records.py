@@ -360,3 +360,39 @@ def test_noise_ceiling_separates_targets_and_fails_in_one_line(tmp_path, capsys)
     assert noise_ceiling.costs_by_workload(str(cuda_log)).keys() == {"C3@cuda", "C12@cuda"}
     with pytest.raises(ValueError, match="share no measured configs"):
         noise_ceiling.noise_ceiling(str(V02), str(cuda_log))
+
+
+def test_machine_load_finds_the_minutes_the_first_pass_ran_slow(tmp_path, capsys):
+    """Configs measured twice: the first pass's windows where they all ran 2× slower are loaded,
+    the others not, a window with too few shared configs is unknown; every first-pass config of
+    a loaded window is counted, shared or not."""
+    from datasets import noise_ceiling
+
+    start = FIRST["result"][3]
+
+    def record(index, minute, scale):
+        r = copy.deepcopy(FIRST)
+        r["config"]["index"] = index
+        r["result"][0] = [c * scale for c in FIRST["result"][0]]
+        r["result"][3] = start + 60 * minute
+        return r
+    first = [record(i, 0.5 * i, 1.0) for i in range(6)]                 # minutes 0–2.5: as quiet
+    first += [record(10 + i, 5.5 + 0.5 * i, 2.0) for i in range(8)]     # minutes 5.5–9: twice as slow
+    first += [record(30 + i, 11 + i, 3.0) for i in range(3)]            # minutes 11–13: too few shared
+    reference = [record(i, 100, 1.0) for i in list(range(6)) + list(range(10, 16)) + [30, 31]]
+    first_log, ref_log = write_log(tmp_path / "first.jsonl", first), write_log(tmp_path / "ref.jsonl", reference)
+    load = noise_ceiling.machine_load(str(first_log), str(ref_log))
+    assert [w["configs"] for w in load["windows"]] == [6, 6, 2]
+    assert [w["first_pass_configs"] for w in load["windows"]] == [6, 8, 3]
+    assert [w["loaded"] for w in load["windows"]] == [False, True, None]
+    assert load["windows"][1]["median_ratio"] == pytest.approx(2.0)
+    assert (load["loaded_configs"], load["unknown_configs"], load["first_pass_configs"]) == (8, 3, 17)
+    assert load["loaded_share"] == pytest.approx(8 / 17)
+    with pytest.raises(ValueError, match="must be > 0"):
+        noise_ceiling.machine_load(str(first_log), str(ref_log), window_minutes=0)
+    other = write_log(tmp_path / "other.jsonl", [record(99, 0, 1.0)])
+    with pytest.raises(ValueError, match="share no measured configs"):
+        noise_ceiling.machine_load(str(first_log), str(other))
+    assert noise_ceiling.main([str(first_log), str(ref_log)]) == 0
+    out = capsys.readouterr().out
+    assert "5–10" in out and "loaded" in out and "8 of the first pass's 17 configs (47%)" in out

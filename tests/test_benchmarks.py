@@ -246,3 +246,15 @@ def test_extraction_benchmark_times_both_paths(tmp_path):
     assert result["configs"] == 5
     assert result["graph_configs_per_s_1_workers"] > 0 and result["configs_per_s_1_workers"] > 0
     assert set(result["stages_s"]) == {"schedule", "lower", "graph", "per_store"}
+
+
+def test_report_names_the_minutes_pass_one_ran_slow():
+    load = {"window_minutes": 5.0, "loaded_ratio": 1.15, "first_pass_configs": 1000, "loaded_configs": 250,
+            "loaded_share": 0.25, "unknown_configs": 0,
+            "windows": [{"start_minute": 0.0, "median_ratio": 1.01, "loaded": False},
+                        {"start_minute": 5.0, "median_ratio": 2.04, "loaded": True},
+                        {"start_minute": 10.0, "median_ratio": 1.03, "loaded": False}]}
+    text = " ".join(report._load_lines(load))
+    assert "minutes 5–10 (2.04×); 1.01–1.03× in the other windows" in text
+    assert "250 of pass 1's 1,000 configs (25%)" in text
+    assert report._load_lines(None) == []

@@ -519,7 +519,7 @@ def test_lookup_rule_ranks_by_the_training_workloads_family_medians():
     """The lookup puts the family that was fastest on the training workload first and
     families it never measured last; a model breaking ties inside a family is scored
     apart from its own ranking, and its picks in unmeasured families are counted."""
-    from benchmarks.transfer_families import family, lookup_scores, pair_figures
+    from benchmarks.transfer_families import family, lookup_scores, oracle_scores, pair_figures, summarize
 
     train = [_config_sample("A", i, oc, ow, 1, t) for i, (oc, ow, t) in
              enumerate([(8, 7, 1.0), (8, 7, 1.2), (32, 1, 3.0), (32, 1, 2.0), (16, 2, 5.0)])]
@@ -538,6 +538,19 @@ def test_lookup_rule_ranks_by_the_training_workloads_family_medians():
     # … which the lookup puts last: its top five are the three (8, 7) and two (32, 1) configs
     assert m["lookup_then_model_top5"] == pytest.approx(1.0 / 0.5 - 1)
     assert figures["lookup_top5"] == pytest.approx(1.0 / 0.5 - 1)
+    # the oracle orders B's families by B's own medians: (16, 4) first, so B's best is a pick
+    oracle = oracle_scores(test)
+    assert oracle[3] == pytest.approx(np.log(0.5)) and oracle[0] == oracle[5] == pytest.approx(np.log(np.sqrt(24.0)))
+    assert figures["oracle_top5"] == 0.0 and m["oracle_then_model_top5"] == 0.0
+    # inside B's own best family only the model's order decides: five of six picks can miss its best
+    wide = [_config_sample("C", i, 8, 7, 1, t) for i, t in enumerate([1.0, 1.5, 1.5, 1.5, 1.5, 1.5])]
+    wide += [_config_sample("C", 6 + i, 32, 1, 1, 2.0) for i in range(3)]
+    best_last = {"m": {s.name: -float(np.mean(s.runtimes)) for s in wide}}
+    inside = pair_figures(train, wide, best_last, repeats=60)
+    assert inside["models"]["m"]["oracle_then_model_top5"] == pytest.approx(0.5)
+    assert 0.0 < inside["oracle_top5"] < 0.5  # random orders miss it in one of six
+    summary = summarize([{"train": "A", "test": "B", **figures}], ["m"])
+    assert summary["oracle"]["worst"] == 0.0 and summary["models"]["m"]["oracle_then_model"]["mean"] == 0.0
 
 
 def test_family_needs_the_template_config():
