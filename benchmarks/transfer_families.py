@@ -39,7 +39,7 @@ FAMILY_KNOBS = ("tile_oc", "tile_ow", "tile_oh")   # the register tile of conv2d
 TOP = 5
 REPEATS = 20
 DEFAULT_MODELS = ["gcn-inv-arf-noext-lane", "gcn-inv-arf-noext-lane-max", "gcn-inv-arf-noext-lane-hinge",
-                  "gcn-inv-arf-noext", "gcn-inv", "itervar-xgb-reg"]
+                  "gcn-inv-arf-noext", "gcn-inv", "itervar-xgb-reg", "itervar-xgb-rank", "knob-xgb-reg", "knob-xgb-rank"]
 
 
 def _knob(value: Any) -> Any:
