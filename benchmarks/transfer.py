@@ -159,7 +159,7 @@ MODELS = list(MODEL_SPECS)
 # AutoTVM's baselines (every model on 2, 4 and 11 workloads would be ~20× the one-workload time)
 SIZES_MODELS = ["gcn", "gcn-inv-arf-noext-lane", "gcn-inv-arf-noext", "gcn-inv", "itervar-xgb-reg", "itervar-xgb-rank",
                 "knob-xgb-reg", "knob-xgb-rank"]
-TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa")
+TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa", "picks_to_25")
 QUIET_LOG = os.path.join(DEFAULT_RESULTS, "pass3_quiet.jsonl.gz")
 
 
@@ -378,6 +378,24 @@ def ensemble_results(name: str, results: Sequence[Dict[str, Any]], samples: Sequ
     return out
 
 
+def complete_pairs(results: Sequence[Dict[str, Any]], samples: Sequence) -> None:
+    """Fill in, from a run's kept predictions, the TRANSFER_METRICS its pairs were scored
+    without (runs made before a metric was added); runs without predictions stay as they are."""
+    from simulator.metrics import METRICS
+    by_group: Dict[str, List] = {}
+    for s in samples:
+        by_group.setdefault(s.group, []).append(s)
+    for r in results:
+        for g, pair in r["pairs"].items():
+            missing = [m for m in TRANSFER_METRICS if m not in pair]
+            if not missing or "predictions" not in r:
+                continue
+            test = [s for s in by_group[g] if s.name in r["predictions"]]
+            p = np.array([r["predictions"][s.name] for s in test])
+            t = np.array([s.runtimes[0] for s in test])
+            pair.update({m: METRICS.get(m).fn(p, t) for m in missing})
+
+
 def run_all(jobs: Sequence[Dict[str, Any]], parallel: int = 1) -> List[Dict[str, Any]]:
     """Every job's result (cached ones reused), in job order."""
     results: List[Optional[Dict[str, Any]]] = [_cached(j) for j in jobs]
@@ -429,6 +447,16 @@ def _values(results: Sequence[Dict[str, Any]], metric: str) -> np.ndarray:
                     dtype=float)
 
 
+def _picks(results: Sequence[Dict[str, Any]], pairs: int) -> Dict[str, Optional[float]]:
+    """Median, 90th percentile and worst of `picks_to_25` over the pairs (None unless every pair has it)."""
+    picks = _values(results, "picks_to_25")
+    if picks.size == 0 or picks.size != pairs:
+        return {"median_picks_to_25": None, "p90_picks_to_25": None, "worst_picks_to_25": None}
+    return {"median_picks_to_25": float(np.median(picks)),
+            "p90_picks_to_25": float(np.percentile(picks, 90, method="higher")),  # a pair's own count
+            "worst_picks_to_25": float(picks.max())}
+
+
 def summarize(results: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Dict[str, float]]]:
     """{model: {size: {mean/worst τ, mean/worst top-5, quiet τ, pairs, trainings, seconds}}}."""
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
@@ -447,6 +475,7 @@ def summarize(results: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Dict[str
                 "quiet_mean_tau": float(qtau.mean()) if qtau.size else None,
                 "quiet_mean_top5": float(qtop5.mean()) if qtop5.size else None,
                 "quiet_worst_top5": float(qtop5.max()) if qtop5.size else None,
+                **_picks(rs, int(tau.size)),
                 "seconds": float(sum(r["seconds"] for r in rs))}
     return out
 
@@ -570,6 +599,7 @@ def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, p
     jobs = make_jobs(get("models"), sets, workloads, get("seed"), get("epochs"), data, runs, data_key, quiet,
                      get("sizes_models"))
     results = run_all(jobs, parallel)
+    complete_pairs(results, samples)
     for name in [m for m in get("models") if m in ENSEMBLES]:
         results += ensemble_results(name, results, samples, quiet)
     results = [r for r in results if r["spec"] in get("models")]  # members asked for only as members: not shown

@@ -22,7 +22,7 @@ def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]], ceiling: Option
     """One row per model: its one-workload pairs (more training workloads: `sizes_table`); last,
     where measured, the noise ceiling's row (pass 1's own ranking against the quiet pass)."""
     header = ["model", "τ mean", "τ worst", "top-5 mean", "top-5 median", "top-5 worst", "pairs > 25%",
-              "τ vs quiet pass", "top-5 vs quiet: mean / worst"]
+              "picks to within 25%: median / 90% / worst", "τ vs quiet pass", "top-5 vs quiet: mean / worst"]
     rows = []
     for model, per in summary.items():
         one = per.get("1")
@@ -30,11 +30,20 @@ def summary_table(summary: Dict[str, Dict[str, Dict[str, Any]]], ceiling: Option
             continue
         rows.append([f"`{model}`", _num(one["mean_tau"]), _num(one["worst_tau"]), _pct(one["mean_top5"]),
                      _pct(one["median_top5"]), _pct(one["worst_top5"], 0),
-                     f"{one['pairs_top5_over_25']}/{one['pairs']}", _num(one.get("quiet_mean_tau")), _quiet_top5(one)])
+                     f"{one['pairs_top5_over_25']}/{one['pairs']}", _picks(one), _num(one.get("quiet_mean_tau")),
+                     _quiet_top5(one)])
     if ceiling:
-        rows.append(["noise ceiling: pass 1's own ranking"] + ["–"] * 6
+        rows.append(["noise ceiling: pass 1's own ranking"] + ["–"] * 7
                     + [_num(ceiling["quiet_mean_tau"]), _quiet_top5(ceiling)])
     return markdown_table(header, rows)
+
+
+def _picks(one: Dict[str, Any]) -> str:
+    """"median / 90% / worst" picks to within 25% of the best ("–" for runs without predictions)."""
+    if one.get("median_picks_to_25") is None:
+        return "–"
+    return " / ".join(f"{v:.0f}" if v == int(v) else f"{v:.1f}"
+                      for v in (one["median_picks_to_25"], one["p90_picks_to_25"], one["worst_picks_to_25"]))
 
 
 def sizes_table(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> str:

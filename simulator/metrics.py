@@ -112,6 +112,16 @@ def top_k_recall(p, t, k):
 register_metric("top5_recall", higher_is_better=True, percent=True)(lambda p, t: top_k_recall(p, t, 5))
 
 
+def picks_to_within(p, t, slowdown):
+    """How many of the model's first configs must be measured before one is within `slowdown`
+    of the group's best measured config (1: the first pick is): a tuner's budget to get there."""
+    order = np.argsort(p, kind="stable")
+    return float(np.argmax(t[order] <= t.min() * (1 + slowdown)) + 1)
+
+
+register_metric("picks_to_25", default=False)(lambda p, t: picks_to_within(p, t, 0.25))
+
+
 # TpuGraphs' tile metric: google-research-datasets/tpu_graphs,
 # tpu_graphs/baselines/tiles/metrics.py, `top_error_performance`: "(ModelChosen - Best) /
 # Best, where ModelChosen is the (measured) runtime of configuration chosen by model (we

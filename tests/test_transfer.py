@@ -559,3 +559,37 @@ def test_family_needs_the_template_config():
     from benchmarks.transfer_families import family
     with pytest.raises(ValueError, match="B/0.*tile_oc"):
         family(SimpleNamespace(name="B/0", meta={"config": {"tile_ow": [-1, 2]}}))
+
+
+def test_picks_to_within_counts_a_tuners_measurements():
+    """How many of the model's first picks must be measured before one is within 25% of the best."""
+    from simulator.metrics import METRICS, picks_to_within
+    t = np.array([1.0, 1.2, 3.0, 1.3, 2.0])
+    assert picks_to_within(np.array([0, 1, 2, 3, 4.0]), t, 0.25) == 1      # the first pick is the best
+    assert picks_to_within(np.array([4, 3, 0, 2, 1.0]), t, 0.25) == 4      # 3.0, 2.0, 1.3 (> 1.25), then 1.2
+    assert picks_to_within(np.array([4, 3, 0, 2, 1.0]), t, 0.35) == 3      # 1.3 counts at 35%
+    assert picks_to_within(np.array([4, 0, 1, 2, 3.0]), t, 0.0) == 5       # only the best itself, ranked last
+    assert not METRICS.get("picks_to_25").default  # not in every evaluation's table
+
+
+def test_complete_pairs_fills_a_new_metric_from_kept_predictions():
+    """Runs from before a metric existed get it from their predictions; runs without
+    predictions are left without it, and the summary then gives no figure, not a partial one."""
+    from types import SimpleNamespace
+
+    from benchmarks.transfer import complete_pairs, summarize
+    from benchmarks.transfer_report import summary_table
+    samples = [SimpleNamespace(group="C2", name=f"C2/{i}", runtimes=[t]) for i, t in enumerate([1.0, 3.0, 2.0, 1.1])]
+    old = {"spec": "m", "train": ["C1"], "seconds": 1.0, "predictions": {f"C2/{i}": p for i, p in enumerate([3, 0, 1, 2])},
+           "pairs": {"C2": {"kendall_tau": 0.1, "top5_slowdown": 0.0, "top1_slowdown": 2.0}}}
+    bare = {"spec": "x", "train": ["C1"], "seconds": 1.0,
+            "pairs": {"C2": {"kendall_tau": 0.1, "top5_slowdown": 0.0, "top1_slowdown": 2.0}}}
+    complete_pairs([old, bare], samples)
+    assert old["pairs"]["C2"]["picks_to_25"] == 3.0   # 3.0, 2.0, then 1.1
+    assert old["pairs"]["C2"]["opa"] is not None and "picks_to_25" not in bare["pairs"]["C2"]
+    s = summarize([old, bare])
+    assert (s["m"]["1"]["median_picks_to_25"], s["m"]["1"]["worst_picks_to_25"]) == (3.0, 3.0)
+    assert s["x"]["1"]["median_picks_to_25"] is None
+    one = dict(s["m"]["1"], median_picks_to_25=5.5, p90_picks_to_25=31.0, worst_picks_to_25=133.0)
+    assert "| 5.5 / 31 / 133 |" in summary_table({"m": {"1": one}, "x": s["x"]})
+    assert "| 0/1 | – |" in summary_table({"x": s["x"]})
