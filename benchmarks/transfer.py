@@ -381,7 +381,7 @@ def ensemble_results(name: str, results: Sequence[Dict[str, Any]], samples: Sequ
 def complete_pairs(results: Sequence[Dict[str, Any]], samples: Sequence) -> None:
     """Fill in, from a run's kept predictions, the TRANSFER_METRICS its pairs were scored
     without (runs made before a metric was added); runs without predictions stay as they are."""
-    from simulator.metrics import METRICS
+    from simulator.metrics import evaluate
     by_group: Dict[str, List] = {}
     for s in samples:
         by_group.setdefault(s.group, []).append(s)
@@ -391,9 +391,9 @@ def complete_pairs(results: Sequence[Dict[str, Any]], samples: Sequence) -> None
             if not missing or "predictions" not in r:
                 continue
             test = [s for s in by_group[g] if s.name in r["predictions"]]
-            p = np.array([r["predictions"][s.name] for s in test])
-            t = np.array([s.runtimes[0] for s in test])
-            pair.update({m: METRICS.get(m).fn(p, t) for m in missing})
+            scored = evaluate(np.array([r["predictions"][s.name] for s in test]),
+                              np.log([s.runtimes[0] for s in test]), [g] * len(test), missing)  # as score_pairs does
+            pair.update({m: scored[m]["per_workload"][g] for m in missing})
 
 
 def run_all(jobs: Sequence[Dict[str, Any]], parallel: int = 1) -> List[Dict[str, Any]]:
