@@ -593,3 +593,22 @@ def test_complete_pairs_fills_a_new_metric_from_kept_predictions():
     one = dict(s["m"]["1"], median_picks_to_25=5.5, p90_picks_to_25=31.0, worst_picks_to_25=133.0)
     assert "| 5.5 / 31 / 133 |" in summary_table({"m": {"1": one}, "x": s["x"]})
     assert "| 0/1 | – |" in summary_table({"x": s["x"]})
+
+
+def test_families_section_shows_the_oracle_bound_and_reads_older_analyses(tmp_path):
+    import json as _json
+
+    from benchmarks.transfer_report import families_lines
+    stats = {"mean": 0.1, "median": 0.05, "worst": 0.26, "over_25": 11}
+    model = {"top5": stats, "lookup_then_model": stats, "oracle_then_model": dict(stats, worst=0.4),
+             "top5_unseen_share": 0.2}
+    out = {"family_knobs": ["tile_oc", "tile_ow", "tile_oh"], "repeats": 20,
+           "summary": {"pairs": 132, "family_tau_mean": 0.77, "lookup": stats, "oracle": stats, "models": {"m": model}}}
+    (tmp_path / "transfer_families.json").write_text(_json.dumps(out))
+    text = "\n".join(families_lines(str(tmp_path)))
+    assert "| the test workload's own family order (an oracle), random inside | 10.0% / 5.0% / 26% / 11 |" in text
+    assert "| `m` | 10.0% / 5.0% / 26% / 11 | 10.0% / 5.0% / 26% / 11 | 10.0% / 5.0% / 40% / 11 | 20% |" in text
+    del out["summary"]["oracle"], model["oracle_then_model"]   # written before the oracle existed
+    (tmp_path / "transfer_families.json").write_text(_json.dumps(out))
+    text = "\n".join(families_lines(str(tmp_path)))
+    assert "random inside | – |" in text and "| `m` | 10.0% / 5.0% / 26% / 11 | 10.0% / 5.0% / 26% / 11 | – | 20% |" in text
