@@ -103,7 +103,8 @@ def _logs_key(files: Iterable[str]) -> str:
     digest = hashlib.sha256(EXTRACTOR_VERSION.encode())
     if any(map(_is_database_file, files)):  # MetaSchedule samples carry trace knobs too
         from extract.knob_features import TRACE_KNOB_VERSION
-        digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}".encode())
+        from extract.ms_workload import KEY_VERSION
+        digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}-{KEY_VERSION}".encode())
     for path in sorted(files):
         digest.update(os.path.basename(path).encode())
         with open(path, "rb") as f:

@@ -132,6 +132,9 @@ def read_tasks(folder: os.PathLike) -> List[Dict[str, Any]]:
     rows = doc.get("tasks") if isinstance(doc, dict) else None
     if not isinstance(rows, list):
         raise NetworkDataError(f"{path}: not a task table (no 'tasks' list)")
+    if doc.get("version") == 1:
+        raise NetworkDataError(f"{path}: a task table of the old key format (keys without the computation "
+                               f"digest): upgrade it with `python -m datasets.rekey {folder}`")
     for i, row in enumerate(rows):
         missing = [k for k in ("key", "kind", "networks") if k not in row]
         if missing or not isinstance(row["networks"], dict) or not row["networks"]:

@@ -29,7 +29,7 @@ from typing import Dict, List, Sequence
 from .fileio import atomic_write
 from .ms_workload import describe
 
-TABLE_VERSION = 1
+TABLE_VERSION = 2  # 2: keys carry the computation digest (datasets.rekey upgrades a table)
 
 
 @dataclass
@@ -134,7 +134,9 @@ def load_tasks(path: str) -> List[TaskInfo]:
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     if doc.get("version") != TABLE_VERSION:
-        raise ValueError(f"{path}: task table version {doc.get('version')}, expected {TABLE_VERSION}")
+        raise ValueError(f"{path}: task table version {doc.get('version')}, expected {TABLE_VERSION}"
+                         + (" (keys without the computation digest: `python -m datasets.rekey FOLDER`)"
+                            if doc.get("version") == 1 else ""))
     return [TaskInfo(**row) for row in doc["tasks"]]
 
 

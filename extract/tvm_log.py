@@ -53,6 +53,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .cli import NONNEGATIVE
 from .ms_database import is_record_file
+from .ms_workload import shared_readable_names
 from .fileio import OutputBusyError, atomic_write, output_lock
 from .records import (ERROR_NAMES, REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report,
                       log_files, read_records, target_kind)
@@ -97,6 +98,9 @@ class LogReport:
                         f"{self.bad_lines[0][0]}:{self.bad_lines[0][1]}: {self.bad_lines[0][2]}")
         if self.unknown_nodes:
             rows.append(f"TIR node kinds mapped to UNK: {self.unknown_nodes}")
+        for name, digests in shared_readable_names(groups).items():
+            rows.append(f"different computations share the name {name}: told apart by their digests "
+                        f"{', '.join(digests)} (separate groups)")
         return "\n".join(rows)
 
     def path_lines(self, paths: Sequence[str]) -> List[str]:

@@ -64,12 +64,15 @@ class GroupTags:
 
 def kind_of(group: str, meta: Mapping[str, Any]) -> Optional[str]:
     """A sample's operator kind: its tag, else the kind its MetaSchedule workload key
-    (`kind.chain.shapes.dtype.target`) or its template's name starts with."""
-    from extract.ms_workload import KINDS
+    (`extract.ms_workload`) or its template's name starts with."""
+    from extract.ms_workload import KINDS, parse_workload_key
 
     if meta.get("kind"):
         return str(meta["kind"])
-    head = group.split(".")[0] if group.count(".") == 4 else str(meta.get("template", "")).split(".")[0]
+    try:
+        head = parse_workload_key(group).kind
+    except ValueError:
+        head = str(meta.get("template", "")).split(".")[0]
     return next((k for k in sorted(KINDS, key=len, reverse=True) if head == k or head.startswith(k + "_")), None)
 
 

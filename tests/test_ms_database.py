@@ -17,9 +17,9 @@ import pytest
 from conftest import MS_SMALL
 
 SMALL_GROUPS = {
-    "pool.pad-max.1x64x112x112_1x64x56x56.float32.llvm-rocketlake-1c",
-    "conv2d.copy-mac-add.1x384x14x14_96x384x1x1_1x96x1x1_1x96x14x14.float32.llvm-rocketlake-1c",
-    "conv2d.copy-mac-add.1x960x7x7_320x960x1x1_1x320x1x1_1x320x7x7.float32.llvm-rocketlake-1c",
+    "pool.pad-max.1x64x112x112_1x64x56x56.float32.063e66f3.llvm-rocketlake-1c",
+    "conv2d.copy-mac-add.1x384x14x14_96x384x1x1_1x96x1x1_1x96x14x14.float32.4c11f9ab.llvm-rocketlake-1c",
+    "conv2d.copy-mac-add.1x960x7x7_320x960x1x1_1x320x1x1_1x320x7x7.float32.ee0e3f24.llvm-rocketlake-1c",
 }
 
 

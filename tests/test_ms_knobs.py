@@ -38,7 +38,7 @@ def test_trace_decisions_in_trace_order_with_each_kinds_transform():
 
 
 def test_knob_vector_is_fixed_width_and_the_cut_is_counted():
-    key = "conv2d.copy-mac.1x8x4x4_16x8x1x1_1x16x4x4.float32.llvm-x-1c"
+    key = "conv2d.copy-mac.1x8x4x4_16x8x1x1_1x16x4x4.float32.0123abcd.llvm-x-1c"
     knobs = trace_knobs(TRACE, key, flops=1024.0)
     assert knobs.vector.shape == (WIDTH,) == (len(trace_knob_names()),) and knobs.cut == 0
     assert knobs.vector[:4] == pytest.approx([math.log2(65), 0.0, 2.0, 3.0])

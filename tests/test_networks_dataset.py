@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "networks_tiny"
 
 # ---------------------------------------------------------------- a fake work folder
-TASKS = [("conv2d.a.1x8_8x8.float32.t", "conv2d", {"resnet50": 2}),
-         ("dense.b.1x8_8x8.float32.t", "dense", {"bert": 1, "vit": 3}),
-         ("softmax.c.1x8_1x8.float32.t", "softmax", {"vit": 1})]
+TASKS = [("conv2d.a.1x8_8x8.float32.0000000a.t", "conv2d", {"resnet50": 2}),
+         ("dense.b.1x8_8x8.float32.0000000b.t", "dense", {"bert": 1, "vit": 3}),
+         ("softmax.c.1x8_1x8.float32.0000000c.t", "softmax", {"vit": 1})]
 
 
 def _jsonl(path, rows, cut_off=""):
@@ -40,7 +40,7 @@ def _record(workload, secs):
 def make_work(folder: Path, second_times=None, cut_off="") -> Path:
     """3 tasks × 4 records (one failed), all of pass 1 re-timed in pass 2."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "tasks.json").write_text(json.dumps({"version": 1, "target": "t", "tasks": [
+    (folder / "tasks.json").write_text(json.dumps({"version": 2, "target": "t", "tasks": [
         {"key": k, "kind": kind, "shapes": [[1, 8], [8, 8]], "dtype": "float32", "flops": 1.0,
          "networks": nets, "task_names": {}, "mod_json": "{}"} for k, kind, nets in TASKS]}))
     (folder / "meta.json").write_text(json.dumps({"sessions": [
@@ -119,13 +119,13 @@ def test_agreement_raw_and_drift_corrected(tmp_path):
     swap = {(0, 0): 2e-3, (0, 1): 1e-3}
     work = make_work(tmp_path / "work", second_times=lambda w, r, t: swap.get((w, r), t))
     raw = agreement(work)
-    assert raw["conv2d.a.1x8_8x8.float32.t"].tau == pytest.approx(1 / 3)
-    assert raw["dense.b.1x8_8x8.float32.t"].tau == pytest.approx(1.0)
-    assert raw["dense.b.1x8_8x8.float32.t"].median_rel_diff == 0.0
+    assert raw["conv2d.a.1x8_8x8.float32.0000000a.t"].tau == pytest.approx(1 / 3)
+    assert raw["dense.b.1x8_8x8.float32.0000000b.t"].tau == pytest.approx(1.0)
+    assert raw["dense.b.1x8_8x8.float32.0000000b.t"].median_rel_diff == 0.0
     # the reference kernel ran twice as slow when pass 2 measured (t≈6000) as in pass 1 (t≈0):
     # corrected, pass 2's runtimes are halved against pass 1's
     corrected = agreement(work, corrected=True)
-    assert corrected["dense.b.1x8_8x8.float32.t"].median_rel_diff == pytest.approx(0.5)
+    assert corrected["dense.b.1x8_8x8.float32.0000000b.t"].median_rel_diff == pytest.approx(0.5)
     summary = summarize_agreement(raw)
     assert summary["tasks_with_tau"] == 3 and summary["mean_tau"] == pytest.approx((1 / 3 + 2) / 3)
     assert summarize_agreement({})["mean_tau"] is None                  # nothing: None, never NaN
@@ -166,9 +166,9 @@ def _sample(group, networks=None, kind=None):
     return GraphSample(np.zeros((0, 2)), np.zeros((1, 1)), np.zeros(1), np.ones(1), group, meta=meta)
 
 
-SAMPLES = ([_sample("conv2d.a.s.f.t", ["resnet50"]) for _ in range(10)]
-           + [_sample("dense.b.s.f.t", ["bert", "vit"]) for _ in range(10)]
-           + [_sample("softmax.c.s.f.t", ["vit"]) for _ in range(10)]
+SAMPLES = ([_sample("conv2d.a.1x8.f.0000000a.t", ["resnet50"]) for _ in range(10)]
+           + [_sample("dense.b.1x8.f.0000000b.t", ["bert", "vit"]) for _ in range(10)]
+           + [_sample("softmax.c.1x8.f.0000000c.t", ["vit"]) for _ in range(10)]
            + [_sample("C1") for _ in range(10)])
 
 
@@ -179,20 +179,20 @@ def _groups_of(parts, part):
 def test_leave_network_out_holds_out_every_task_of_the_network():
     tags = group_tags(SAMPLES)
     parts = make_split([s.group for s in SAMPLES], "leave-network-out", 0, tags=tags, test_network="vit")
-    assert _groups_of(parts, "test") == {"dense.b.s.f.t", "softmax.c.s.f.t"}     # the shared task too
-    assert _groups_of(parts, "train") == _groups_of(parts, "val") == {"conv2d.a.s.f.t", "C1"}
+    assert _groups_of(parts, "test") == {"dense.b.1x8.f.0000000b.t", "softmax.c.1x8.f.0000000c.t"}     # the shared task too
+    assert _groups_of(parts, "train") == _groups_of(parts, "val") == {"conv2d.a.1x8.f.0000000a.t", "C1"}
     assert len(parts["val"]) == 4 and len(parts["train"]) == 16
     parts = make_split([s.group for s in SAMPLES], "leave-network-out", 0, tags=tags, test_network="bert")
-    assert _groups_of(parts, "test") == {"dense.b.s.f.t"}
+    assert _groups_of(parts, "test") == {"dense.b.1x8.f.0000000b.t"}
 
 
 def test_leave_op_kind_out_uses_tags_and_workload_keys():
     tags = group_tags(SAMPLES)
-    assert tags["softmax.c.s.f.t"] == GroupTags(("vit",), "softmax")   # from the key when untagged
+    assert tags["softmax.c.1x8.f.0000000c.t"] == GroupTags(("vit",), "softmax")   # from the key when untagged
     assert tags["C1"] == GroupTags((), None)
     parts = make_split([s.group for s in SAMPLES], "leave-op-kind-out", 1, tags=tags, test_op_kind="softmax")
-    assert _groups_of(parts, "test") == {"softmax.c.s.f.t"}
-    assert "softmax.c.s.f.t" not in _groups_of(parts, "train") | _groups_of(parts, "val")
+    assert _groups_of(parts, "test") == {"softmax.c.1x8.f.0000000c.t"}
+    assert "softmax.c.1x8.f.0000000c.t" not in _groups_of(parts, "train") | _groups_of(parts, "val")
 
 
 def test_leave_out_errors_list_the_valid_names():
@@ -204,7 +204,7 @@ def test_leave_out_errors_list_the_valid_names():
     with pytest.raises(SimulatorError, match="--test-network is required"):
         make_split(groups, "leave-network-out", 0, tags=tags)
     with pytest.raises(SimulatorError, match="--test-network applies to --split leave-network-out only"):
-        make_split(groups, "cross-workload", 0, ["C1"], ["conv2d.a.s.f.t"], tags=tags, test_network="vit")
+        make_split(groups, "cross-workload", 0, ["C1"], ["conv2d.a.1x8.f.0000000a.t"], tags=tags, test_network="vit")
     with pytest.raises(SimulatorError, match="carry no networks"):
         make_split(["C1", "C2"], "leave-network-out", 0, tags={}, test_network="vit")
 
@@ -218,7 +218,7 @@ def test_train_cli_leave_network_out_on_the_tiny_dataset(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert list(metrics["test"]["kendall_tau"]["per_workload"]) == [
-        "dense.mac-add.1x128x768_768x768_768_1x128x768.float32.llvm-rocketlake-1c"]
+        "dense.mac-add.1x128x768_768x768_768_1x128x768.float32.aac11223.llvm-rocketlake-1c"]
     bad = subprocess.run(cmd[:-1] + [str(tmp_path / "run2"), "--test-network", "gpt"], capture_output=True,
                          text=True, env=env, cwd=ROOT)
     assert bad.returncode == 2 and "(networks: bert, mobilenet_v2, resnet50)" in bad.stderr
@@ -324,3 +324,52 @@ def test_export_keeps_the_model_and_drops_the_run_state(tmp_path):
     assert small.info.vocabulary == full.info.vocabulary
     assert os.path.getsize(tmp_path / "gcn.pt") < os.path.getsize(run / "checkpoint.pt")
     assert export_main([str(tmp_path / "missing"), str(tmp_path / "x.pt")]) == 2
+
+
+# ---------------------------------------------------------------- workload identity of the shipped data
+SHIPPED_NETWORK_DATASETS = sorted(p for p in (ROOT / "datasets").glob("networks_*") if is_dataset(p))
+
+
+@pytest.mark.parametrize("folder", [*SHIPPED_NETWORK_DATASETS, TINY], ids=lambda p: p.name)
+def test_shipped_tables_are_keyed_by_computation_and_merge_no_programs(folder):
+    """Every task's key is the one its IRModule gives today, and no key of the table stands for
+    two different programs in the databases (`datasets.rekey` refuses such a table)."""
+    from datasets.rekey import rekey
+
+    report = rekey(folder, check=True)
+    assert report["tasks"] > 0 and report["keys_changed"] == 0 and report["kinds_changed"] == {}
+    assert set(report["sidecar_rows_changed"].values()) == {0}
+
+
+def _to_old_key(key):
+    parts = key.split(".")
+    return ".".join(parts[:4] + parts[5:])
+
+
+def test_rekey_upgrades_an_old_format_dataset(tmp_path):
+    """The tiny dataset written with the old five-part keys (version 1) is refused by the
+    loader with the command to run, and that command restores today's keys everywhere."""
+    import shutil
+
+    from datasets.rekey import main as rekey_main
+
+    copy = tmp_path / "old"
+    shutil.copytree(TINY, copy)
+    table = json.loads(gzip.decompress((copy / "tasks.json.gz").read_bytes()))
+    want = {row["key"] for row in table["tasks"]}
+    table["version"] = 1
+    for row in table["tasks"]:
+        row["key"] = _to_old_key(row["key"])
+    (copy / "tasks.json.gz").write_bytes(gzip.compress(json.dumps(table).encode()))
+    for sidecar in copy.glob("pass*/records.jsonl.gz"):
+        rows = [json.loads(line) for line in _gunzip_lines(sidecar)]
+        sidecar.write_bytes(gzip.compress("".join(
+            json.dumps(dict(r, workload=_to_old_key(r["workload"]))) + "\n" for r in rows).encode()))
+    with pytest.raises(DatasetError, match="datasets.rekey"):
+        load_collection([str(copy)], progress=False, cache=str(tmp_path / "cache"))
+    assert rekey_main([str(copy)]) == 0
+    table = json.loads(gzip.decompress((copy / "tasks.json.gz").read_bytes()))
+    assert table["version"] == 2 and {row["key"] for row in table["tasks"]} == want
+    for sidecar in copy.glob("pass*/records.jsonl.gz"):
+        assert {json.loads(line)["workload"] for line in _gunzip_lines(sidecar)} <= want
+    assert len(load_collection([str(copy)], progress=False, cache=str(tmp_path / "cache")).samples) == 24
