@@ -386,8 +386,7 @@ def search_comparison(names: Sequence[str], trials: int, model, workers: int,
 
 
 # ---------------------------------------------------------------- two-stage scoring
-DEFAULT_CHECKPOINT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                  "datasets", "networks_x86", "pretrained", "gcn.pt")
+
 
 
 def _rank_quality(stage1: np.ndarray, gnn: np.ndarray, kept: np.ndarray, top: int = 64) -> Dict[str, float]:
@@ -528,6 +527,10 @@ def es_two_stage(name: str, trials: int, model, keep: float, warmup: int, worker
 def two_stage_section(args, workers: int) -> Dict[str, Any]:
     from simulator.costmodel import load_trained
 
+    if args.checkpoint is None:
+        from datasets.networks import pretrained_path
+
+        args.checkpoint = str(pretrained_path())
     model = load_trained(args.checkpoint)[0]
     out: Dict[str, Any] = {"checkpoint": args.checkpoint, "keep": args.filter_keep, "warmup": args.filter_warmup,
                            "model": args.filter_model,
@@ -616,7 +619,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     f.add_argument("--filter-model", choices=("xgb", "ridge"), default="xgb", help="the first stage's regressor")
     f.add_argument("--filter-count", type=int, default=512, help="fresh candidates timed (warm-up: twice as many)")
     f.add_argument("--filter-es-trials", type=int, default=128, help="evolutionary search trials (0: skip)")
-    f.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="the GNN (a simulator.train checkpoint)")
+    f.add_argument("--checkpoint", default=None,
+                   help="the GNN (a simulator.train checkpoint; default: the shipped pre-trained one)")
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args(argv)
 

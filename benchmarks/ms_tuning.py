@@ -58,12 +58,18 @@ GNN_FILTER = "gnn-filter"   # the pre-trained gnn with two-stage scoring (--filt
 COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random", GNN_FILTER]
 RESULT = "ms_tuning.json"
 PRETRAIN_LOSS, PRETRAIN_EPOCHS = "pairwise-hinge", 30   # the ranking recipe (docs/RANKING.md)
-PRETRAIN_DATA = os.path.join("datasets", "networks_x86", "pass1")   # pass2 re-measures the same schedules
+
+
+def _default_pretrain_data() -> str:
+    from datasets.networks import FIRST_PASS, default_dataset
+
+    return os.path.relpath(default_dataset() / FIRST_PASS)
 
 
 def add_arguments(ap, prefix: str = "ms-") -> None:
     ap.add_argument(f"--{prefix}pretrain-data", nargs="+", default=[], metavar="DB",
-                    help=f"MetaSchedule databases to pre-train on (default: {PRETRAIN_DATA})")
+                    help="MetaSchedule databases to pre-train on (default: pass 1 of the shipped networks "
+                         "dataset with the most tasks; pass 2 re-measures the same schedules)")
     ap.add_argument(f"--{prefix}pretrain-records", type=COUNT, default=4000, help="records per database in the snapshot")
     ap.add_argument(f"--{prefix}operators", nargs="+", default=OPERATORS)
     ap.add_argument(f"--{prefix}cost-models", nargs="+", default=COST_MODELS,
@@ -433,7 +439,7 @@ def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str =
     deadline = start + 60 * minutes if minutes else None
     results = results or args.results
     runs_dir = _opt(args, "runs", prefix)
-    sources = _opt(args, "pretrain-data", prefix) or [PRETRAIN_DATA]
+    sources = _opt(args, "pretrain-data", prefix) or [_default_pretrain_data()]
     snap = snapshot(sources, os.path.join(runs_dir, "snapshot"), _opt(args, "pretrain-records", prefix))
     target = host_target(1)
     load_tensor_intrinsics(target)

@@ -1,6 +1,6 @@
 """Cross-network and cross-operator generalisation on the MetaSchedule networks dataset.
 
-    python -m benchmarks.networks [--networks-data datasets/networks_x86] [--networks-models gcn sage mlp curve-mlp xgb]
+    python -m benchmarks.networks [--networks-data datasets/networks_<cpu>] [--networks-models gcn sage mlp curve-mlp xgb]
         [--kind-models gcn-inv-arf-noext-lane knob-xgb-rank knob-xgb-reg itervar-xgb-rank itervar-xgb-reg]
         [--held-networks bert ...] [--held-kinds softmax ...] [--networks-epochs 20] [--networks-seeds 0 1 2]
         [--combined-models gcn xgb] [--runs runs/bench] [--results docs/results] [--parallel 1]
@@ -9,7 +9,7 @@ For every held-out network (`--split leave-network-out --test-network N`) and ev
 operator kind (`--split leave-op-kind-out --test-op-kind K`), each model is trained on the
 rest and scored on the held-out tasks: Kendall τ, top-1 / top-5 slowdown and top-5 recall
 (means over the held-out tasks that have a value), beside the noise ceiling of those tasks
-(mean per-task τ between the dataset's two passes, `datasets/networks_x86/summary.json`).
+(mean per-task τ between the dataset's two passes, `datasets/networks_<cpu>/summary.json`).
 Then, per held-out network, the `--combined-models` are trained again with the shipped
 conv2d-template dataset added to the training data (`--data NETWORKS shipped`: its
 workloads belong to no network, so they only ever train), to see whether the templates help.
@@ -113,7 +113,8 @@ def objective_of(argv: Sequence[str]) -> str:
 def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) -> None:
     """The benchmark's options; `kind_models`: the default of `--kind-models` (none here;
     `benchmarks.all` passes `KIND_MODELS`)."""
-    ap.add_argument("--networks-data", default=os.path.join("datasets", "networks_x86"))
+    ap.add_argument("--networks-data", default=None,
+                    help="a networks dataset (default: the shipped one with the most tasks)")
     ap.add_argument("--networks-models", nargs="+", type=networks_model, default=MODELS)
     ap.add_argument("--kind-models", nargs="*", type=networks_model, default=list(kind_models),
                     help="trained on the leave-op-kind-out axis only (default: %(default)s; "
@@ -213,6 +214,10 @@ def result_rows(results: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def run(args) -> Dict[str, Any]:
+    if args.networks_data is None:
+        from datasets.networks import default_dataset
+
+        args.networks_data = os.path.relpath(default_dataset())
     summary = dataset_summary(args.networks_data)
     planned = jobs(args, summary)
     log(f"networks: {len(planned)} training runs")

@@ -1,6 +1,6 @@
 """Compact `extract.ms_measure`'s work folder into the committed dataset folder.
 
-    python -m datasets.ms_ship /work/measure/networks_x86 [--out datasets/networks_x86] [--overwrite]
+    python -m datasets.ms_ship WORK_DIR [--out datasets/networks_<cpu>] [--overwrite]
 
 Writes (every JSON/JSONL file gzipped, deterministically: same input → same bytes):
 
@@ -37,8 +37,9 @@ import numpy as np
 from extract.cli import output_folder
 from extract.fileio import OutputBusyError, atomic_write, output_lock
 
-from .networks import (FIRST_PASS, NETWORKS_X86, PRETRAIN_COMMANDS, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
-                       find_file, iter_jsonl, open_text, read_tasks, summarize_agreement)
+from .networks import (FIRST_PASS, HERE, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
+                       dataset_cpu, dataset_folder, find_file, is_dataset, iter_jsonl, named_cpu, open_text, pretrain_commands,
+                       read_tasks, summarize_agreement)
 
 METHODS = ("random", "evolutionary")
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
@@ -255,21 +256,36 @@ def agreement_lines(summary: Dict[str, Any]) -> List[str]:
                 f"repeats. Goal (issue 12): mean τ ≥ 0.85, median |Δt|/t ≤ 5%."]
 
 
+def _network_names(rows: Sequence[Dict[str, Any]]) -> List[str]:
+    return sorted({n for r in rows for n in r["networks"]})
+
+
+def shipped_from(work: Path, out: Path, meta: Dict[str, Any]) -> str:
+    """The work folder the dataset came from: `work`, or, when a shipped dataset is compacted
+    again in place (after `datasets.rekey`), the last measuring session's work folder."""
+    if work.resolve() != out.resolve():
+        return str(work)
+    argv = [str(a) for a in (meta.get("sessions") or [{}])[-1].get("argv", [])]
+    return argv[argv.index("--work-dir") + 1] if "--work-dir" in argv[:-1] else str(work)
+
+
 def readme(meta: Dict[str, Any], summary: Dict[str, Any], out: Path, work: Path) -> str:
     last = (meta.get("sessions") or [{}])[-1]
     m, protocol = last.get("machine", {}), last.get("measure", {})
-    lines = ["# Operators of real networks on x86, tuned with MetaSchedule (issue 12)", "",
-             "Tasks that `ms.relax_integration.extract_tasks` gives for ResNet-50, MobileNetV2, a BERT-base "
-             "encoder layer (seq 128) and a ViT-B/16 block (batch 1, float32; `extract/networks/`), "
-             "each sampled half uniformly from its design space (random) and half by evolutionary search "
-             "with a cost model, measured one core, single-threaded (`extract/ms_measure.py`).", "",
+    rel = os.path.relpath(out, HERE.parent)
+    lines = [f"# Operators of real networks on `{m.get('llvm_cpu', '?')}`, tuned with MetaSchedule", "",
+             f"Tasks that `ms.relax_integration.extract_tasks` gives for the networks "
+             f"{', '.join(_network_names(summary['tasks']))} (float32; `extract/networks/`), each sampled "
+             "half uniformly from its design space (random) and half by evolutionary search with a cost "
+             "model, measured one core, single-threaded (`extract/ms_measure.py`). One CPU model only: "
+             "a dataset is never extended on another (`datasets.measure`).", "",
              f"**Machine.** {m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, LLVM cpu "
              f"`{m.get('llvm_cpu', '?')}`, {m.get('platform', '')}; Python {m.get('python')}, TVM {m.get('tvm')}.",
              "", f"**Protocol.** {json.dumps(protocol, sort_keys=True)}", "",
              "**Commands** (in order; the work folder's `meta.json` sessions):", "",
              *[f"    {c}" for c in commands(meta)],
-             f"    python -m datasets.ms_ship {work} --out {out} --overwrite", "",
-             "Load it: `python -m simulator.train --data datasets/networks_x86 --split leave-network-out "
+             f"    python -m datasets.ms_ship {shipped_from(work, out, meta)} --out {rel} --overwrite", "",
+             f"Load it: `python -m simulator.train --data {rel} --split leave-network-out "
              "--test-network bert` (pass 1's databases; every sample tagged with its networks and operator "
              "kind from `tasks.json.gz`; `--split leave-op-kind-out --test-op-kind softmax`).", "",
              "## Totals", "", *totals_lines(summary["tasks"]), "",
@@ -283,26 +299,43 @@ def readme(meta: Dict[str, Any], summary: Dict[str, Any], out: Path, work: Path)
 
 def pretrained_lines(out: Path) -> List[str]:
     """The pre-trained checkpoint's paragraph: how it is made, and its scores if present."""
+    scores = out / "pretrained" / "gcn.json"
+    if not scores.exists():
+        return []
+    rel = os.path.relpath(out, HERE.parent)
     lines = ["## Pre-trained checkpoint", "",
              "`pretrained/gcn.pt`: a gcn trained on this dataset (`--split random`: 80% of every task's "
              "records train, 10% validate for early stopping, 10% test) with a ranking loss on batches grouped "
              "by task (`--loss pairwise-hinge`: only the order within a task matters; its predictions are log "
              "runtimes up to a per-task shift), exported without its run state "
-             "(`simulator.export`); the default start of the MetaSchedule cost model "
-             "(`simulator.tune --checkpoint datasets/networks_x86/pretrained/gcn.pt`; `datasets.networks.PRETRAINED`). "
-             "Made by:", "", *[f"    {c}" for c in PRETRAIN_COMMANDS], ""]
-    scores = out / "pretrained" / "gcn.json"
-    if scores.exists():
-        with open(scores, encoding="utf-8") as f:
-            test = json.load(f).get("test", {})
-        lines += ["Its test scores (held-out records of every task): " + ", ".join(
-            f"{k} {v:.3f}" for k, v in sorted(test.items()) if isinstance(v, float)) + ".", ""]
+             "(`simulator.export`); the default start of the MetaSchedule cost model when this is the "
+             f"shipped dataset with the most tasks (`simulator.tune --checkpoint {rel}/pretrained/gcn.pt`; "
+             "`datasets.networks.pretrained_path()`). Made by:", "",
+             *[f"    {c}" for c in pretrain_commands(out)], ""]
+    with open(scores, encoding="utf-8") as f:
+        test = json.load(f).get("test", {})
+    lines += ["Its test scores (held-out records of every task): " + ", ".join(
+        f"{k} {v:.3f}" for k, v in sorted(test.items()) if isinstance(v, float)) + ".", ""]
     return lines
 
 
 # ---------------------------------------------------------------- the command
+def check_same_cpu(work: Path, out: Path) -> str:
+    """The work folder's CPU; a NetworkDataError when OUT is (or is named as) another CPU's
+    dataset: measurements of two CPU models never share a dataset."""
+    cpu = dataset_cpu(work)
+    named = named_cpu(out)
+    if named is not None and named != cpu:
+        raise NetworkDataError(f"{out}: is the dataset of {named}; {work} was measured on "
+                               f"{cpu} (its dataset is {dataset_folder(cpu)})")
+    if is_dataset(out) and dataset_cpu(out) != cpu:
+        raise NetworkDataError(f"{out}: holds measurements of {dataset_cpu(out)}; {work} was measured on {cpu}")
+    return cpu
+
+
 def ship(work: Path, out: Path, overwrite: bool = False) -> ShipReport:
     check_work(work)
+    check_same_cpu(work, out)
     report = ShipReport()
     plan = copy_plan(work)
     if not overwrite:
@@ -329,10 +362,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m datasets.ms_ship", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("work", help="extract.ms_measure's work folder")
-    ap.add_argument("--out", type=output_folder, default=str(NETWORKS_X86))
+    ap.add_argument("--out", type=output_folder, default=None,
+                    help="the dataset folder (default: datasets/networks_<cpu the work folder was measured on>)")
     ap.add_argument("--overwrite", action="store_true", help="replace the dataset files already in OUT")
     args = ap.parse_args(argv)
     try:
+        args.out = args.out or str(dataset_folder(dataset_cpu(Path(args.work))))
         with output_lock(args.out):
             report = ship(Path(args.work), Path(args.out), args.overwrite)
     except (NetworkDataError, FileExistsError, OutputBusyError, OSError) as e:

@@ -2,7 +2,7 @@
 the networks and operator kind of every sample, and the agreement of its two passes.
 
 A dataset folder is `extract.ms_measure`'s work folder or its compacted copy
-(`datasets/networks_x86/`, made by `python -m datasets.ms_ship`); every file may be
+(`datasets/networks_<cpu>/`, made by `python -m datasets.ms_ship`); every file may be
 gzipped (`.gz`):
 
     tasks.json        the task table (`extract.ms_tasks`): key, operator kind, shapes,
@@ -18,6 +18,12 @@ sample whose workload group is a task of the table (`annotate`): `meta["networks
 (sorted names), `meta["kind"]` (operator kind) and `meta["weight"]` (calls per
 inference, summed over its networks). The leave-network-out and leave-op-kind-out splits
 (`simulator.splits`) read those tags.
+
+One dataset per CPU model: `datasets/networks_<cpu>/`, named by LLVM's name for the CPU
+(`rocketlake`, `znver4`); its table's target, every measuring session in its meta.json and
+its folder name agree (`dataset_cpu`), and a dataset is never extended on another CPU
+(`datasets.measure`, `datasets.ms_ship`). The shipped dataset with the most tasks is the
+default (`default_dataset`), and its `pretrained/gcn.pt` the default pre-trained cost model.
 
 The noise ceiling (`agreement`) joins pass 2's records with pass 1's by (workload,
 sampling method, schedule hash) and gives, per task, Kendall τ between the two passes'
@@ -38,14 +44,9 @@ from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, T
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-NETWORKS_X86 = HERE / "networks_x86"
-PRETRAINED = NETWORKS_X86 / "pretrained" / "gcn.pt"  # simulator.export of a gcn trained on it (README)
+DATASET_PREFIX = "networks_"       # datasets/networks_<LLVM cpu>/: one dataset per CPU model
+PRETRAINED_NAME = Path("pretrained") / "gcn.pt"
 PRETRAIN_RUN = "runs/networks-pretrained-gcn"
-PRETRAIN_COMMANDS = (  # how PRETRAINED is made (from the repository root)
-    f"python -m simulator.train --data datasets/networks_x86 --split random --model gcn --loss pairwise-hinge "
-    f"--epochs 40 --seed 0 --threads 1 --out {PRETRAIN_RUN}",
-    f"python -m simulator.export {PRETRAIN_RUN} datasets/networks_x86/pretrained/gcn.pt "
-    f"--scores datasets/networks_x86/pretrained/gcn.json")
 TASKS = "tasks.json"
 REFERENCE = "reference.jsonl"
 SIDECAR = "records.jsonl"
@@ -106,6 +107,88 @@ def is_dataset(folder: os.PathLike) -> bool:
     """A folder of this dataset's layout: a task table and a first pass."""
     return (Path(folder).is_dir() and find_file(folder, TASKS) is not None
             and (Path(folder) / FIRST_PASS).is_dir())
+
+
+def dataset_folder(cpu: str) -> Path:
+    """The shipped dataset of one CPU model (LLVM's name for it: `rocketlake`, `znver4`)."""
+    return HERE / f"{DATASET_PREFIX}{cpu}"
+
+
+def table_cpu(folder: os.PathLike) -> str:
+    """The LLVM cpu of a dataset or work folder's task table (its target's `mcpu`)."""
+    path = find_file(folder, TASKS)
+    if path is None:
+        raise NetworkDataError(f"{folder}: no {TASKS}[.gz] (the task table)")
+    try:
+        with open_text(path) as f:
+            target = json.loads(json.load(f).get("target") or "{}")
+    except (json.JSONDecodeError, AttributeError, TypeError, OSError, EOFError) as e:
+        raise NetworkDataError(f"{path}: no readable target in the task table ({e})") from None
+    cpu = target.get("mcpu") if isinstance(target, dict) else None
+    if not cpu:
+        raise NetworkDataError(f"{path}: the table's target names no CPU (mcpu)")
+    return str(cpu)
+
+
+def session_cpus(folder: os.PathLike) -> List[str]:
+    """The LLVM cpu of every measuring session in the folder's meta.json (in order)."""
+    path = find_file(folder, "meta.json")
+    if path is None:
+        return []
+    with open_text(path) as f:
+        sessions = json.load(f).get("sessions", [])
+    return [str(s.get("machine", {}).get("llvm_cpu", "?")) for s in sessions]
+
+
+def dataset_cpu(folder: os.PathLike) -> str:
+    """The one CPU model a dataset folder was measured on; a NetworkDataError when its table,
+    its sessions or (for a shipped dataset) its folder name disagree: one dataset, one CPU."""
+    cpu = table_cpu(folder)
+    others = sorted(set(session_cpus(folder)) - {cpu})
+    if others:
+        raise NetworkDataError(f"{folder}: measured on {cpu} and on {', '.join(others)} (meta.json): "
+                               f"a dataset holds one CPU model's measurements")
+    named = named_cpu(folder)
+    if named is not None and named != cpu:
+        raise NetworkDataError(f"{folder}: holds measurements of {cpu}, not of {named}")
+    return cpu
+
+
+def named_cpu(folder: os.PathLike) -> Optional[str]:
+    """The CPU a shipped dataset's folder name gives (`datasets/networks_<cpu>`); None for a
+    folder elsewhere."""
+    path = Path(folder).resolve()
+    if path.parent == HERE and path.name.startswith(DATASET_PREFIX):
+        return path.name[len(DATASET_PREFIX):]
+    return None
+
+
+def shipped_datasets() -> Dict[str, Path]:
+    """CPU → its shipped dataset folder (`datasets/networks_<cpu>/`)."""
+    return {p.name[len(DATASET_PREFIX):]: p for p in sorted(HERE.glob(DATASET_PREFIX + "*")) if is_dataset(p)}
+
+
+def default_dataset() -> Path:
+    """The shipped dataset with the most tasks: the default for training and the one the
+    shipped pre-trained cost model is trained on."""
+    found = shipped_datasets()
+    if not found:
+        raise NetworkDataError(f"{HERE}: no {DATASET_PREFIX}<cpu> dataset is shipped")
+    return max(found.values(), key=lambda p: (len(read_tasks(p)), p.name))
+
+
+def pretrained_path(folder: Optional[os.PathLike] = None) -> Path:
+    """The pre-trained cost model of a dataset (default: of `default_dataset()`)."""
+    return Path(folder or default_dataset()) / PRETRAINED_NAME
+
+
+def pretrain_commands(folder: os.PathLike) -> Tuple[str, str]:
+    """How a dataset's pre-trained cost model is made (from the repository root)."""
+    rel = os.path.relpath(folder, HERE.parent)
+    return (f"python -m simulator.train --data {rel} --split random --model gcn --loss pairwise-hinge "
+            f"--epochs 40 --seed 0 --threads 1 --out {PRETRAIN_RUN}",
+            f"python -m simulator.export {PRETRAIN_RUN} {rel}/{PRETRAINED_NAME} "
+            f"--scores {rel}/{PRETRAINED_NAME.with_suffix('.json')}")
 
 
 def training_databases(folder: os.PathLike) -> List[str]:

@@ -35,7 +35,7 @@ every dimension of every argument in argument order (from the workload key,
 `extract.ms_workload`), padded to `SHAPE_WIDTH`; then log2 of the workload's FLOPs (0
 when unknown). Values beyond a width are cut, and the cut is counted, never silent
 (`TraceKnobs.cut`, kept as the sample's `meta["knob_cut"]`; `count_trace_cuts` counts a
-database's). On issue 12's networks_x86 a trace has at most 24 decision values and a
+database's). On issue 12's networks_rocketlake a trace has at most 24 decision values and a
 workload 20 argument dimensions: nothing is cut there.
 
 Column i means different things across design spaces: the 5th decision value is a tile
@@ -133,8 +133,8 @@ def knob_matrix(metas: Sequence[Dict[str, Any]]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- MetaSchedule traces
-DECISION_WIDTH = 32     # decision values kept per trace (networks_x86: at most 24)
-SHAPE_WIDTH = 24        # workload argument dimensions kept (networks_x86: at most 20)
+DECISION_WIDTH = 32     # decision values kept per trace (networks_rocketlake: at most 24)
+SHAPE_WIDTH = 24        # workload argument dimensions kept (networks_rocketlake: at most 20)
 TRACE_KNOB_VERSION = 1  # the layout below; part of the extraction cache key of databases
 TILE_INSTS = ("SamplePerfectTile", "SamplePartitionedTile")
 

@@ -1,7 +1,7 @@
 """Measure MetaSchedule schedules of real networks' tasks on this CPU (issue 12's dataset).
 
-    python -m extract.ms_measure --work-dir /work/measure/networks_x86 --trials-per-task 96
-    python -m extract.ms_measure --work-dir /work/measure/networks_x86 --remeasure 0.12
+    python -m extract.ms_measure --work-dir /work/measure/networks_znver4 --trials-per-task 96
+    python -m extract.ms_measure --work-dir /work/measure/networks_znver4 --remeasure 0.12
 
 For every task of the chosen networks (`extract.ms_tasks`; task table in `tasks.json`),
 half of `--trials-per-task` records are drawn uniformly from MetaSchedule's design space
@@ -43,7 +43,7 @@ from .ms_progress import Counts, Progress
 from .ms_runner import (MeasureConfig, check_probe, host_target, load_tensor_intrinsics, make_builder,
                         make_runner, pin_process, probe_runner)
 from .ms_store import METHODS, PassStore, is_valid, record_secs
-from .ms_tasks import TaskInfo, extract_tasks, load_tasks, save_tasks, summary
+from .ms_tasks import TaskInfo, extract_tasks, load_tasks, merge_tasks, save_tasks, summary
 from .ms_workload import target_tag
 
 DEFAULT_NETWORKS = ("resnet50", "mobilenet_v2", "bert", "vit")
@@ -70,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m extract.ms_measure", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", required=True, help="output folder (resumed if it exists)")
-    ap.add_argument("--networks", nargs="+", default=list(DEFAULT_NETWORKS))
+    ap.add_argument("--networks", nargs="+", default=list(DEFAULT_NETWORKS),
+                    help="networks of extract.networks whose tasks to measure, or `all` (default: %(default)s); "
+                         "a work folder's task table grows with networks it lacks")
     ap.add_argument("--only", nargs="+", default=[], metavar="SUBSTRING",
                     help="measure only tasks whose workload key contains one of these")
     ap.add_argument("--max-tasks", type=NONNEGATIVE, default=0, help="at most this many tasks (0: all)")
@@ -107,21 +109,20 @@ def select_tasks(tasks: Sequence[TaskInfo], only: Sequence[str], max_tasks: int,
 
 
 def task_table(work_dir: str, networks: Sequence[str], target) -> List[TaskInfo]:
-    """The task table of the work folder, made on the first run; later runs must be on a
-    machine whose target gives the same keys."""
+    """The task table of the work folder, made on the first run and extended with the tasks
+    of networks it does not have yet (a task two networks share is one task, with both
+    weights); later runs must be on a machine whose target gives the same keys."""
     path = os.path.join(work_dir, "tasks.json")
-    if not os.path.exists(path):
-        tasks = extract_tasks(networks, target)
-        save_tasks(path, tasks, target_json=str(target))
-        return tasks
-    tasks = load_tasks(path)
+    tasks = load_tasks(path) if os.path.exists(path) else []
     tag = target_tag(target)
     if tasks and not tasks[0].key.endswith("." + tag):
         raise SystemExit(f"{path}: tasks are for another target ({tasks[0].key.rsplit('.', 1)[-1]}), "
                          f"this machine is {tag}; use another --work-dir")
-    missing = set(networks) - {n for t in tasks for n in t.networks}
+    missing = [n for n in networks if n not in {net for t in tasks for net in t.networks}]
     if missing:
-        raise SystemExit(f"{path}: has no tasks of {sorted(missing)}; use another --work-dir")
+        print(f"extracting the tasks of {', '.join(missing)} into {path}", file=sys.stderr)
+        tasks = merge_tasks([tasks, extract_tasks(missing, target)])
+        save_tasks(path, tasks, target_json=str(target))
     return [t for t in tasks if set(t.networks) & set(networks)]
 
 
@@ -213,7 +214,19 @@ def _final_summary(store: PassStore, tasks: Sequence[TaskInfo]) -> Dict:
             "errors": counts.errors, "exhausted_task_methods": exhausted}
 
 
+def network_names(requested: Sequence[str]) -> List[str]:
+    """`requested` with `all` spelled out; an unknown name is a one-line error."""
+    from .networks import NETWORKS
+
+    names = list(NETWORKS) if "all" in requested else list(dict.fromkeys(requested))
+    unknown = [n for n in names if n not in NETWORKS]
+    if unknown:
+        raise SystemExit(f"--networks: unknown {', '.join(unknown)}; known: all, {', '.join(NETWORKS)}")
+    return names
+
+
 def run(args) -> int:
+    args.networks = network_names(args.networks)
     config = dataclasses.replace(MeasureConfig.for_machine(args.measure_core),
                                  build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout)
     pin_process(config.build_cores, 1)

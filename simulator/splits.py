@@ -136,7 +136,7 @@ def _leave_out(groups: np.ndarray, rng: np.random.Generator, held_out: Optional[
     valid = sorted({m for g in present for m in members(g)})
     if not valid:
         raise SimulatorError(f"{flag}: the data's samples carry no {what} (they come from the task table of "
-                             f"the networks dataset: --data datasets/networks_x86)")
+                             f"the networks dataset: --data datasets/networks_<cpu>)")
     if held_out is None or held_out not in valid:
         given = "is required" if held_out is None else f"{held_out!r} is not in the data"
         raise SimulatorError(f"{flag} {given} ({what}: {', '.join(valid)})")

@@ -10,7 +10,7 @@ import pytest
 from simulator.registry import SimulatorError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRETRAINED = os.path.join(ROOT, "datasets", "networks_x86", "pretrained", "gcn.pt")
+PRETRAINED = os.path.join(ROOT, "datasets", "networks_rocketlake", "pretrained", "gcn.pt")
 
 
 def _as_v1(samples, collection):
@@ -82,7 +82,7 @@ def test_shipped_samples_hold_the_base_columns_then_the_context_columns(shipped)
 
 
 def test_checkpoint_trained_on_tir_ast_v1_predicts_as_before(shipped):
-    """datasets/networks_x86/pretrained/gcn.pt (trained on tir-ast-v1's 24 columns) reads
+    """datasets/networks_rocketlake/pretrained/gcn.pt (trained on tir-ast-v1's 24 columns) reads
     its columns from tir-ast-v2 samples by name: the predictions main made on the
     tir-ast-v1 shipped samples, and the same as on those samples cut to 24 columns."""
     from simulator.costmodel import CostModel

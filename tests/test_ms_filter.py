@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("tvm")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRETRAINED = os.path.join(ROOT, "datasets", "networks_x86", "pretrained", "gcn.pt")
+PRETRAINED = os.path.join(ROOT, "datasets", "networks_rocketlake", "pretrained", "gcn.pt")
 N = 64  # the tiny matmul's extent
 
 

@@ -28,6 +28,9 @@ TASKS = [("conv2d.a.1x8_8x8.float32.0000000a.t", "conv2d", {"resnet50": 2}),
          ("softmax.c.1x8_1x8.float32.0000000c.t", "softmax", {"vit": 1})]
 
 
+TARGET = json.dumps({"kind": "llvm", "mcpu": "testcpu", "num-cores": 1})
+
+
 def _jsonl(path, rows, cut_off=""):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + cut_off)
@@ -40,12 +43,12 @@ def _record(workload, secs):
 def make_work(folder: Path, second_times=None, cut_off="") -> Path:
     """3 tasks × 4 records (one failed), all of pass 1 re-timed in pass 2."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "tasks.json").write_text(json.dumps({"version": 2, "target": "t", "tasks": [
+    (folder / "tasks.json").write_text(json.dumps({"version": 2, "target": TARGET, "tasks": [
         {"key": k, "kind": kind, "shapes": [[1, 8], [8, 8]], "dtype": "float32", "flops": 1.0,
          "networks": nets, "task_names": {}, "mod_json": "{}"} for k, kind, nets in TASKS]}))
     (folder / "meta.json").write_text(json.dumps({"sessions": [
         {"argv": ["/x/extract/ms_measure.py", "--work-dir", str(folder), "--trials-per-task", "4"],
-         "machine": {"cpu_model": "TestCPU", "cores": 2}, "measure": {"repeat": 5}}]}))
+         "machine": {"cpu_model": "TestCPU", "cores": 2, "llvm_cpu": "testcpu"}, "measure": {"repeat": 5}}]}))
     _jsonl(folder / "reference.jsonl", [{"time": 2000.0 * i, "median": 1e-3 * (1 + (i >= 2)), "pass": 1}
                                         for i in range(4)])
     side1, side2, recs = [], [], {"random": [], "evolutionary": []}
@@ -373,3 +376,75 @@ def test_rekey_upgrades_an_old_format_dataset(tmp_path):
     for sidecar in copy.glob("pass*/records.jsonl.gz"):
         assert {json.loads(line)["workload"] for line in _gunzip_lines(sidecar)} <= want
     assert len(load_collection([str(copy)], progress=False, cache=str(tmp_path / "cache")).samples) == 24
+
+
+# ---------------------------------------------------------------- one dataset per CPU model
+def test_no_shipped_dataset_mixes_cpu_models():
+    """Each `datasets/networks_<cpu>` was measured on that CPU only: its table's target, every
+    session of its meta.json and its folder name agree; the default is the one with most tasks."""
+    from datasets.networks import dataset_cpu, default_dataset, read_tasks, shipped_datasets, table_cpu
+
+    shipped = shipped_datasets()
+    assert shipped, "no networks dataset is shipped"
+    for cpu, folder in shipped.items():
+        assert dataset_cpu(folder) == table_cpu(folder) == cpu
+        meta = json.loads((folder / "meta.json").read_text())
+        assert {s["machine"]["llvm_cpu"] for s in meta["sessions"]} == {cpu}
+    most = max(len(read_tasks(f)) for f in shipped.values())
+    assert len(read_tasks(default_dataset())) == most
+    assert (default_dataset() / "pretrained" / "gcn.pt").is_file()
+
+
+def _retarget(folder: Path, cpu: str) -> None:
+    """Pretend the tiny dataset at `folder` was measured on `cpu`."""
+    table = json.loads(gzip.decompress((folder / "tasks.json.gz").read_bytes()))
+    table["target"] = json.dumps({**json.loads(table["target"]), "mcpu": cpu})
+    (folder / "tasks.json.gz").write_bytes(gzip.compress(json.dumps(table).encode()))
+    meta = json.loads((folder / "meta.json").read_text())
+    for s in meta["sessions"]:
+        s["machine"]["llvm_cpu"] = cpu
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def test_measuring_continues_this_cpus_dataset_and_refuses_another(tmp_path):
+    """A new work folder starts from the shipped dataset of this CPU (unpacked: the same
+    records, plain files), which ships back identical; another CPU's work folder or dataset,
+    or a dataset whose sessions name two CPUs, is refused."""
+    import shutil
+
+    from datasets.measure import prepare
+    from datasets.networks import dataset_cpu
+
+    dataset = tmp_path / "networks_a"
+    shutil.copytree(TINY, dataset)
+    _retarget(dataset, "cpua")
+    work = tmp_path / "work"
+    assert "continues" in prepare(work, "cpua", dataset)
+    assert (work / "tasks.json").is_file() and (work / "pass1" / "random" / "database_tuning_record.json").is_file()
+    assert "resuming" in prepare(work, "cpua", dataset)
+    again = tmp_path / "again"
+    ship(work, again)
+    for name in ("tasks.json.gz", "pass1/records.jsonl.gz", "pass1/random/database_tuning_record.json.gz",
+                 "pass2/evolutionary/database_workload.json.gz"):
+        assert _gunzip_lines(again / name) == _gunzip_lines(dataset / name), name
+    with pytest.raises(NetworkDataError, match="measured on cpua, this machine is cpub"):
+        prepare(work, "cpub", dataset)
+    with pytest.raises(NetworkDataError, match="measured on cpua, this machine is cpub"):
+        prepare(tmp_path / "fresh", "cpub", dataset)
+    meta = json.loads((dataset / "meta.json").read_text())
+    meta["sessions"][-1]["machine"]["llvm_cpu"] = "cpub"
+    (dataset / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(NetworkDataError, match="measured on cpua and on cpub"):
+        dataset_cpu(dataset)
+
+
+def test_ship_refuses_another_cpus_dataset(tmp_path):
+    import shutil
+
+    one, other = tmp_path / "one", tmp_path / "other"
+    shutil.copytree(TINY, one)
+    shutil.copytree(TINY, other)
+    _retarget(one, "cpua")
+    _retarget(other, "cpub")
+    with pytest.raises(NetworkDataError, match="holds measurements of cpub"):
+        ship(one, other, overwrite=True)
