@@ -36,6 +36,7 @@ import numpy as np
 
 from extract.cli import output_folder
 from extract.fileio import OutputBusyError, atomic_write, output_lock
+from extract.ms_workload import shared_readable_names
 
 from .networks import (FIRST_PASS, HERE, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
                        dataset_cpu, dataset_folder, find_file, is_dataset, iter_jsonl, named_cpu, open_text, pretrain_commands,
@@ -217,11 +218,14 @@ def table_lines(rows: Sequence[Dict[str, Any]]) -> List[str]:
     head = ["task", "kind", "shapes (output last)", "networks (calls)", "weight", "valid", "errors",
             "runtime ms (min–max)", "re-measured", "τ raw", "τ corrected", "med |Δt|/t"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    shared = shared_readable_names(r["key"] for r in rows)
     for i, r in enumerate(rows, 1):
+        parts = r["key"].split(".")
+        name = parts[1] + (f" #{parts[4]}" if ".".join(parts[:4] + parts[5:]) in shared else "")
         nets = ", ".join(f"{n} ×{w}" for n, w in sorted(r["networks"].items()))
         span = f"{_fmt(r['min_ms'])}–{_fmt(r['max_ms'])}" if r["min_ms"] is not None else "–"
         rel = "–" if r["rel_diff"] is None else f"{100 * r['rel_diff']:.1f}%"
-        lines.append(f"| T{i} `{r['key'].split('.')[1]}` | {r['kind']} | {_shapes(r['shapes'])} | {nets} | "
+        lines.append(f"| T{i} `{name}` | {r['kind']} | {_shapes(r['shapes'])} | {nets} | "
                      f"{r['weight']} | {r['valid']} | {r['errors']} | {span} | {r['remeasured']} | "
                      f"{_fmt(r['tau'], 2)} | {_fmt(r['tau_corrected'], 2)} | {rel} |")
     return lines
