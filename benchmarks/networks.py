@@ -55,7 +55,9 @@ MODELS = ["gcn", "sage", "mlp", "curve-mlp", "xgb"]
 # issue 13's models, trained on the operator-kind axis only (benchmarks.transfer.MODEL_SPECS)
 KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
 XGB_MODELS = ("xgb", "knob-xgb", "itervar-xgb")
-METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "top5_recall"]
+METRICS = ["kendall_tau", "opa", "top1_score", "top5_score", "top1_slowdown", "top5_slowdown", "top5_recall"]
+SCORES = {"top1_score": "top1_slowdown", "top5_score": "top5_slowdown"}   # TenSet's top-k score, from
+# each held-out task's top-k slowdown and fastest latency (`simulator.metrics.topk_score`)
 TASK_METRICS = ["kendall_tau", "top5_slowdown"]   # kept per held-out task (the summary's worst task)
 NETWORKS = ["resnet50", "mobilenet_v2", "bert", "vit"]
 LOSS = "pairwise-hinge"   # the ranking recipe (docs/RANKING.md)
@@ -204,12 +206,42 @@ def result_rows(results: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
         rows.append({"axis": r["axis"], "held": r["held"], "model": r["model"], "shipped": r["shipped"],
                      "seed": r["seed"], "tasks": test.get("kendall_tau", {}).get("count", 0),
                      "samples": sum(int(v) for k, v in r["metrics"].get("run", {}).items() if k.endswith("_samples")),
-                     **{m: _clean(test.get(m, {}).get("mean")) for m in METRICS},
+                     **{m: _clean(test.get(m, {}).get("mean")) for m in METRICS if m not in SCORES},
                      "objective": objective_of(r["argv"]),
                      "per_task": {k: {m: _clean(test.get(m, {}).get("per_workload", {}).get(k)) for m in TASK_METRICS}
                                   for k in sorted(test.get("kendall_tau", {}).get("per_workload", {}))},
+                     "best_ms": {k: _clean(v) for k, v in test.get("best_ms", {}).get("per_workload", {}).items()},
+                     "slowdowns": {m: {k: _clean(v) for k, v in test.get(m, {}).get("per_workload", {}).items()}
+                                   for m in SCORES.values()},
                      "seconds": _clean(r["metrics"].get("bench", {}).get("seconds")),
                      "command": "python -m simulator.train " + " ".join(r["argv"])})
+    return rows
+
+
+def task_weights(summary: Dict[str, Any], axis: str, held: str) -> Dict[str, float]:
+    """Each held-out task's weight in TenSet's top-k score: its calls in the held-out network
+    (network axis), its calls in all networks (operator-kind axis)."""
+    return {t["key"]: float(t["networks"][held] if axis == "network" else t["weight"])
+            for t in held_tasks(summary, axis, held)}
+
+
+def add_scores(rows: List[Dict[str, Any]], summary: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Each row with TenSet's top-1 and top-5 score over its held-out tasks (None when its run
+    reported no per-task fastest latency); a scored task missing from the task table is an error."""
+    from simulator.metrics import topk_score
+
+    for r in rows:
+        weights = task_weights(summary, r["axis"], r["held"])
+        best = r.pop("best_ms", {}) or {}
+        for score, slowdown in SCORES.items():
+            tasks = [t for t in best if best[t] is not None and r["slowdowns"][slowdown].get(t) is not None]
+            unknown = [t for t in tasks if t not in weights]
+            if unknown:
+                raise SystemExit(f"{r['command']}: task {unknown[0]} is not a held-out task of {r['held']} in "
+                                 f"the dataset's summary.json")
+            r[score] = topk_score([best[t] for t in tasks], [r["slowdowns"][slowdown][t] for t in tasks],
+                                  [weights[t] for t in tasks]) if tasks else None
+        r.pop("slowdowns")
     return rows
 
 
@@ -221,7 +253,7 @@ def run(args) -> Dict[str, Any]:
     summary = dataset_summary(args.networks_data)
     planned = jobs(args, summary)
     log(f"networks: {len(planned)} training runs")
-    rows = result_rows(run_many(planned, args.parallel))
+    rows = add_scores(result_rows(run_many(planned, args.parallel)), summary)
     ceilings = {f"{axis}:{held}": {**ceiling_of(held_tasks(summary, axis, held)),
                                    "corrected": ceiling_of(held_tasks(summary, axis, held), "tau_corrected")["tau"]}
                 for axis, held in {(r["axis"], r["held"]) for r in rows}}
@@ -265,7 +297,7 @@ def seed_means(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     for r in rows:
         groups.setdefault((r["axis"], r["held"], r["model"], r["shipped"]), []).append(r)
     return [{"axis": a, "held": h, "model": m, "shipped": sh, "tasks": max(r["tasks"] for r in rs),
-             "seeds": len(rs), **{k: mean_std(r[k] for r in rs) for k in METRICS}}
+             "seeds": len(rs), **{k: mean_std(r.get(k) for r in rs) for k in METRICS}}
             for (a, h, m, sh), rs in groups.items()]
 
 
@@ -279,6 +311,7 @@ def _table(res: Dict[str, Any], axis: str, shipped: bool) -> List[str]:
     helds = list(dict.fromkeys(r["held"] for r in rows))
     models = list(dict.fromkeys(r["model"] for r in rows))
     header = ["held out", "tasks", "ceiling τ (raw / corrected)"] + [f"{m} τ" for m in models] + \
+             [f"{m} top-1 / top-5 score, pairwise acc." for m in models] + \
              [f"{m} top-1 / top-5 slowdown, top-5 recall" for m in models]
     out = []
     for held in helds:
@@ -288,6 +321,8 @@ def _table(res: Dict[str, Any], axis: str, shipped: bool) -> List[str]:
         tasks = max((r["tasks"] for r in by_model.values()), default=0)
         out.append([held, tasks, ceiling]
                    + [_cell(by_model[m]["kendall_tau"], "kendall_tau") if m in by_model else "–" for m in models]
+                   + [" / ".join(fmt(by_model[m][k][0], k) for k in ("top1_score", "top5_score", "opa"))
+                      if m in by_model else "–" for m in models]
                    + [" / ".join(fmt(by_model[m][k][0], k) for k in ("top1_slowdown", "top5_slowdown", "top5_recall"))
                       if m in by_model else "–" for m in models])
     return [markdown_table(header, out, "l" + "r" * (len(header) - 1)), ""]

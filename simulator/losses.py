@@ -1,7 +1,7 @@
 """Losses on predicted log runtimes ŷ against measured log runtimes y, by `--loss` name.
 
 Pointwise losses (`huber`, `l1`, `mse`) fit the log runtime itself. Ranking losses
-(`listmle`, `pairwise-hinge`) compare only configs of the same group (workload) in a
+(`listmle`, `pairwise-hinge`, `lambdarank`) compare only configs of the same group (workload) in a
 batch, scored as s = −ŷ / T (faster = higher score; T is `--temperature`, as in
 tpu_graphs/TF-Ranking); `group-huber` fits log runtimes centred per group (each
 group's mean taken out of ŷ and of y), i.e. the per-task normalised target. Their
@@ -10,6 +10,8 @@ them mean little. Training builds grouped batches for them
 (`simulator.batching.batch_indices`): every loss with `ranking = True`.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -105,6 +107,50 @@ class PairwiseHingeLoss(Loss):
             return pred.sum() * 0.0
         margins = s[:, None] - s[None, :]
         return F.relu(1.0 - margins[pairs]).mean()
+
+
+@register_loss("lambdarank")
+class LambdaRankLoss(Loss):
+    """LambdaRank (Burges 2010) in the LambdaLoss form of MetaSchedule's MLPModel and TenSet's MLP:
+    per group, relevance r_i = min_g t / t_i (the config's throughput normalised to the group's
+    fastest, ∈ (0, 1]; t = exp(y)), gain G_i = (2^r_i − 1) / maxDCG, D_k = log2(1 + k) at the
+    predicted rank k (by s = −ŷ/T, best first), and
+
+        loss_g = −Σ_{r_i > r_j} |1/D_{k_i} − 1/D_{k_j}| · |G_i − G_j| · log2 σ(s_i − s_j),
+
+    a pairwise logistic loss weighted by how much NDCG swapping the pair would change (Wang et
+    al., "The LambdaLoss Framework", 2018), summed over pairs, averaged over groups of ≥ 2 configs."""
+
+    ranking = True
+
+    def terms(self, y, group):
+        """Groups with at least two configs."""
+        _, counts = torch.unique(group, return_counts=True)
+        return int((counts >= 2).sum())
+
+    def forward(self, pred, y, group):
+        losses = []
+        for g in torch.unique(group):
+            member = group == g
+            if int(member.sum()) < 2:
+                continue
+            losses.append(self.group_loss(-pred[member] / self.temperature, y[member].to(pred.dtype)))
+        return torch.stack(losses).mean() if losses else pred.sum() * 0.0
+
+    @staticmethod
+    def group_loss(s: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """One group's loss from scores s (higher: faster) and log runtimes y."""
+        relevance = torch.exp(y.min() - y)                     # t_best / t
+        order = torch.argsort(s.detach(), descending=True)
+        s, relevance = s[order], relevance[order]              # by predicted rank
+        discount = torch.log2(torch.arange(2, len(s) + 2, dtype=s.dtype, device=s.device))
+        ideal = torch.sort(relevance, descending=True).values
+        max_dcg = ((2.0 ** ideal - 1.0) / discount).sum().clamp(min=1e-10)
+        gain = (2.0 ** relevance - 1.0) / max_dcg
+        weight = (1.0 / discount[:, None] - 1.0 / discount[None, :]).abs() * (gain[:, None] - gain[None, :]).abs()
+        better = relevance[:, None] > relevance[None, :]
+        log_prob = F.logsigmoid(s[:, None] - s[None, :]) / math.log(2.0)
+        return -(weight * log_prob)[better].sum()
 
 
 def group_centred(values: torch.Tensor, group: torch.Tensor):

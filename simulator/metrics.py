@@ -11,12 +11,20 @@ configs. Ratios are fractions (0.05 = 5%); the table prints them as percentages.
                 predicted order agrees (a tie in p counts ½)
 * topK_slowdown (min t over the K configs with the smallest p − min t) / min t
 * top1_ape      |p − t| / t of the config with the smallest p
+* best_ms       the fastest measured runtime of the workload (ms): with a top-K slowdown,
+                what `topk_score` weighs tasks by
 * kaggle_score  1 − top5_slowdown: TpuGraphs' tile score (not in the default set; see
                 TILE_METRICS)
 
 TpuGraphs collections are evaluated per graph over all its measured configs with
 TILE_METRICS / LAYOUT_METRICS (ranking metrics only: a ranking-trained model is right
 up to a per-graph shift, and tile runtimes are ratios to the default config anyway).
+
+`topk_score` is TenSet's network-level score (Zheng et al., NeurIPS 2021, "top-k
+score"): over a network's tasks t with weights w_t (the task's calls in the network),
+Σ_t w_t·L*_t / Σ_t w_t·min_{j ∈ top-k predicted} L_{t,j}, L*_t the task's fastest
+measured latency; 1 when every task's pick is its best. Per workload it needs
+`best_ms` and `topK_slowdown` (min over the top k = L*·(1 + slowdown)).
 
 Means say over how many workloads they are: a workload where a metric has no value
 (τ of a single config, OPA without two different runtimes, an overflow) is `None` in
@@ -138,6 +146,28 @@ def kaggle_score(p, t):
 def top1_ape(p, t):
     i = int(np.argsort(p, kind="stable")[0])
     return float(abs(p[i] - t[i]) / t[i])
+
+
+@register_metric("best_ms")
+def best_ms(p, t):
+    return float(t.min() * 1e3)
+
+
+def topk_score(best: Sequence[float], slowdown: Sequence[float], weight: Sequence[float]) -> float:
+    """TenSet's top-k score of a set of tasks (see the module docstring): Σ w·L* / Σ w·L*·(1 + s),
+    from each task's fastest measured latency L* (`best`), the top-k slowdown s of the model's
+    picks and the task's weight w. A non-finite, negative or empty input is an error (a score
+    is never silently made of fewer tasks)."""
+    best, slowdown, weight = (np.asarray(v, np.float64) for v in (best, slowdown, weight))
+    if not (best.shape == slowdown.shape == weight.shape) or best.ndim != 1 or not len(best):
+        raise SimulatorError(f"topk_score: best, slowdown and weight must be equal-length lists of tasks "
+                             f"(got shapes {best.shape}, {slowdown.shape}, {weight.shape})")
+    for name, v in (("best", best), ("slowdown", slowdown), ("weight", weight)):
+        if not np.isfinite(v).all() or (v < 0).any():
+            raise SimulatorError(f"topk_score: {name} holds a negative or non-finite value")
+    if not (best > 0).all() or weight.sum() <= 0:
+        raise SimulatorError("topk_score: every task needs a positive best latency, and the weights a positive sum")
+    return float((weight * best).sum() / (weight * best * (1.0 + slowdown)).sum())
 
 
 TILE_METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "kaggle_score"]

@@ -288,9 +288,38 @@ def test_report_averages_seeds_and_lists_the_kinds_that_cannot_be_held_out():
            "not_held_kinds": unheld_kinds(summary)}
     text = "\n".join(report_section(res))
     # the seed without a value is skipped, not counted as 0
-    assert "| dense | 4 | – / – (0) | 0.500 ± 0.141 | – / 20.0% / 50.0% |" in text
+    assert "| dense | 4 | – / – (0) | 0.500 ± 0.141 | – / – / – | – / 20.0% / 50.0% |" in text
     assert "Seeds 0, 1, 2 (mean ± standard deviation" in text
     assert "elementwise (2 tasks, 2 records, at most 1 per task)" in text
+
+
+def test_topk_score_weighs_each_task_by_its_calls_in_the_held_out_network():
+    """TenSet's top-k score: Σ w·L* / Σ w·L*(1 + s), from each task's fastest latency and slowdown."""
+    from benchmarks.networks import add_scores, report_section
+
+    summary = {"tasks": [{"key": "a", "kind": "dense", "networks": {"bert": 3, "vit": 1}, "weight": 4},
+                         {"key": "b", "kind": "conv2d", "networks": {"bert": 1}, "weight": 1},
+                         {"key": "c", "kind": "dense", "networks": {"vit": 2}, "weight": 2}]}
+    row = {"axis": "network", "held": "bert", "model": "gcn", "shipped": False, "seed": 0, "tasks": 2,
+           "kendall_tau": 0.5, "opa": 0.7, "command": "cmd",
+           "best_ms": {"a": 1.0, "b": 4.0},
+           "slowdowns": {"top1_slowdown": {"a": 1.0, "b": 0.5}, "top5_slowdown": {"a": 0.0, "b": 0.0}}}
+    out = add_scores([dict(row)], summary)[0]
+    # top-1: (3·1 + 1·4) / (3·1·2 + 1·4·1.5) = 7 / 12; top-5: every pick is the best
+    assert out["top1_score"] == pytest.approx(7 / 12) and out["top5_score"] == 1.0
+    assert "best_ms" not in out and "slowdowns" not in out
+    # held out as an operator kind, a task weighs its calls in all networks
+    kind = add_scores([dict(row, axis="kind", held="dense", best_ms={"a": 1.0, "c": 1.0},
+                            slowdowns={"top1_slowdown": {"a": 1.0, "c": 0.0},
+                                       "top5_slowdown": {"a": 0.0, "c": 0.0}})], summary)[0]
+    assert kind["top1_score"] == pytest.approx((4 + 2) / (4 * 2 + 2))
+    # a scored task that the held-out network does not hold is an error, not a silent weight
+    with pytest.raises(SystemExit, match="task c is not a held-out task of bert"):
+        add_scores([dict(row, best_ms={"a": 1.0, "c": 1.0},
+                         slowdowns={"top1_slowdown": {"a": 0.0, "c": 0.0}, "top5_slowdown": {"a": 0.0, "c": 0.0}})],
+                   summary)
+    res = {"rows": [out], "ceilings": {}, "dataset": "d", "protocol": {}}
+    assert "| 0.583 / 1.000 / 0.700 |" in "\n".join(report_section(res))
 
 
 def test_combined_table_compares_with_the_networks_alone_run():

@@ -4,7 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from simulator.metrics import METRICS, evaluate, format_table
+from simulator.metrics import METRICS, evaluate, format_table, topk_score
+from simulator.registry import SimulatorError
 
 
 def m(name, p, t):
@@ -58,3 +59,18 @@ def test_top5_recall_by_hand():
     assert m("top5_recall", t, t) == 1.0
     assert m("top5_recall", t[::-1], t) == pytest.approx(2 / 5)  # model picks 3…7: 3 and 4 are right
     assert math.isnan(m("top5_recall", [1, 2, 3], [1, 2, 3]))   # ≤ 5 configs: no value
+
+
+def test_topk_score_by_hand():
+    # two tasks: weights 2 and 1, fastest 1 ms and 10 ms; picks 50% and 0% slower
+    assert topk_score([1.0, 10.0], [0.5, 0.0], [2, 1]) == pytest.approx((2 + 10) / (2 * 1.5 + 10))
+    assert topk_score([3.0], [0.0], [1]) == 1.0
+    assert m("best_ms", P, T) == pytest.approx(1000.0)
+    # the top-5 slowdown of evaluate's per-workload values and best_ms give the picks' latency back
+    out = evaluate(np.log([2.0, 1.0, 3.0]), np.log([0.001, 0.004, 0.002]), ["a"] * 3)
+    assert out["best_ms"]["per_workload"]["a"] == pytest.approx(1.0)
+    assert out["best_ms"]["per_workload"]["a"] * (1 + out["top1_slowdown"]["per_workload"]["a"]) == pytest.approx(4.0)
+    for bad in (([1.0], [float("nan")], [1]), ([1.0], [0.1], [-1]), ([], [], []), ([0.0], [0.1], [1]),
+                ([1.0, 2.0], [0.1], [1, 1])):
+        with pytest.raises(SimulatorError):
+            topk_score(*bad)

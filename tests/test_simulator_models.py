@@ -1,4 +1,6 @@
 """Every model variant and loss runs forward and backward; training lowers the loss."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -27,7 +29,8 @@ def setup(samples, **overrides):
 def test_registries_hold_the_issue_names():
     assert set(GRAPH_MODELS) <= set(PROPAGATIONS.names())
     assert set(POOLINGS.names()) == {"mean", "sum", "max"}
-    assert set(LOSSES.names()) == {"huber", "l1", "mse", "listmle", "pairwise-hinge", "group-huber"}
+    assert set(LOSSES.names()) == {"huber", "l1", "mse", "listmle", "pairwise-hinge", "group-huber",
+                                   "lambdarank"}
     with pytest.raises(UnknownNameError, match="unknown loss 'nope'"):
         LOSSES.get("nope")
 
@@ -51,7 +54,7 @@ def test_sum_pooling_and_no_residual(synthetic_samples):
     assert model.net(make_batch(items)).shape == (8,)
 
 
-@pytest.mark.parametrize("loss", ["huber", "l1", "mse", "listmle", "pairwise-hinge", "group-huber"])
+@pytest.mark.parametrize("loss", ["huber", "l1", "mse", "listmle", "pairwise-hinge", "group-huber", "lambdarank"])
 def test_loss_forward_backward(synthetic_samples, loss):
     config, model, items, _ = setup(synthetic_samples[:32], width=16, depth=1)
     batch = make_batch(items[:12] + items[16:28])   # two workloads, 12 configs each
@@ -77,6 +80,32 @@ def test_ranking_losses_by_hand():
         pytest.approx(float(expected))
     # configs of different groups are never compared
     assert float(hinge(wrong, y, torch.tensor([0, 1, 2]))) == 0.0
+
+
+def test_lambdarank_by_hand():
+    loss = build_loss("lambdarank")
+    assert loss.ranking
+    # two configs, the second twice as slow: relevance (1, ½); predicted in the right order
+    y, group = torch.log(torch.tensor([1.0, 2.0])), torch.tensor([0, 0])
+    pred = torch.tensor([0.0, 0.5])                 # s = (0, −0.5)
+    d2 = math.log2(3.0)
+    max_dcg = 1.0 + (2 ** 0.5 - 1) / d2
+    weight = (1 - 1 / d2) * (1 - (2 ** 0.5 - 1)) / max_dcg
+    expected = -weight * math.log2(1 / (1 + math.exp(-0.5)))
+    assert float(loss(pred, y, group)) == pytest.approx(expected, rel=1e-5)
+    # a per-group shift of the predictions or of the log runtimes changes nothing
+    assert float(loss(pred + 3, y - 2, group)) == pytest.approx(expected, rel=1e-5)
+    # the wrong order costs more; the gradient pushes the faster config's prediction down
+    wrong = torch.tensor([0.5, 0.0], requires_grad=True)
+    value = loss(wrong, y, group)
+    assert value.item() > expected
+    value.backward()
+    assert wrong.grad[0] > 0 > wrong.grad[1]
+    # configs of different groups are never compared; a group of one config has no loss
+    assert float(loss(wrong.detach(), y, torch.tensor([0, 1]))) == 0.0
+    assert loss.terms(torch.zeros(5), torch.tensor([0, 0, 0, 1, 2])) == 1
+    # equal runtimes: no pair to order
+    assert float(loss(pred, torch.zeros(2), group)) == 0.0
 
 
 def test_group_huber_fits_only_differences_within_a_group():
@@ -109,7 +138,7 @@ def test_grouped_batches_keep_workloads_together():
         assert all(len(set(r.tolist())) == 1 for r in runs)
 
 
-@pytest.mark.parametrize("loss", ["huber", "listmle", "group-huber"])
+@pytest.mark.parametrize("loss", ["huber", "listmle", "group-huber", "lambdarank"])
 def test_loss_goes_down_on_a_tiny_dataset(synthetic_samples, loss):
     config, model, items, _ = setup(synthetic_samples[:48], width=32, depth=2)
     loss_fn = build_loss(loss)
