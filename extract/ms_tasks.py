@@ -71,7 +71,7 @@ def import_network(name: str):
     torch.manual_seed(0)
     model = spec.build().eval()
     with torch.no_grad():
-        exported = torch.export.export(model, (torch.randn(*spec.input_shape),))
+        exported = torch.export.export(model, spec.example_inputs())
     mod = from_exported_program(exported, keep_params_as_input=False, run_ep_decomposition=False)
     passes = [relax.transform.FoldBatchnormToConv2D(), relax.transform.DecomposeOpsForInference(),
               relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")]
