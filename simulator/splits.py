@@ -9,7 +9,7 @@
 * `official`: TpuGraphs' own train/valid/test folders (`--data tpugraphs:…` only; the
   folders are the split, see `simulator.tpugraphs_source`).
 * `leave-network-out` (`--test-network bert`): test on every workload of that network
-  (a task two networks share included), train on all others (workloads of no network,
+  and of its batch variants (`bert_b8`; a task two networks share included), train on all others (workloads of no network,
   e.g. the shipped conv2d templates given beside, are training workloads); validation
   as for cross-workload. Networks come from the samples' tags (`group_tags`: the
   networks dataset, `datasets.networks`).
@@ -158,8 +158,16 @@ def leave_network_out(groups: np.ndarray, rng: np.random.Generator, train_worklo
                       held_out: Optional[str] = None) -> Dict[str, np.ndarray]:
     _no_workload_lists(train_workloads, test_workloads)
     tags = tags or {}
-    return _leave_out(groups, rng, held_out, val_fraction, lambda g: tags.get(g, GroupTags()).networks,
+    return _leave_out(groups, rng, held_out, val_fraction, lambda g: network_members(tags.get(g, GroupTags()).networks),
                       "--test-network", "networks")
+
+
+def network_members(networks: Sequence[str]) -> List[str]:
+    """A task's networks and the networks they are batch variants of: holding out `resnet50`
+    holds out `resnet50_b8`'s tasks too (the same architecture at another batch)."""
+    from extract.networks import family
+
+    return sorted(set(networks) | {family(n) for n in networks})
 
 
 @SPLITS.register("leave-op-kind-out")

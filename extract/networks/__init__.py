@@ -107,6 +107,12 @@ def _registry() -> Dict[str, NetworkSpec]:
 NETWORKS: Dict[str, NetworkSpec] = _registry()
 
 
+def family(name: str) -> str:
+    """The network a batch variant belongs to: `resnet50_b8` → `resnet50` (other names as they are)."""
+    base, _, batch = name.rpartition("_b")
+    return base if base and batch.isdigit() else name
+
+
 def get_network(name: str) -> NetworkSpec:
     """The spec of `name`; a clear error listing the known names otherwise."""
     if name not in NETWORKS:
