@@ -200,4 +200,5 @@ def test_task_order_is_seeded_and_leaves_one_schedule_tasks_last():
     assert kinds == ["conv2d"] * 20 + ["elementwise"] * 10
     assert [t.key for t in order] == [t.key for t in select_tasks(tasks, [], 0, seed=0)]
     assert [t.key for t in order] != [t.key for t in select_tasks(tasks, [], 0, seed=1)]
-    assert [t.key for t in select_tasks(tasks, ["k1"], 3, seed=0)] == [t.key for t in order if "k1" in t.key][:3]
+    few = select_tasks(tasks, ["k1"], 3, seed=0)
+    assert len(few) == 3 and all("k1" in t.key and t.kind == "conv2d" for t in few)
