@@ -7,7 +7,8 @@ Import path (what works with torch 2.13 and TVM 0.27 here): `torch.export.export
 module in eval mode → `from_exported_program(..., run_ep_decomposition=False)` (keeping
 torch's high-level ops: linear stays a matmul+bias that fuses with its epilogue, GELU and
 LayerNorm stay one operator each, as a deployment compiles them; with PyTorch's
-decomposition a linear splits into reshape/matmul/add tasks) → the passes of TVM's
+decomposition a linear splits into reshape/matmul/add tasks; batch norm goes through
+`_inference_batch_norm`, as TVM's converter misreads that overload's eps) → the passes of TVM's
 `static_shape_tuning` pipeline before tuning (FoldBatchnormToConv2D, then
 DecomposeOpsForInference, CanonicalizeBindings and the zero pipeline: legalise, fold
 constants, fuse) → `ms.relax_integration.extract_tasks`. Weights are random constants
@@ -61,21 +62,52 @@ def import_network(name: str):
     """The Relax IRModule of network `name` (see `extract.networks`), ready for task
     extraction (legalised and fused)."""
     import torch
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
 
     from .networks import get_network
 
     spec = get_network(name)
     torch.manual_seed(0)
-    model = spec.build().eval()
+    model = spec.build()
+    return import_module(model, spec.example_inputs())
+
+
+def import_module(model, inputs: tuple):
+    """The Relax IRModule of torch `model` in eval mode called on `inputs` (its weights
+    become constants), legalised and fused for task extraction."""
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
     with torch.no_grad():
-        exported = torch.export.export(model, spec.example_inputs())
-    mod = from_exported_program(exported, keep_params_as_input=False, run_ep_decomposition=False)
+        exported = torch.export.export(model.eval(), inputs)
+    mod = from_exported_program(exported, keep_params_as_input=False, run_ep_decomposition=False,
+                                custom_convert_map={"batch_norm.default": _inference_batch_norm})
     passes = [relax.transform.FoldBatchnormToConv2D(), relax.transform.DecomposeOpsForInference(),
               relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")]
     return tvm.transform.Sequential(passes)(mod)
+
+
+def _inference_batch_norm(node, importer):
+    """Relax for `aten.batch_norm(x, weight, bias, mean, var, training, momentum, eps, cudnn)`
+    in eval mode. TVM 0.27's own converter reads this overload as if it were
+    `_native_batch_norm_legit` (momentum taken for eps, training assumed), which gives
+    eps 0.1 instead of the network's."""
+    import numpy as np
+    from tvm import relax
+
+    x, weight, bias, mean, var, training, momentum, eps = node.args[:8]
+    if training:
+        raise ValueError(f"{node.name}: batch norm in training mode; networks are exported in eval mode")
+    channels, dtype = int(importer.shape_of(importer.env[x])[1]), importer.env[x].ty.dtype.dtype
+
+    def param(arg, fill: float):
+        return importer.env[arg] if arg is not None else relax.const(np.full(channels, fill), dtype=dtype)
+
+    norm = relax.op.nn.batch_norm(importer.env[x], param(weight, 1.0), param(bias, 0.0), param(mean, 0.0),
+                                  param(var, 1.0), axis=1, epsilon=eps, center=bias is not None,
+                                  scale=weight is not None, momentum=momentum, training=False)
+    return importer.block_builder.emit(relax.TupleGetItem(importer.block_builder.emit(norm), 0))
 
 
 def network_tasks(name: str, target) -> List[TaskInfo]:

@@ -139,10 +139,41 @@ def test_unet_upsampling_choices():
         UNet("nearest")
 
 
+def _run_relax(mod, inputs):
+    """Compile `mod` untuned for this CPU and call it on torch `inputs`; its one output."""
+    import tvm
+    from tvm import relax
+
+    from extract.ms_runner import host_target
+
+    vm = relax.VirtualMachine(tvm.compile(mod, target=host_target()), tvm.cpu())
+    (out,) = vm["main"](*(tvm.runtime.tensor(x.numpy()) for x in inputs))
+    return out.numpy()
+
+
+def test_batch_norm_imports_with_its_statistics_and_eps():
+    """Batch norm after a convolution (folded into it) and before one (kept as a
+    scale-and-shift) compute what torch computes, eps included."""
+    from extract.ms_runner import host_target
+    from extract.ms_tasks import import_module
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 3, bias=False), nn.BatchNorm2d(8, eps=1e-3), nn.ReLU(),
+                          nn.BatchNorm2d(8), nn.Conv2d(8, 8, 1)).eval()
+    for norm in (model[1], model[3]):
+        norm.running_mean.uniform_(-1, 1), norm.running_var.uniform_(0.01, 0.2)
+        norm.weight.data.uniform_(0.5, 2), norm.bias.data.uniform_(-1, 1)
+    x = torch.randn(1, 4, 10, 10)
+    with torch.no_grad():
+        expected = model(x)
+    with host_target():
+        mod = import_module(model, (x,))
+    torch.testing.assert_close(torch.from_numpy(_run_relax(mod, (x,))), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_dlrm_tasks_end_to_end():
     """DLRM imports into Relax with nothing left unlowered, computes what torch computes
     when compiled untuned, and splits into its tasks with the per-inference weights."""
-    import numpy as np
     import tvm
     from tvm import relax
 
@@ -160,10 +191,9 @@ def test_dlrm_tasks_end_to_end():
     spec = get_network("dlrm")
     torch.manual_seed(0)  # as import_network builds it
     model, inputs = spec.build().eval(), spec.example_inputs()
-    vm = relax.VirtualMachine(tvm.compile(mod, target=target), tvm.cpu())
-    (out,) = vm["main"](*(tvm.runtime.tensor(x.numpy()) for x in inputs))
     with torch.no_grad():
-        np.testing.assert_allclose(out.numpy(), model(*inputs).numpy(), rtol=1e-5, atol=1e-6)
+        expected = model(*inputs)
+    torch.testing.assert_close(torch.from_numpy(_run_relax(mod, inputs)), expected, rtol=1e-5, atol=1e-6)
 
     tasks = network_tasks("dlrm", target)
     kinds = sorted(t.kind for t in tasks)
