@@ -4,7 +4,7 @@
         [--data shipped] [--results docs/results] [--epochs 40] [--seed 0]
         [--train-workloads C1 … C12] [--tag TAG]
 
-The model is a transfer spec (`--spec`, a name of `benchmarks.transfer.MODEL_SPECS`,
+The model is a transfer spec (`--spec`, a name of `benchmarks.transfer.specs.MODEL_SPECS`,
 default `DEFAULT_SPEC`, the best one-workload model of the transfer matrix) or raw
 simulator.train flags (`--model-flags`, last on the line); either way it is trained
 exactly as the transfer matrix trains it (`benchmarks.transfer.flags_argv`: the
@@ -56,7 +56,7 @@ DEFAULT_SPEC = "gcn-inv-arf-noext-lane"
 
 def model_flags(spec: Optional[str] = None, flags: Optional[Sequence[str]] = None) -> Tuple[str, List[str]]:
     """(name, simulator.train model flags) of the analysed model: transfer spec `spec`
-    (`benchmarks.transfer.MODEL_SPECS`), or raw `flags` (named by them); neither: `DEFAULT_SPEC`."""
+    (`benchmarks.transfer.specs.MODEL_SPECS`), or raw `flags` (named by them); neither: `DEFAULT_SPEC`."""
     from simulator.registry import SimulatorError
 
     from .specs import MODEL_SPECS
@@ -370,7 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--train-workloads", nargs="+", default=None)
     ap.add_argument("--tag", default="", help="suffix of the output files (e.g. before / after a feature change)")
     ap.add_argument("--spec", default=None,
-                    help=f"the analysed model, a transfer spec (benchmarks.transfer.MODEL_SPECS; default {DEFAULT_SPEC})")
+                    help=f"the analysed model, a transfer spec (benchmarks.transfer.specs.MODEL_SPECS; "
+                         f"default {DEFAULT_SPEC})")
     ap.add_argument("--model-flags", nargs=argparse.REMAINDER, default=None,
                     help="instead of --spec: simulator.train flags of the analysed model (last on the line)")
     return ap
