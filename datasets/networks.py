@@ -1,4 +1,4 @@
-"""The MetaSchedule dataset of real networks' operators (issue 12): its folder, task table,
+"""The MetaSchedule dataset of real networks' operators: its folder, task table,
 the networks and operator kind of every sample, and the agreement of its two passes.
 
 A dataset folder is `extract.ms_measure`'s work folder or its compacted copy

@@ -1,6 +1,6 @@
 """The measuring protocol for MetaSchedule on this machine: target, builder, runner, pinning.
 
-Shared by the dataset collector (`extract.ms_measure`) and `simulator.tune` (issue 11), so
+Shared by the dataset collector (`extract.ms_measure`) and `simulator.tune`, so
 that every MetaSchedule measurement tpsim makes is taken the same way.
 
 Why it is configured as it is (the VM has 2 cores shared with other work; two passes of

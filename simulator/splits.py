@@ -31,6 +31,7 @@ from .data import canonical_workload
 from .registry import Registry, SimulatorError
 
 SPLITS: Registry = Registry("split")
+register_split = SPLITS.register
 DEFAULT_TRAIN = ["C1", "C2", "C4", "C8", "C9", "C12"]
 DEFAULT_TEST = ["C3", "C5", "C6", "C7", "C10", "C11"]
 
@@ -102,7 +103,7 @@ def _train_val_test(groups: np.ndarray, rng: np.random.Generator, train: Sequenc
     return {k: np.sort(np.concatenate(v)) if v else np.zeros(0, np.int64) for k, v in parts.items()}
 
 
-@SPLITS.register("cross-workload")
+@register_split("cross-workload")
 def cross_workload(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
                    test_workloads=None, val_fraction: float = 0.2) -> Dict[str, np.ndarray]:
     available = sorted(set(groups.tolist()))
@@ -152,7 +153,7 @@ def _no_workload_lists(train_workloads, test_workloads) -> None:
         raise SimulatorError("--train-workloads/--test-workloads apply to --split cross-workload only")
 
 
-@SPLITS.register("leave-network-out")
+@register_split("leave-network-out")
 def leave_network_out(groups: np.ndarray, rng: np.random.Generator, train_workloads=None, test_workloads=None,
                       val_fraction: float = 0.2, tags: Optional[Mapping[str, GroupTags]] = None,
                       held_out: Optional[str] = None) -> Dict[str, np.ndarray]:
@@ -170,7 +171,7 @@ def network_members(networks: Sequence[str]) -> List[str]:
     return sorted(set(networks) | {family(n) for n in networks})
 
 
-@SPLITS.register("leave-op-kind-out")
+@register_split("leave-op-kind-out")
 def leave_op_kind_out(groups: np.ndarray, rng: np.random.Generator, train_workloads=None, test_workloads=None,
                       val_fraction: float = 0.2, tags: Optional[Mapping[str, GroupTags]] = None,
                       held_out: Optional[str] = None) -> Dict[str, np.ndarray]:
@@ -180,7 +181,7 @@ def leave_op_kind_out(groups: np.ndarray, rng: np.random.Generator, train_worklo
                       lambda g: [k for k in (tags.get(g, GroupTags()).kind,) if k], "--test-op-kind", "operator kinds")
 
 
-@SPLITS.register("random")
+@register_split("random")
 def random_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
                  test_workloads=None, val_fraction: float = 0.1) -> Dict[str, np.ndarray]:
     if train_workloads or test_workloads:
@@ -195,7 +196,7 @@ def random_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=N
     return {k: np.sort(np.concatenate(v)) for k, v in parts.items()}
 
 
-@SPLITS.register("official")
+@register_split("official")
 def official_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
                    test_workloads=None, **_) -> Dict[str, np.ndarray]:
     raise SimulatorError("--split official is TpuGraphs' train/valid/test folders: it needs "
