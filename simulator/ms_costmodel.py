@@ -79,6 +79,25 @@ from extract.sample import GraphSample
 
 from .registry import SimulatorError
 
+COST_MODELS = ("gnn", "xgb", "xgb-pretrained", "mlp", "random")
+# The simulator.tune options each cost model reads; any other one given is refused
+# (`check_options`), so that no setting is accepted and then ignored.
+COST_MODEL_OPTIONS: Dict[str, Tuple[str, ...]] = {
+    "gnn": ("checkpoint", "workers", "update_steps", "min_measured", "cold_model", "filter_keep"),
+    "xgb": (),
+    "xgb-pretrained": ("checkpoint", "pretrain_data"),
+    "mlp": (),
+    "random": (),
+}
+COLD_ONLY = ("min_measured", "cold_model")   # gnn: read only without a checkpoint
+FAST_VECTORS = (None, "curve")  # what extract.featurize.featurize_schedules makes besides the graph
+MIN_MEASURED = 32       # cold: measurements before the first training
+COLD_STEPS = 64         # cold: steps of that first training
+UPDATE_STEPS = 8        # steps per update
+UPDATE_LOSS = "listmle"
+FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
+FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
+
 
 class CostModelOptionError(SimulatorError, ValueError):
     """A cost model option that is out of range, unknown, or not read by that cost model."""
@@ -173,26 +192,6 @@ def _direct_python_calls(cls):
     for name in ("predict", "update", "save", "load"):
         setattr(cls, name, direct(name))
     return cls
-
-COST_MODELS = ("gnn", "xgb", "xgb-pretrained", "mlp", "random")
-# The simulator.tune options each cost model reads; any other one given is refused
-# (`check_options`), so that no setting is accepted and then ignored.
-COST_MODEL_OPTIONS: Dict[str, Tuple[str, ...]] = {
-    "gnn": ("checkpoint", "workers", "update_steps", "min_measured", "cold_model", "filter_keep"),
-    "xgb": (),
-    "xgb-pretrained": ("checkpoint", "pretrain_data"),
-    "mlp": (),
-    "random": (),
-}
-COLD_ONLY = ("min_measured", "cold_model")   # gnn: read only without a checkpoint
-FAST_VECTORS = (None, "curve")  # what extract.featurize.featurize_schedules makes besides the graph
-MIN_MEASURED = 32       # cold: measurements before the first training
-COLD_STEPS = 64         # cold: steps of that first training
-UPDATE_STEPS = 8        # steps per update
-UPDATE_LOSS = "listmle"
-FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
-FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
-
 
 @dataclass
 class CostModelStats:

@@ -56,18 +56,23 @@ class Interrupts:
         try:
             yield self
         finally:
+            self._take_pending()
             self._main = False
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one goes to _note
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             signal.signal(signal.SIGINT, previous)
+
+    def _take_pending(self) -> None:
+        """A SIGINT that waits, blocked, for this process: noted and consumed."""
+        if signal.SIGINT in signal.sigpending():
+            signal.sigwait({signal.SIGINT})
+            self.requested = True
 
     def _note(self, signum, frame) -> None:  # noqa: ARG002
         self.requested = True
 
     def check(self) -> None:
-        if (self._main and not self.requested and threading.current_thread() is threading.main_thread()
-                and signal.SIGINT in signal.sigpending()):
-            signal.sigwait({signal.SIGINT})
-            self.requested = True
+        if self._main and not self.requested and threading.current_thread() is threading.main_thread():
+            self._take_pending()
         if self.requested and not self._holding:
             raise KeyboardInterrupt
 

@@ -228,6 +228,24 @@ def test_update_refuses_unequal_lists_and_stores_a_candidate_once(tiny_space):
 
 
 # ---------------------------------------------------------------- 5 Ctrl-C and kill -9, resumed
+def test_ctrl_c_is_raised_only_where_asked_and_waits_while_a_batch_is_stored():
+    from simulator.ms_interrupt import Interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    interrupts = Interrupts()
+    with interrupts.catching():
+        assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])   # inherited by workers started now
+        interrupts.check()                                   # nothing yet
+        interrupts.hold()
+        os.kill(os.getpid(), signal.SIGINT)                  # no KeyboardInterrupt here
+        time.sleep(0.05)
+        interrupts.check()                                   # held while a batch is stored
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.release()
+    assert interrupts.requested and signal.getsignal(signal.SIGINT) is before
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
 def _lines(path):
     if not os.path.exists(path):
         return 0
