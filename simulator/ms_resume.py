@@ -230,31 +230,38 @@ class ResumingSearch(PySearchStrategy):
         self.inner, self.measured, self.done = inner, frozenset(measured), int(done)
         self.interrupts = interrupts   # simulator.ms_interrupt.Interrupts: checked around each search round
         self.mod = None
+        self.left = 0                  # trials still to measure in this run
 
     def _initialize_with_tune_context(self, context) -> None:
         self.inner._initialize_with_tune_context(context)  # noqa: SLF001 - MetaSchedule's own hook
         self.mod = context.mod
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
-        self.inner.pre_tuning(max(int(max_trials) - self.done, 0), num_trials_per_iter, design_spaces, database,
-                              cost_model)
+        self.left = max(int(max_trials) - self.done, 0)
+        self.inner.pre_tuning(self.left, num_trials_per_iter, design_spaces, database, cost_model)
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
 
     def generate_measure_candidates(self):
+        """The inner search's next candidates, less those measured earlier; at most the
+        trials left (the inner search, asked again after a round of nothing new, would
+        offer a whole round: it counts only what it is told was measured)."""
         for _ in range(EMPTY_ROUNDS):
             self._check()
+            if self.left <= 0:
+                return None
             candidates = self.inner.generate_measure_candidates()
             self._check()
-            if candidates is None or not self.measured:
-                return candidates
-            fresh = [c for c in candidates if schedule_key(self.mod, c.sch.trace) not in self.measured]
+            if candidates is None:
+                return None
+            fresh = [c for c in candidates if not self.measured or schedule_key(self.mod, c.sch.trace) not in self.measured]
             if fresh:
-                return fresh
+                return fresh[:self.left]
         return None
 
     def notify_runner_results(self, measure_candidates, results) -> None:
+        self.left -= len(results)
         self.inner.notify_runner_results(measure_candidates, results)
 
     def clone(self):

@@ -435,9 +435,9 @@ def tune(tasks: Sequence[Task], target, cost_model, work_dir: str, settings: Sea
         raise SimulatorError("nothing to tune")
     measure = measure or MeasureConfig.for_machine()
     os.makedirs(work_dir, exist_ok=True)
+    load_tensor_intrinsics(target)  # before TuneContext imports them all (and before a trace that tensorizes replays)
     earlier = read_earlier(work_dir, [t.mod for t in tasks])
     budget = settings.trials - len(earlier.records)
-    load_tensor_intrinsics(target)  # before TuneContext imports them all
     own_builder = builder is None and budget > 0
     builder = builder or (make_builder(measure, target) if budget > 0 else None)
     runner = runner or (make_runner(measure) if budget > 0 else None)

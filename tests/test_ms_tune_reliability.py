@@ -228,6 +228,40 @@ def test_update_refuses_unequal_lists_and_stores_a_candidate_once(tiny_space):
 
 
 # ---------------------------------------------------------------- 5 Ctrl-C and kill -9, resumed
+def test_resuming_search_drops_what_was_measured_and_stops_at_the_trials_left(tiny_space):
+    """A search that proposes 4 already-measured candidates, then 4 new ones on every call
+    (as EvolutionarySearch does when asked again without a result): 4 of 6 trials done."""
+    from simulator.ms_resume import ResumingSearch, schedule_key
+
+    ctx, candidates = tiny_space
+
+    class Search:
+        calls, told = 0, 0
+
+        def _initialize_with_tune_context(self, context):
+            pass
+
+        def pre_tuning(self, max_trials, *rest):
+            self.max_trials = max_trials
+
+        def generate_measure_candidates(self):
+            self.calls += 1
+            return candidates[:4] if self.calls == 1 else candidates[4:8]
+
+        def notify_runner_results(self, measured, results):
+            self.told += len(results)
+
+    inner = Search()
+    search = ResumingSearch(inner, frozenset(schedule_key(ctx.mod, c.sch.trace) for c in candidates[:4]), done=4)
+    search._initialize_with_tune_context(ctx)
+    search.pre_tuning(6, 4, [], None, None)
+    assert inner.max_trials == 2
+    batch = search.generate_measure_candidates()
+    assert [str(c.sch.mod) for c in batch] == [str(c.sch.mod) for c in candidates[4:6]] and inner.calls == 2
+    search.notify_runner_results(batch, _results(2))
+    assert inner.told == 2 and search.generate_measure_candidates() is None
+
+
 def test_ctrl_c_is_raised_only_where_asked_and_waits_while_a_batch_is_stored():
     from simulator.ms_interrupt import Interrupts
 
