@@ -1,5 +1,5 @@
-"""Stopping and resuming `simulator.tune`: the work folder's run, the records an earlier
-run left there, a search that does not measure them again, and Ctrl-C.
+"""Resuming `simulator.tune`: the work folder's run, the records an earlier run left there,
+and a search that does not measure them again.
 
 A tuning run writes MetaSchedule's JSONDatabase into its work folder as it measures (one
 line per candidate, appended after each batch), and `tune_settings.json` (the command's
