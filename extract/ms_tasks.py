@@ -23,8 +23,9 @@ re-running the import.
 """
 from __future__ import annotations
 
+import gzip
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, List, Sequence
 
 from .fileio import atomic_write
@@ -163,13 +164,40 @@ def save_tasks(path: str, tasks: Sequence[TaskInfo], target_json: str = "") -> N
 
 
 def load_tasks(path: str) -> List[TaskInfo]:
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
-    if doc.get("version") != TABLE_VERSION:
-        raise ValueError(f"{path}: task table version {doc.get('version')}, expected {TABLE_VERSION}"
+    """The task table at `path` (`tasks.json`, or gzip-compressed as shipped); anything
+    else is a ValueError naming the file (and the row)."""
+    try:
+        with _open_text(path) as f:
+            doc = json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path}: not a task table (JSON, or gzip of it): {e}") from None
+    if not isinstance(doc, dict) or doc.get("version") != TABLE_VERSION:
+        found = doc.get("version") if isinstance(doc, dict) else type(doc).__name__
+        raise ValueError(f"{path}: task table version {found}, expected {TABLE_VERSION}"
                          + (" (keys without the computation digest: `python -m datasets.rekey FOLDER`)"
-                            if doc.get("version") == 1 else ""))
-    return [TaskInfo(**row) for row in doc["tasks"]]
+                            if found == 1 else ""))
+    rows = doc.get("tasks")
+    if not isinstance(rows, list):
+        raise ValueError(f"{path}: a task table holds a list under \"tasks\"")
+    return [_task_row(path, i, row) for i, row in enumerate(rows)]
+
+
+def _open_text(path: str):
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
+
+
+def _task_row(path: str, index: int, row) -> TaskInfo:
+    wanted = {f.name: f.type for f in fields(TaskInfo)}
+    if not isinstance(row, dict) or set(row) != set(wanted):
+        have = sorted(row) if isinstance(row, dict) else type(row).__name__
+        raise ValueError(f"{path}: task {index}: not a task row (fields {have}, expected {sorted(wanted)})")
+    for name, kind in (("key", str), ("kind", str), ("dtype", str), ("mod_json", str), ("networks", dict),
+                       ("task_names", dict), ("shapes", list)):
+        if not isinstance(row[name], kind):
+            raise ValueError(f"{path}: task {index}: {name} is {type(row[name]).__name__}, expected {kind.__name__}")
+    return TaskInfo(**row)
 
 
 def summary(tasks: Sequence[TaskInfo]) -> Dict[str, Dict[str, int]]:
