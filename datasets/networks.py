@@ -37,6 +37,8 @@ from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, T
 
 import numpy as np
 
+from extract.inputs import FIRST_PASS, SIDECAR, TASK_TABLE, is_networks_dataset
+
 HERE = Path(__file__).resolve().parent
 NETWORKS_X86 = HERE / "networks_x86"
 PRETRAINED = NETWORKS_X86 / "pretrained" / "gcn.pt"  # simulator.export of a gcn trained on it (README)
@@ -46,10 +48,8 @@ PRETRAIN_COMMANDS = (  # how PRETRAINED is made (from the repository root)
     f"--epochs 40 --seed 0 --threads 1 --out {PRETRAIN_RUN}",
     f"python -m simulator.export {PRETRAIN_RUN} datasets/networks_x86/pretrained/gcn.pt "
     f"--scores datasets/networks_x86/pretrained/gcn.json")
-TASKS = "tasks.json"
+TASKS = TASK_TABLE
 REFERENCE = "reference.jsonl"
-SIDECAR = "records.jsonl"
-FIRST_PASS = "pass1"
 MIN_TAU_RECORDS = 3   # a task's τ between passes needs this many re-measured records
 
 
@@ -103,9 +103,9 @@ def iter_jsonl(path: os.PathLike) -> Iterator[Tuple[int, Dict[str, Any]]]:
 
 
 def is_dataset(folder: os.PathLike) -> bool:
-    """A folder of this dataset's layout: a task table and a first pass."""
-    return (Path(folder).is_dir() and find_file(folder, TASKS) is not None
-            and (Path(folder) / FIRST_PASS).is_dir())
+    """A folder of this dataset's layout: a task table and a first pass (what every
+    reader reads of it: `extract.inputs`)."""
+    return is_networks_dataset(str(folder))
 
 
 def training_databases(folder: os.PathLike) -> List[str]:
