@@ -121,7 +121,8 @@ def database_lines(path: str) -> Iterator[Tuple[int, str, bool]]:
     n = 0
     try:
         with raw:
-            stream = gzip.GzipFile(fileobj=raw, mode="rb") if raw.read(2) == GZIP_MAGIC else raw
+            zipped = raw.read(2) == GZIP_MAGIC or path.lower().endswith(".gz")  # a .gz that is not: damaged
+            stream = gzip.GzipFile(fileobj=raw, mode="rb") if zipped else raw
             raw.seek(0)
             for n, line in enumerate(stream, 1):
                 text = line.decode("utf-8", errors="replace")
@@ -177,15 +178,57 @@ def replay(mod, trace_json: Any):
     """The scheduled program of a record: its whole trace (postprocessing included, with
     its decisions) applied to a fresh schedule of the workload, as MetaSchedule replays
     records (see the module docstring). `trace_json`: the trace as JSON (a Python object
-    or its text). Raises when the trace does not apply."""
+    or its text). Raises when the trace does not apply (ValueError: `check_trace`)."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
     if isinstance(trace_json, str):
         trace_json = json.loads(trace_json)
+    check_trace(trace_json)
     sch = Schedule(mod, seed=None, debug_mask=0, error_render_level="fast")
     Trace.apply_json_to_schedule(trace_json, sch)
     return sch
+
+
+TILE_INSTRUCTIONS = ("SamplePerfectTile", "SamplePartitionedTile")
+
+
+def _holds_null(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and any(map(_holds_null, value)))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_trace(trace: Any) -> None:
+    """ValueError for a trace JSON that TVM's replay would crash on rather than reject (a
+    segfault or a division by zero, taking the process down): not [instructions,
+    decisions]; a null attribute or decision; a decision of no instruction of the trace,
+    or two of one; a tile decision that is not a list of positive integers."""
+    if not (isinstance(trace, list) and len(trace) == 2 and all(isinstance(part, list) for part in trace)):
+        raise ValueError("the trace is not [instructions, decisions]")
+    insts, decisions = trace
+    for i, inst in enumerate(insts):
+        if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)
+                and all(isinstance(part, list) for part in inst[1:])):
+            raise ValueError(f"trace instruction {i} is not [kind, inputs, attributes, outputs]")
+        if _holds_null(inst[2]):
+            raise ValueError(f"trace instruction {i} ({inst[0]}) has a null attribute")
+    seen = set()
+    for entry in decisions:
+        if not (isinstance(entry, list) and len(entry) == 2 and _is_int(entry[0])
+                and 0 <= entry[0] < len(insts) and entry[0] not in seen):
+            raise ValueError(f"trace decision {str(entry)[:60]} is not [index, decision] of an instruction of "
+                             f"the trace (0…{len(insts) - 1}) not decided before")
+        seen.add(entry[0])
+        kind, value = insts[entry[0]][0], entry[1]
+        if _holds_null(value):
+            raise ValueError(f"instruction {entry[0]} ({kind}): a null decision")
+        if kind in TILE_INSTRUCTIONS and not (isinstance(value, list) and value
+                                              and all(_is_int(f) and f >= 1 for f in value)):
+            raise ValueError(f"instruction {entry[0]} ({kind}): the decision {str(value)[:60]} is not a list "
+                             f"of positive tile factors")
 
 
 @functools.lru_cache(maxsize=64)
@@ -223,14 +266,15 @@ def _args_text(args: Any) -> str:
         return json.dumps(args)[:120]
 
 
-def replay_mismatch(sch, digest: str, job: "TraceJob") -> Optional[str]:
+def replay_mismatch(sch, digest: str, job: "TraceJob", trace: List[Any]) -> Optional[str]:
     """Why a record's replayed program is not the program it measured, or None: its
     arguments (`args_info`, as MetaSchedule took them from the measured program) differ
     from the replayed program's (the record belongs to another workload: databases joined
     with `cat`, workload lines reordered); a decision differs from the stored one (TVM
     replaces a decision that is invalid for its loop, e.g. tile factors that do not
     multiply to the extent, without a word); or the trace samples nothing and leaves the
-    workload as it was (an empty or edited trace: no schedule was measured)."""
+    workload as it was (an empty or edited trace: no schedule was measured). `trace`: the
+    job's trace, parsed."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     if job.args_info:
@@ -238,10 +282,9 @@ def replay_mismatch(sch, digest: str, job: "TraceJob") -> Optional[str]:
         made = _plain([a.as_json() for a in ArgInfo.from_entry_func(sch.mod, True)])
         if measured != made:
             line = f" (line {job.workload_line} of {WORKLOAD_FILE})" if job.workload_line else ""
-            return (f"measured with arguments {_args_text(measured)}, but its trace makes a program of "
-                    f"{_args_text(made)} from its workload{line}: the record belongs to another workload "
-                    f"(databases joined with cat? workload lines reordered?)")
-    trace = json.loads(job.trace)
+            return (f"the record belongs to another workload (databases joined with cat? workload lines "
+                    f"reordered?): measured with arguments {_args_text(measured)}, its trace makes "
+                    f"{_args_text(made)} of its workload{line}")
     stored = {int(i): _plain(d) for i, d in trace[1]}
     replayed = _replayed_decisions(sch.trace)
     if stored != replayed:
@@ -281,12 +324,17 @@ class TraceJob:
         """(schedule, `extract.ms_store.schedule_hash` of its module) of `schedule`."""
         from .ms_store import schedule_hash
 
+        trace = json.loads(self.trace)
         try:
-            sch = replay(workload_module(self.workload), self.trace)
+            check_trace(trace)
+        except ValueError as e:
+            raise TraceError(str(e)) from None
+        try:
+            sch = replay(workload_module(self.workload), trace)
         except Exception as e:  # noqa: BLE001 - the caller counts it as this record's skip
             raise TraceError(f"trace no longer applies: {_short(e)}") from None
         digest = schedule_hash(sch.mod)
-        problem = replay_mismatch(sch, digest, self)
+        problem = replay_mismatch(sch, digest, self, trace)
         if problem is not None:
             raise TraceError(problem)
         return sch, digest
@@ -335,10 +383,11 @@ def _read_workloads(path: str, report, skip_bad: bool) -> _Workloads:
     entries: List[Any] = []
     for n, text, ended in _readable_lines(path, report, skip_bad):
         try:
-            mod = ms.database.Workload.from_json(json.loads(text)).mod
+            mod = ms.database.Workload.from_json(_workload_row(text)).mod
             entries.append((text, mod, n))
         except Exception as e:  # noqa: BLE001 - any failure to parse is this line's
-            reason = CUT_OFF if not ended else f"not a MetaSchedule workload: {_short(e)}"
+            why = str(e) if isinstance(e, ValueError) else _short(e)
+            reason = CUT_OFF if not ended else f"not a MetaSchedule workload: {why}"
             if ended and not skip_bad:
                 raise RecordFormatError(f"{path}:{n}: {reason}") from None
             report.skip(f"{path}:{n}", reason)
@@ -346,9 +395,22 @@ def _read_workloads(path: str, report, skip_bad: bool) -> _Workloads:
     return _Workloads(path, entries, {})
 
 
+def _workload_row(text: str) -> List[Any]:
+    """A workload line's JSON, `[structural hash, IRModule]`, its hash key checked (TVM
+    takes any text for it, and a database's lookups go by it)."""
+    row = json.loads(text)
+    key = row[0] if isinstance(row, list) and len(row) == 2 else None
+    if not (isinstance(key, str) and key.isascii() and key.isdigit() and int(key) < 2 ** 64):
+        raise ValueError(f"its key {str(key)[:40]!r} is not a structural hash (an unsigned 64-bit integer)"
+                         if isinstance(row, list) and len(row) == 2 else "not [structural hash, IRModule]")
+    return row
+
+
 def _short(e: BaseException) -> str:
     from .tvm_graph import one_line
-    return one_line(e, 200)
+
+    text, prefix = one_line(e, 200), f"{type(e).__name__}: "
+    return text[len(prefix):] if text.startswith(prefix * 2) else text  # TVM's messages repeat the type
 
 
 def _check_secs(run_secs: Any) -> Tuple[Optional[Tuple[float, ...]], Optional[str]]:
@@ -379,8 +441,7 @@ def _parse_record(text: str, workloads: _Workloads,
                          f"({len(workloads.entries)} workloads)")
     if isinstance(workloads.entries[index], str):
         raise ValueError(workloads.entries[index])
-    if not isinstance(body[0], list):
-        raise ValueError("the trace is not a JSON list")
+    check_trace(body[0])
     target = body[2] if len(body) > 2 else None
     if target is None:
         if default_target is None:
