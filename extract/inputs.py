@@ -209,7 +209,7 @@ def _named_file(path: str, found: Found) -> None:
     if name in DATABASE_NAMES:
         folder = os.path.dirname(path) or "."
         other = RECORD_FILE if name.startswith(WORKLOAD_FILE) else WORKLOAD_FILE
-        if pick_file(folder, other) is None:
+        if pick_file(folder, other) is None or pick_file(folder, name.rsplit(".gz", 1)[0]) is None:
             raise InputError(f"{path}: {HALF_DATABASE.format(other + '[.gz]')}")
         found.databases.append(folder)
     elif name.endswith(".npz"):
