@@ -85,7 +85,7 @@ def test_two_databases_joined_with_cat_are_not_grouped_wrong(tmp_path, capsys):
     skipped = {line: reason for _, line, reason in report["bad_lines"]}
     assert sorted(skipped) == list(range(37, 37 + len(b_r) + len(e_r)))
     assert all(("belongs to another workload" in r or "no longer applies" in r) for r in skipped.values())
-    # the 960→320 conv's lines now name the 384→96 conv's line: the trace applies, the arguments differ
+    # the 384→96 conv's records now name the 960→320 conv's line: the trace applies, the arguments differ
     conv_on_conv = [skipped[37 + len(b_r) + n] for n, r in enumerate(e_r) if json.loads(r)[0] == 2]
     assert len(conv_on_conv) == 12 and all("belongs to another workload" in r for r in conv_on_conv)
     alone, _ = read_databases([SMALL_RANDOM])
