@@ -192,18 +192,26 @@ def replay(mod, trace_json: Any, text: Optional[str] = None):
 
 
 TILE_INSTRUCTIONS = ("SamplePerfectTile", "SamplePartitionedTile")
+# attributes TVM takes as optional (null): any other null attribute crashes its replay
+OPTIONAL_ATTRIBUTES = {"TransformLayout": (2,)}  # its pad_value
 
 
 def _holds_null(value: Any) -> bool:
     return value is None or (isinstance(value, list) and any(map(_holds_null, value)))
 
 
+def _null_attribute(inst: List[Any]) -> bool:
+    optional = OPTIONAL_ATTRIBUTES.get(inst[0], ())
+    return any(_holds_null(a) for i, a in enumerate(inst[2]) if not (a is None and i in optional))
+
+
 def check_trace(trace: Any, text: Optional[str] = None) -> None:
     """ValueError for a trace JSON that TVM's replay would crash on rather than reject (a
     segfault or a division by zero, taking the process down): not [instructions,
-    decisions]; a null attribute or decision; a decision of no instruction of the trace,
-    or two of one; a tile decision that is not a list of positive integers. `text`: the
-    JSON text the trace was read from, if at hand (no `null` in it: nothing to look for)."""
+    decisions]; a null attribute (other than an optional one) or decision; a decision of
+    no instruction of the trace, or two of one; a tile decision that is not a list of
+    positive integers. `text`: the JSON text the trace was read from, if at hand (no
+    `null` in it: nothing to look for)."""
     if not (type(trace) is list and len(trace) == 2 and type(trace[0]) is list and type(trace[1]) is list):
         raise ValueError("the trace is not [instructions, decisions]")
     insts, decisions = trace
@@ -212,7 +220,7 @@ def check_trace(trace: Any, text: Optional[str] = None) -> None:
         if not (type(inst) is list and len(inst) == 4 and type(inst[0]) is str and type(inst[1]) is list
                 and type(inst[2]) is list and type(inst[3]) is list):
             raise ValueError(f"trace instruction {i} is not [kind, inputs, attributes, outputs]")
-        if nulls and _holds_null(inst[2]):
+        if nulls and _null_attribute(inst):
             raise ValueError(f"trace instruction {i} ({inst[0]}) has a null attribute")
     seen = set()
     for entry in decisions:
