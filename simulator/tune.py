@@ -156,7 +156,8 @@ def keyed_task(key: str, target, tables: Sequence[str]) -> Task:
         want = str(parse_workload_key(key)).rsplit(".", 1)[0]
     except ValueError as e:
         raise SimulatorError(f"workload key {key!r}: malformed ({e}); a key reads "
-                             f"kind.chain.shapes.dtype.target, e.g. dense.none.128x768_768x3072_128x3072.float32.x86") from None
+                             f"kind.chain.shapes.dtype.digest.target, e.g. "
+                             f"dense.none.128x768_768x3072_128x3072.float32.3f9c2a1b.x86") from None
     for table in tables:
         if holds_databases(table):
             jobs, _ = read_databases(find_databases(table), skip_bad=True)
@@ -207,6 +208,12 @@ def script_tasks(path: str, target) -> List[Task]:
     return [_task(name, func, target) for name, func in sorted(funcs, key=lambda x: x[0])]
 
 
+def looks_like_key(spec: str) -> bool:
+    """Whether WORKLOAD_OR_MODEL is meant as a workload key (a malformed one, too, so that
+    its error says what a key is)."""
+    return spec.count(".") >= 4
+
+
 def resolve(spec: str, target, tables: Sequence[str] = ()) -> List[Task]:
     """The tasks WORKLOAD_OR_MODEL names (see the module docstring)."""
     from extract.networks import NETWORKS
@@ -216,7 +223,7 @@ def resolve(spec: str, target, tables: Sequence[str] = ()) -> List[Task]:
         return network_tasks(spec, target)
     if os.path.isfile(spec):
         return script_tasks(spec, target)
-    if spec.count(".") == 4:
+    if looks_like_key(spec):
         return [keyed_task(spec, target, tables)]
     try:
         workload = parse_workload(spec)
@@ -603,7 +610,7 @@ def check_arguments(args: argparse.Namespace, target) -> None:
     from .ms_costmodel import check_options
 
     check_options(args.cost_model, model_options(args))
-    if args.tasks and args.workload.count(".") != 4:
+    if args.tasks and not looks_like_key(args.workload):
         raise SimulatorError(f"--tasks: read only to look up a workload key, and {args.workload!r} is not one")
     remote = bool(args.tracker or args.rpc_key)
     if remote and args.measure_core is not None:

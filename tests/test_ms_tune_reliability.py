@@ -105,14 +105,14 @@ def _write(path, text, mode="w"):
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys, case):
     from simulator import tune
 
-    shipped = os.path.join(ROOT, "datasets", "networks_x86", "tasks.json.gz")
+    shipped = os.path.join(ROOT, "datasets", "networks_rocketlake", "tasks.json.gz")
     (tmp_path / "empty").mkdir()
     argv, needle = {
         "script_syntax": ([_write(tmp_path / "s.py", "def (\n")], "not TVMScript that TVM parses (SyntaxError"),
         "script_python": ([_write(tmp_path / "p.py", "x = 1\n")], "not TVMScript that TVM parses"),
         "key": (["dense.none.AxB.float32.x86"], "workload key 'dense.none.AxB.float32.x86': malformed"),
-        "gz_table": (["dense.none.1x2_2x3_1x3.float32.x86", "--tasks", shipped], "not found"),
-        "bad_table": (["dense.none.1x2_2x3_1x3.float32.x86", "--tasks", _write(tmp_path / "t.json", '{"version": 1, '
+        "gz_table": (["dense.none.1x2_2x3_1x3.float32.0badc0de.x86", "--tasks", shipped], "not found"),
+        "bad_table": (["dense.none.1x2_2x3_1x3.float32.0badc0de.x86", "--tasks", _write(tmp_path / "t.json", '{"version": 2, '
                                                                                 '"tasks": [{"key": 1}]}')],
                       "t.json: task 0: not a task row"),
         "empty_pretrain": ([TINY, "--cost-model", "xgb-pretrained", "--pretrain-data", str(tmp_path / "empty")],
@@ -153,7 +153,7 @@ def test_unknown_network_in_ms_measure_is_refused_at_parse_time(tmp_path, capsys
     with pytest.raises(SystemExit) as stop:
         parse_args(["--work-dir", str(tmp_path / "m"), "--networks", "resnet50", "resnet51"])
     assert stop.value.code == 2
-    assert "argument --networks: unknown network 'resnet51' (known: resnet50" in capsys.readouterr().err
+    assert "argument --networks: unknown network 'resnet51' (known: all, resnet50" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
 
 
