@@ -13,9 +13,9 @@ Stages (`--stages`, in this order):
   plots     runtime distribution, error/predicted vs measured and learning curves of
             each model (lowest seed), τ per workload, the sweep
   transfer  the transfer matrix (benchmarks.transfer: train on 1, 2, 4, 11 workloads, rank the
-            others), why the graphs do not transfer (benchmarks.transfer_analysis of the
+            others), why the graphs do not transfer (benchmarks.transfer.analysis of the
             best transfer spec, `--transfer-analysis-spec`) and what transfers: the register
-            tile (benchmarks.transfer_families)
+            tile (benchmarks.transfer.families)
   ceiling   a third pass, now, on the quiet machine: pass 2's configs and `--ceiling-count`
             more of pass 1's (`extract.measure --remeasure … --also pass2`); τ of pass 1 and of
             pass 2 against it, to tell measurement noise from load during a pass, with enough
@@ -29,7 +29,7 @@ Stages (`--stages`, in this order):
   networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
             networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
             ceiling, and with the shipped conv2d dataset added; on the operator-kind
-            axis also issue 13's gcn-inv-arf-noext-lane and knob-xgb / itervar-xgb
+            axis also the transfer study's gcn-inv-arf-noext-lane and knob-xgb / itervar-xgb
             (rank and reg), with a mean / worst summary per model (benchmarks.networks)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
@@ -47,7 +47,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, ms_tuning, networks, speed, sweep, transfer, transfer_analysis, transfer_families, tuning
+from . import accuracy, ms_tuning, networks, speed, sweep, tuning
+from .transfer import analysis, families, matrix, specs
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 
@@ -81,13 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = ap.add_argument_group("speed")
     speed.add_arguments(p)
     x = ap.add_argument_group("transfer matrix")
-    transfer.add_arguments(x, prefix="transfer-", sizes_models=transfer.SIZES_MODELS)
+    matrix.add_arguments(x, prefix="transfer-", sizes_models=specs.SIZES_MODELS)
     x.add_argument("--no-transfer-analysis", dest="transfer_analysis", action="store_false",
-                   help="skip benchmarks.transfer_analysis in the transfer stage")
-    x.add_argument("--transfer-analysis-spec", default=transfer_analysis.DEFAULT_SPEC, choices=list(transfer.MODEL_SPECS),
-                   help="the transfer spec benchmarks.transfer_analysis analyses (RESULTS/transfer_analysis.json; "
+                   help="skip benchmarks.transfer.analysis in the transfer stage")
+    x.add_argument("--transfer-analysis-spec", default=analysis.DEFAULT_SPEC, choices=list(specs.MODEL_SPECS),
+                   help="the transfer spec benchmarks.transfer.analysis analyses (RESULTS/transfer_analysis.json; "
                         "transfer_analysis_before.json, the tir-ast-v1 gcn reference, is kept as it is)")
-    ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning (issue 11)"))
+    ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning"))
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n, kind_models=networks.KIND_MODELS)
     return ap
@@ -221,10 +222,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return run_stages(args, argv)
 
 
-def run_stages(args, argv: Optional[Sequence[str]]) -> int:
-    """The stages asked for, with the output folders held (see the module docstring)."""
-    os.makedirs(args.results, exist_ok=True)
-    info_path = os.path.join(args.results, "run_info.json")
+def run_info(args, argv: Optional[Sequence[str]], info_path: str) -> Dict[str, Any]:
+    """RESULTS/run_info.json as this run continues it: the commands so far, this machine,
+    the options that differ from the full protocol."""
     info: Dict[str, Any] = {}
     if os.path.exists(info_path):
         import json
@@ -236,72 +236,91 @@ def run_stages(args, argv: Optional[Sequence[str]]) -> int:
     info["command"] = command if "train" in args.stages else info.get("command", command)
     info["machine"] = machine()
     info["protocol_notes"] = protocol_notes(args)
-    args.accuracy_runs = os.path.join(args.runs, "accuracy")
-    if args.tuning_epochs is None and args.epochs is not None:
-        args.tuning_epochs = args.epochs
+    return info
 
-    def stage(name, fn):
-        if name not in args.stages:
+
+class Stages:
+    """The stages of the protocol, each a method; `run` runs one if it was asked for and
+    records its wall time in run_info.json. What a later stage reuses (the accuracy runs,
+    the noise ceiling, the sweep) is kept in `state`."""
+
+    def __init__(self, args, info: Dict[str, Any], info_path: str):
+        self.args, self.info, self.info_path = args, info, info_path
+        self.groups = training_jobs(args)
+        self.state: Dict[str, Any] = {}
+
+    def run(self, name: str, fn) -> Any:
+        if name not in self.args.stages:
             return None
         log(f"== {name}")
         start = time.perf_counter()
         out = fn()
-        info["stages"][name] = time.perf_counter() - start
-        write_json(info_path, info)
+        self.info["stages"][name] = time.perf_counter() - start
+        write_json(self.info_path, self.info)
         return out
 
-    groups = training_jobs(args)
-    stage("train", lambda: run_many(ordered_unique(groups, args.seeds), args.parallel))
-    state: Dict[str, Any] = {}
+    def train(self):
+        return run_many(ordered_unique(self.groups, self.args.seeds), self.args.parallel)
 
-    def do_accuracy():
-        state["acc"] = run_many(groups["accuracy"], args.parallel)  # all reused after "train"
-        state["ceiling"] = accuracy.noise_ceiling(logs=args.ceiling_logs)
-        return accuracy.write_outputs(state["acc"], args.results, state["ceiling"])
+    def accuracy(self):
+        args = self.args
+        self.state["acc"] = run_many(self.groups["accuracy"], args.parallel)  # all reused after "train"
+        self.state["ceiling"] = accuracy.noise_ceiling(logs=args.ceiling_logs)
+        return accuracy.write_outputs(self.state["acc"], args.results, self.state["ceiling"])
 
-    def do_sweep():
-        state["sweep"] = sweep.write_outputs(run_many(groups["sweep"], args.parallel), args.results)
+    def sweep(self):
+        self.state["sweep"] = sweep.write_outputs(run_many(self.groups["sweep"], self.args.parallel), self.args.results)
 
-    def do_plots():
-        if "acc" not in state:
-            do_accuracy()
-        suite_plots(args, state["acc"], state.get("sweep"), state.get("ceiling"))
+    def plots(self):
+        if "acc" not in self.state:
+            self.accuracy()
+        suite_plots(self.args, self.state["acc"], self.state.get("sweep"), self.state.get("ceiling"))
 
-    def do_ceiling():
-        wait_quiet(args.no_wait)
-        if "acc" not in state:
-            do_accuracy()
-        return quiet_ceiling(args, state["acc"])
+    def ceiling(self):
+        wait_quiet(self.args.no_wait)
+        if "acc" not in self.state:
+            self.accuracy()
+        return quiet_ceiling(self.args, self.state["acc"])
 
-    def do_tuning():
-        wait_quiet(args.no_wait)
-        return tuning.run(args)
+    def tuning(self):
+        wait_quiet(self.args.no_wait)
+        return tuning.run(self.args)
 
-    def do_transfer():
-        transfer.run(args, args.data, os.path.join(args.runs, "transfer"), args.results, args.parallel,
-                     prefix="transfer-")
+    def transfer(self):
+        args, runs = self.args, os.path.join(self.args.runs, "transfer")
+        matrix.run(args, args.data, runs, args.results, args.parallel, prefix="transfer-")
         if args.transfer_analysis:
-            transfer_analysis.run(args.data, args.results, args.transfer_analysis_spec, None, args.transfer_epochs,
-                                  args.transfer_seed, None)
-        families = [m for m in transfer_families.DEFAULT_MODELS if m in args.transfer_models]
-        if families:  # reads the runs' predictions: only the models the matrix just ran
+            analysis.run(args.data, args.results, args.transfer_analysis_spec, None, args.transfer_epochs,
+                         args.transfer_seed, None)
+        chosen = [m for m in families.DEFAULT_MODELS if m in args.transfer_models]
+        if chosen:  # reads the runs' predictions: only the models the matrix just ran
             write_json(os.path.join(args.results, "transfer_families.json"),
-                       transfer_families.run(args.data, os.path.join(args.runs, "transfer"), families,
-                                             transfer_families.REPEATS))
+                       families.run(args.data, runs, chosen, families.REPEATS))
 
-    def do_speed():
-        wait_quiet(args.no_wait)
-        return speed.run(args)
+    def speed(self):
+        wait_quiet(self.args.no_wait)
+        return speed.run(self.args)
 
-    stage("accuracy", do_accuracy)
-    stage("sweep", do_sweep)
-    stage("plots", do_plots)
-    stage("transfer", do_transfer)
-    stage("ceiling", do_ceiling)
-    stage("tuning", do_tuning)
-    stage("speed", do_speed)
-    stage("ms-tuning", lambda: (wait_quiet(args.no_wait), ms_tuning.run(args, command=info["command"])))
-    stage("networks", lambda: networks.run(args))
+    def ms_tuning(self):
+        wait_quiet(self.args.no_wait)
+        return ms_tuning.run(self.args, command=self.info["command"])
+
+    def networks(self):
+        return networks.run(self.args)
+
+
+def run_stages(args, argv: Optional[Sequence[str]]) -> int:
+    """The stages asked for, with the output folders held (see the module docstring)."""
+    os.makedirs(args.results, exist_ok=True)
+    info_path = os.path.join(args.results, "run_info.json")
+    info = run_info(args, argv, info_path)
+    args.accuracy_runs = os.path.join(args.runs, "accuracy")
+    if args.tuning_epochs is None and args.epochs is not None:
+        args.tuning_epochs = args.epochs
+    stages = Stages(args, info, info_path)
+    for name in STAGES:
+        if name != "report":
+            stages.run(name, getattr(stages, name.replace("-", "_")))
     info["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     write_json(info_path, info)
     if "report" in args.stages:

@@ -195,6 +195,15 @@ def read_csv(path: str) -> List[Dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def load_json(results: str, name: str) -> Optional[Any]:
+    """The JSON file `name` of the results folder `results`, or None when it is absent."""
+    path = os.path.join(results, name)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def write_json(path: str, obj: Any) -> None:
     """Atomically, indented, numpy values as plain ones, a non-finite number as null (JSON
     has no NaN; a reader of the file must see "no value", never a number)."""

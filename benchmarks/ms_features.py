@@ -14,13 +14,12 @@ templates (x86 and CUDA) on ResNet-18's 3×3 64-channel layer.
 
 Per case:
   * stages, ms per candidate, in this process (CPU time): each lowering pass of
-    `lower_for_features`, the TIR walk as first written (`tir_to_graph_reference`) and
-    the fast walk (`tir_to_graph`), GraphSample building, `prepare`, `make_batch` and
+    `lower_for_features`, the TIR walk (`tir_to_graph`), GraphSample building, `prepare`, `make_batch` and
     the forward pass of a freshly built `simulator` GraphModel (gcn, 64 wide, 3 layers;
     timing does not depend on its weights) in batches of 256 (torch at 1 thread);
   * end to end, candidates/s (wall): Schedule → score for every candidate, by the
-    reference path (one process), the fast path in one process, and the fast path with
-    each of `--workers` processes (`extract.featurize`: forked for each call);
+    featurization path with each of `--workers` processes (`extract.featurize`: forked
+    for each call);
   * MetaSchedule's XGBModel.predict (PerStoreFeature rows + booster; trained first on
     64 candidates with made-up runtimes, so that it predicts rather than guesses), its
     feature extractor with as many threads as the largest `--workers` — how a tuning
@@ -143,7 +142,7 @@ def score(model, samples, stages: Optional[Dict[str, float]] = None) -> np.ndarr
 def stage_times(case: Case, model) -> Dict[str, Any]:
     """CPU ms per candidate of each stage, one process."""
     from extract.featurize import to_sample
-    from extract.tir_graph import feature_passes, tir_to_graph, tir_to_graph_reference
+    from extract.tir_graph import feature_passes, tir_to_graph
 
     clock = time.process_time
     passes = feature_passes()
@@ -158,9 +157,6 @@ def stage_times(case: Case, model) -> Dict[str, Any]:
         funcs.append(mod["main"])
     n = len(funcs)
     t = clock()
-    reference = [tir_to_graph_reference(f) for f in funcs]
-    walk_reference = clock() - t
-    t = clock()
     graphs = [tir_to_graph(f) for f in funcs]
     walk = clock() - t
     t = clock()
@@ -169,10 +165,10 @@ def stage_times(case: Case, model) -> Dict[str, Any]:
     sample = clock() - t
     stages: Dict[str, float] = {}
     score(model, samples, stages)
-    nodes = [len(g.node_types) for g in reference]
+    nodes = [len(g.node_types) for g in graphs]
     ms = {"lower": 1e3 * per_pass.sum() / n,
           "lower_passes": {name: 1e3 * v / n for name, v in zip(PASS_NAMES, per_pass)},
-          "walk_reference": 1e3 * walk_reference / n, "walk": 1e3 * walk / n, "sample": 1e3 * sample / n,
+          "walk": 1e3 * walk / n, "sample": 1e3 * sample / n,
           **{k: 1e3 * v / n for k, v in stages.items()}}
     return {"nodes": {"min": min(nodes), "mean": float(np.mean(nodes)), "max": max(nodes)}, "stages_ms": ms}
 
@@ -183,22 +179,13 @@ def cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def end_to_end(case: Case, model, workers: int, reference: bool = False) -> Dict[str, float]:
+def end_to_end(case: Case, model, workers: int) -> Dict[str, float]:
     """Schedule → score for every candidate: candidates/s (wall) and CPU ms per
     candidate (all processes)."""
     from extract.featurize import featurize_schedules
-    from extract.sample import GraphSample
-    from extract.tir_graph import lower_for_features, tir_to_graph_reference
 
     start, cpu = time.perf_counter(), cpu_seconds()
-    if reference:
-        samples = []
-        for i, sch in enumerate(case.schedules):
-            g = tir_to_graph_reference(lower_for_features(sch.mod)["main"])
-            samples.append(GraphSample(g.edges, g.node_features, g.node_types, [np.nan], case.name,
-                                       f"{case.name}/{i}", vectors={"curve": g.curve[None, :]}))
-    else:
-        samples = featurize_schedules(case.schedules, case.target, case.name, workers=workers)
+    samples = featurize_schedules(case.schedules, case.target, case.name, workers=workers)
     score(model, samples)
     n = len(case.schedules)
     return {"per_s": n / (time.perf_counter() - start), "cpu_ms": 1e3 * (cpu_seconds() - cpu) / n}
@@ -246,7 +233,7 @@ def measure_case(case: Case, model, workers: Sequence[int]) -> Dict[str, Any]:
     log(f"{case.name}: {len(case.schedules)} candidates")
     result: Dict[str, Any] = {"name": case.name, "kind": case.kind, "target": str(case.target.kind.name),
                               "candidates": len(case.schedules), **stage_times(case, model)}
-    runs = {"reference_1proc": end_to_end(case, model, 1, reference=True)}
+    runs = {}
     for w in workers:
         runs[f"fast_{w}proc"] = end_to_end(case, model, w)
     runs.update(metaschedule_reference(case, max(workers)))
@@ -576,11 +563,11 @@ def two_stage_table(section: Dict[str, Any]) -> str:
 def table(result: Dict[str, Any]) -> str:
     """The figures as plain-text tables."""
     lines = ["ms per candidate (one process, CPU):",
-             f"{'case':44s} {'nodes':>6s} {'lower':>7s} {'walk(ref)':>9s} {'walk':>6s} {'sample':>6s} "
+             f"{'case':44s} {'nodes':>6s} {'lower':>7s} {'walk':>6s} {'sample':>6s} "
              f"{'prep':>5s} {'batch':>5s} {'fwd':>5s}"]
     for c in result["cases"]:
         s = c["stages_ms"]
-        lines.append(f"{c['name'][:44]:44s} {c['nodes']['mean']:6.1f} {s['lower']:7.3f} {s['walk_reference']:9.3f} "
+        lines.append(f"{c['name'][:44]:44s} {c['nodes']['mean']:6.1f} {s['lower']:7.3f} "
                      f"{s['walk']:6.3f} {s['sample']:6.3f} {s['prepare']:5.3f} {s['batch']:5.3f} {s['forward']:5.3f}")
     keys = list(result["cases"][0]["per_second"]) if result["cases"] else []
     for title, field, fmt in (("candidates/s end to end (wall)", "per_second", "15.0f"),

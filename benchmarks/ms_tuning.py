@@ -1,4 +1,4 @@
-"""Issue 11 §4: MetaSchedule tuning of held-out operators with each cost model, measured here.
+"""MetaSchedule tuning of held-out operators with each cost model, measured here.
 
     python -m benchmarks.ms_tuning --pretrain-data DB_FOLDER ... [--operators ...] [--trials 128]
         [--points 64 128] [--seeds 0 1 2] [--cost-models gnn xgb xgb-pretrained random gnn-filter]
@@ -8,7 +8,7 @@
 Also the `ms-tuning` stage of `python -m benchmarks.all`.
 
 1. **Pre-training data.** `--pretrain-data`: MetaSchedule databases of real networks
-   (issue 12's dataset). A snapshot of them is taken first (at most `--pretrain-records` records of
+   (`datasets/networks_<cpu>`). A snapshot of them is taken first (at most `--pretrain-records` records of
    each database, evenly spaced in file order so that every workload contributes; a last
    line still being written is left out), so every cost model pre-trains on the same records.
 2. **Held-out operators** (`--operators`, `extract.workloads` specs): refused if their
@@ -392,7 +392,7 @@ def report_section(results: str) -> List[str]:
 
 
 def goal_lines(rows: Sequence[Dict[str, Any]], model: str = "gnn") -> List[str]:
-    """Issue 11's goals checked per operator on the means over seeds: `model` reaches each
+    """The tuning goals checked per operator on the means over seeds: `model` reaches each
     xgb's best-at-the-last-point latency by half as many trials, and is ≥ 10% faster than it
     at the first point."""
     points = sorted({r["trials"] for r in rows})

@@ -15,8 +15,8 @@ conv2d-template dataset added to the training data (`--data NETWORKS shipped`: i
 workloads belong to no network, so they only ever train), to see whether the templates help.
 
 A model is a `simulator.train --model` name (trained with that model's defaults, e.g.
-`xgb`) or a named command line of `benchmarks.transfer.MODEL_SPECS` (issue 13's models:
-`gcn-inv-arf-noext-lane`, the size-invariant gcn with its best transfer features, and
+`xgb`) or a named command line of `benchmarks.transfer.specs.MODEL_SPECS` (the transfer study's
+models: `gcn-inv-arf-noext-lane`, the size-invariant gcn with its best transfer features, and
 AutoTVM's baselines `knob-xgb-rank` / `knob-xgb-reg` / `itervar-xgb-rank` /
 `itervar-xgb-reg`, `KIND_MODELS`). `--kind-models` are trained on the leave-op-kind-out
 axis only (default: none; `python -m benchmarks.all`: those five), `--networks-models` on
@@ -52,7 +52,7 @@ from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, fmt, locke
                      mean_std, model_name, output_folder, run_many, train_argv, write_csv, write_json)
 
 MODELS = ["gcn", "sage", "mlp", "curve-mlp", "xgb"]
-# issue 13's models, trained on the operator-kind axis only (benchmarks.transfer.MODEL_SPECS)
+# the transfer study's models, trained on the operator-kind axis only (benchmarks.transfer.specs)
 KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
 XGB_MODELS = ("xgb", "knob-xgb", "itervar-xgb")
 METRICS = ["kendall_tau", "opa", "top1_score", "top5_score", "top1_slowdown", "top5_slowdown", "top5_recall"]
@@ -65,8 +65,8 @@ SPLITS = {"network": ("leave-network-out", "--test-network"), "kind": ("leave-op
 
 
 def networks_model(text: str) -> str:
-    """An argparse type: a `simulator.train --model` name or a `benchmarks.transfer.MODEL_SPECS` name."""
-    from .transfer import MODEL_SPECS
+    """An argparse type: a `simulator.train --model` name or a `benchmarks.transfer.specs.MODEL_SPECS` name."""
+    from .transfer.specs import MODEL_SPECS
 
     if text in MODEL_SPECS:
         return text
@@ -74,16 +74,16 @@ def networks_model(text: str) -> str:
         return model_name(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"unknown model {text!r} (a simulator.train --model name, or one of "
-                                         f"benchmarks.transfer.MODEL_SPECS: {', '.join(MODEL_SPECS)})") from None
+                                         f"benchmarks.transfer.specs.MODEL_SPECS: {', '.join(MODEL_SPECS)})") from None
 
 
 def model_flags(name: str) -> tuple:
     """(simulator.train --model, its other flags) of a benchmark model name: a simulator
     model's own name trains with its defaults (the argv of the runs before named command
-    lines existed); any other name is its `benchmarks.transfer.MODEL_SPECS` command line."""
+    lines existed); any other name is its `benchmarks.transfer.specs.MODEL_SPECS` command line."""
     from simulator.costmodel import model_names
 
-    from .transfer import MODEL_SPECS
+    from .transfer.specs import MODEL_SPECS
 
     if name in model_names():
         return name, []
@@ -120,7 +120,7 @@ def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) 
     ap.add_argument("--networks-models", nargs="+", type=networks_model, default=MODELS)
     ap.add_argument("--kind-models", nargs="*", type=networks_model, default=list(kind_models),
                     help="trained on the leave-op-kind-out axis only (default: %(default)s; "
-                         f"issue 13's: {' '.join(KIND_MODELS)})")
+                         f"the transfer study's: {' '.join(KIND_MODELS)})")
     ap.add_argument("--held-networks", nargs="+", default=NETWORKS)
     ap.add_argument("--held-kinds", nargs="+", default=None, help="default: every kind with a task of > 5 records")
     ap.add_argument("--networks-epochs", type=COUNT, default=20)
@@ -344,7 +344,7 @@ def _extreme(values: Sequence[Optional[float]], worst) -> Optional[float]:
 
 
 def kind_summary(res: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Leave-one-operator-kind-out, one row per model (issue 13's table): over the held-out
+    """Leave-one-operator-kind-out, one row per model: over the held-out
     kinds it has a value on, the mean and worst (lowest) of the kinds' mean τ, the mean and
     worst (highest) of their mean top-5 slowdowns, and the worst single task of each (the
     lowest task τ, the highest task top-5 slowdown; each task's value a mean over seeds).

@@ -1,4 +1,4 @@
-"""Scaling figures for issue 14: training throughput with 1 vs 2 processes (torchrun) on
+"""Scaling figures: training throughput with 1 vs 2 processes (torchrun) on
 this machine, and the per-graph costs `docs/SCALING.md` scales up to TpuGraphs' layout
 collections.
 

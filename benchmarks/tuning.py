@@ -12,7 +12,7 @@ For each held-out workload W:
 2. its top max(ks) configs, the shipped dataset's best config of W, the template's config 0
    (all tiles 1) and the unscheduled default (the template's compute, no packing blocks
    (ic_bn = oc_bn = 1) and no schedule at all: TVM's default lowering) are built and timed
-   exactly as the dataset was (`extract.measure.measure_one`: one runtime thread,
+   exactly as the dataset was (`extract.timing.measure_one`: one runtime thread,
    `time_evaluator(number=1, repeat, min_repeat_ms)`, checked against NumPy), in a spawned
    worker; this is repeated `--passes` times, each pass in a new shuffled order over all
    workloads, so the spread between passes is the measurement noise;
@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from extract.measure import MeasureResult, Worker
+from extract.timing import MeasureResult, Worker
 from extract.cli import Float
 from simulator.registry import SimulatorError
 
@@ -55,7 +55,7 @@ def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> MeasureRe
     built by TVM's default lowering; timed and checked as `measure_one` does."""
     import tvm
     from extract import records as rec
-    from extract.measure import check_and_time
+    from extract.timing import check_and_time
     from extract.templates import get_template
     from extract.workloads import parse_workload
 
@@ -70,7 +70,7 @@ def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> MeasureRe
 
 
 def measure_config(spec: str, index: int, repeat: int, min_repeat_ms: int) -> MeasureResult:
-    from extract.measure import measure_one
+    from extract.timing import measure_one
     from extract.workloads import parse_workload
     return measure_one(TEMPLATE, parse_workload(spec), index, repeat, min_repeat_ms)
 

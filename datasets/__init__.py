@@ -9,7 +9,10 @@
     the MetaSchedule dataset); groups are `extract.ms_workload` workload keys;
   * a folder of sample collections (`*.npz` written by `extract.tvm_log --out`), or
     such files.
-Several may be given ("shipped" among them). Each path is read once, and samples that
+What a folder stands for is the rule of every reader (`extract.inputs.find_inputs`, as in
+`extract.tvm_log`): every database and log found in it is read, and whatever else is found
+is named in a `passed over …` line with the reason. Several paths may be given
+("shipped" among them). Each path is read once, and samples that
 repeat a (workload group, config) already read are dropped, with a count (`--data D D`
 would otherwise double the samples and put one config on both sides of a split). A
 folder holding both sample collections and logs is refused (give the one you mean);
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from extract.records import log_files
+from extract.inputs import InputError, database_files, find_all, find_inputs, is_record_file, passed_over_lines
 from extract.sample import ExtractorInfo, GraphSample, load_info, load_samples, save_samples
 from extract.tir_graph import EXTRACTOR_VERSION
 
@@ -101,21 +104,17 @@ def cache_dir(override: Optional[str] = None) -> Path:
 def _logs_key(files: Iterable[str]) -> str:
     files = list(files)
     digest = hashlib.sha256(EXTRACTOR_VERSION.encode())
-    if any(map(_is_database_file, files)):  # MetaSchedule samples carry trace knobs too
+    if any(map(is_record_file, files)):  # MetaSchedule samples carry trace knobs too
         from extract.knob_features import TRACE_KNOB_VERSION
+        from extract.ms_database import READER_VERSION
         from extract.ms_workload import KEY_VERSION
-        digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}-{KEY_VERSION}".encode())
+        digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}-reader-v{READER_VERSION}-{KEY_VERSION}".encode())
     for path in sorted(files):
         digest.update(os.path.basename(path).encode())
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:20]
-
-
-def _is_database_file(path: str) -> bool:
-    from extract.ms_database import is_record_file
-    return is_record_file(path)
 
 
 def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = True,
@@ -127,9 +126,8 @@ def load_logs(paths: Sequence[str], skip_bad: bool = False, use_cache: bool = Tr
     errors, skipped; empty for a cache written before these were kept)."""
     from extract.tvm_log import extract_logs, input_files
 
-    files = list({os.path.realpath(f): f for p in paths
-                  for f in (_database_record_files(p) or log_files([p]))}.values())
-    databases = [f for f in files if _is_database_file(f)]
+    files = [f for found in find_all(paths) for f in _record_files(found.databases) + found.logs]
+    databases = [f for f in files if is_record_file(f)]
     if databases and len(databases) < len(files):
         # AutoTVM logs and MetaSchedule databases: each cached on its own (their samples'
         # knob vectors differ in width, so one collection file cannot hold both)
@@ -182,76 +180,53 @@ def load_shipped(progress: bool = True) -> List[GraphSample]:
     return load_logs([str(SHIPPED_LOG)], progress=progress)
 
 
-def _is_sample_file(path: Path) -> bool:
-    return path.suffix.lower() == ".npz"
-
-
-def _sample_files_in(folder: Path) -> List[str]:
-    """The sample collections in a folder and its subfolders (*.npz in any case; not
-    hidden files, such as a `.x.npz.….partial` being written)."""
-    return sorted(str(p) for p in folder.rglob("*") if p.is_file() and _is_sample_file(p)
-                  and not p.name.startswith("."))
-
-
-def _database_record_files(spec: str) -> List[str]:
-    """The record files of the MetaSchedule databases a path stands for (a database
-    folder, one of its files, or a folder of databases; see extract.ms_database); each
-    names its database to the readers). A folder of the networks dataset
-    (`datasets.networks`) stands for its first pass's databases."""
-    from extract.ms_database import database_files, find_databases
-
-    from .networks import is_dataset, training_databases
-
-    folders = training_databases(spec) if is_dataset(spec) else find_databases(spec)
-    return [database_files(db)[1] for db in folders]
+def _record_files(databases: Sequence[str]) -> List[str]:
+    """The record files of database folders: each names its database to the readers."""
+    return [database_files(db)[1] for db in databases]
 
 
 @dataclass
 class _Source:
-    """What one `--data` spec names: sample collection files and/or log files."""
+    """What one `--data` spec names: sample collection files and/or log files (a
+    database's record file stands for it), and what was found there and not read."""
 
     spec: str
     sample_files: List[str]
     logs: List[str]
+    passed_over: List[Tuple[str, str]] = field(default_factory=list)
 
 
 def _classify(spec: str) -> _Source:
-    """The sample collections and the logs one spec names. A folder holding both kinds
-    is refused: which of them the user means is not for us to guess."""
+    """What one spec names, by the rule of every reader (`extract.inputs.find_inputs`). A
+    folder holding both sample collections and logs or databases is refused: which of
+    them the user means is not for us to guess."""
     if spec == "shipped":
         if not SHIPPED_LOG.exists():
             raise DatasetError(f"{SHIPPED_LOG}: the shipped dataset is missing from this checkout")
         if _shipped_samples_current():
             return _Source(spec, [str(SHIPPED_SAMPLES)], [])
         return _Source(spec, [], [str(SHIPPED_LOG)])
-    path = Path(spec)
-    if not path.exists():
+    if not Path(spec).exists():
         raise DatasetError(f"{spec}: no such file or folder (give 'shipped', AutoTVM logs, "
                            f"or a folder of extracted .npz samples)")
-    if not path.is_dir():
-        if _is_sample_file(path):
-            return _Source(spec, [spec], [])
-        return _Source(spec, [], _database_record_files(spec) or [spec])
-    npz = _sample_files_in(path)
-    databases = _database_record_files(spec)
-    if databases:  # MetaSchedule databases: their record files stand for them
-        if npz:
-            raise DatasetError(f"{spec}: holds both sample collections ({len(npz)} .npz, e.g. {npz[0]}) and "
-                               f"MetaSchedule databases (e.g. {os.path.dirname(databases[0])}); give the "
-                               f"collections' folder or the databases themselves")
-        return _Source(spec, [], databases)
     try:
-        logs = log_files([spec])
-    except FileNotFoundError:
-        logs = []
+        found = find_inputs(spec)
+    except (InputError, FileNotFoundError) as e:
+        raise DatasetError(str(e)) from None
+    npz, databases, logs = found.collections, _record_files(found.databases), found.logs
+    if npz and databases:
+        raise DatasetError(f"{spec}: holds both sample collections ({len(npz)} .npz, e.g. {npz[0]}) and "
+                           f"MetaSchedule databases (e.g. {os.path.dirname(databases[0])}); give the "
+                           f"collections' folder or the databases themselves")
     if npz and logs:
         raise DatasetError(f"{spec}: holds both sample collections ({len(npz)} .npz, e.g. {npz[0]}) and "
                            f"tuning logs ({len(logs)}, e.g. {logs[0]}); give the collections' folder or "
                            f"the logs themselves")
-    if not npz and not logs:
-        raise DatasetError(f"{spec}: holds no sample collections (.npz) or tuning logs "
-                           f"(*.json, *.jsonl, *.log, or .gz of them)")
-    return _Source(spec, npz, []) if npz else _Source(spec, [], logs)
+    if not (npz or databases or logs):
+        raise DatasetError(f"{spec}: holds no sample collections (.npz), tuning logs (*.json, *.jsonl, "
+                           f"*.log, or .gz of them) or MetaSchedule databases"
+                           + (f" ({len(found.passed_over)} files passed over)" if found.passed_over else ""))
+    return _Source(spec, npz, databases + logs, found.passed_over)
 
 
 def _check_reports(sample_files: Sequence[str], whole_folders: Sequence[str]) -> None:
@@ -334,8 +309,7 @@ def load_collection(data: Union[str, Sequence[str]] = "shipped", progress: bool 
                         f"{count} samples" + _already(len(source.sample_files) - len(files)))
     logs = [s for s in sources if s.logs]
     if logs:
-        from extract.ms_database import is_record_file
-        from extract.tvm_log import describe_counts
+        from extract.log_report import describe_counts
 
         per_file: Dict[str, Dict[str, int]] = {}
         all_logs = [f for s in logs for f in s.logs]
@@ -360,6 +334,7 @@ def load_collection(data: Union[str, Sequence[str]] = "shipped", progress: bool 
                 read.append(f"{source.spec}: {len(files)} logs (extracted earlier, from the cache)")
     if not samples:
         raise DatasetError(f"{', '.join(specs)}: holds no samples")
+    read.extend(passed_over_lines([item for source in sources for item in source.passed_over]))
     read.extend(_tag_networks(samples, specs))
     return _finish(Collection(samples, shared_extractor(infos, names), read=read), progress)
 

@@ -1,4 +1,4 @@
-"""The MetaSchedule dataset of real networks' operators (issue 12): its folder, task table,
+"""The MetaSchedule dataset of real networks' operators: its folder, task table,
 the networks and operator kind of every sample, and the agreement of its two passes.
 
 A dataset folder is `extract.ms_measure`'s work folder or its compacted copy
@@ -43,14 +43,14 @@ from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, T
 
 import numpy as np
 
+from extract.inputs import FIRST_PASS, SIDECAR, TASK_TABLE, is_networks_dataset
+
 HERE = Path(__file__).resolve().parent
 DATASET_PREFIX = "networks_"       # datasets/networks_<LLVM cpu>/: one dataset per CPU model
 PRETRAINED_NAME = Path("pretrained") / "gcn.pt"
 PRETRAIN_RUN = "runs/networks-pretrained-gcn"
-TASKS = "tasks.json"
+TASKS = TASK_TABLE
 REFERENCE = "reference.jsonl"
-SIDECAR = "records.jsonl"
-FIRST_PASS = "pass1"
 MIN_TAU_RECORDS = 3   # a task's τ between passes needs this many re-measured records
 
 
@@ -104,9 +104,9 @@ def iter_jsonl(path: os.PathLike) -> Iterator[Tuple[int, Dict[str, Any]]]:
 
 
 def is_dataset(folder: os.PathLike) -> bool:
-    """A folder of this dataset's layout: a task table and a first pass."""
-    return (Path(folder).is_dir() and find_file(folder, TASKS) is not None
-            and (Path(folder) / FIRST_PASS).is_dir())
+    """A folder of this dataset's layout: a task table and a first pass (what every
+    reader reads of it: `extract.inputs`)."""
+    return is_networks_dataset(str(folder))
 
 
 def dataset_folder(cpu: str) -> Path:

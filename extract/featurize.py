@@ -6,9 +6,9 @@ scores candidates through.
 `featurize_schedules` takes what MetaSchedule hands a cost model (`MeasureCandidate`s),
 or `tvm.s_tir.Schedule`s, IRModules or PrimFuncs, and returns one unmeasured
 `GraphSample` (runtime NaN) per item, in order: `lower_for_features` (TVM's own
-passes, C++), then the fast walk `tir_graph.tir_to_graph`. The graphs are exactly
-those of the reference path (`tir_to_graph_reference`, and so of the shipped dataset's
-samples): same nodes, edges and features, bit for bit, same `EXTRACTOR_VERSION`.
+passes, C++), then the walk `tir_graph.tir_to_graph`. The graphs are exactly those of
+one schedule at a time (and of the shipped dataset's samples): same nodes, edges and
+features, bit for bit, same `EXTRACTOR_VERSION`.
 
 Where the time goes (see `benchmarks.ms_features`): TVM's lowering passes are most of
 it and cannot run side by side in threads of one process (they contend inside TVM:

@@ -35,7 +35,7 @@ every dimension of every argument in argument order (from the workload key,
 `extract.ms_workload`), padded to `SHAPE_WIDTH`; then log2 of the workload's FLOPs (0
 when unknown). Values beyond a width are cut, and the cut is counted, never silent
 (`TraceKnobs.cut`, kept as the sample's `meta["knob_cut"]`; `count_trace_cuts` counts a
-database's). On issue 12's networks_rocketlake a trace has at most 24 decision values and a
+database's). On datasets/networks_rocketlake a trace has at most 24 decision values and a
 workload 20 argument dimensions: nothing is cut there.
 
 Column i means different things across design spaces: the 5th decision value is a tile

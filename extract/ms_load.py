@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+BUSY_PERCENT = 20.0   # a measuring core busier than this (other processes' share) counts as loaded
+
 
 @dataclass(frozen=True)
 class CoreLoad:

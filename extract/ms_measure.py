@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Sequence
 from .cli import COUNT, NONNEGATIVE, NONNEGATIVE_FLOAT, POSITIVE, SEED, Float, Int
 from .fileio import OutputBusyError, atomic_write, output_lock
 from .ms_collect import Measurer, SearchSettings, TaskCollector
-from .ms_load import LoadMonitor, measure_load
+from .ms_load import BUSY_PERCENT, LoadMonitor, measure_load
 from .ms_progress import Counts, Progress
 from .ms_runner import (MeasureConfig, check_probe, host_target, load_tensor_intrinsics, make_builder,
                         make_runner, pin_process, probe_runner)
@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m extract.ms_measure", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", required=True, help="output folder (resumed if it exists)")
-    ap.add_argument("--networks", nargs="+", default=list(DEFAULT_NETWORKS),
+    ap.add_argument("--networks", nargs="+", default=list(DEFAULT_NETWORKS), metavar="NETWORK",
                     help="networks of extract.networks whose tasks to measure, or `all` (default: %(default)s); "
                          "a work folder's task table grows with networks it lacks")
     ap.add_argument("--only", nargs="+", default=[], metavar="SUBSTRING",
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--population", type=COUNT, default=128, help="evolutionary search population")
     ap.add_argument("--seed", type=SEED, default=0)
     ap.add_argument("--measure-core", type=Int(-1), default=-1, help="core that times (default: the last)")
-    ap.add_argument("--load-threshold", type=Float(0, 100), default=20.0,
+    ap.add_argument("--load-threshold", type=Float(0, 100), default=BUSY_PERCENT,
                     help="percent busy above which the measuring core counts as loaded")
     ap.add_argument("--max-wait", type=NONNEGATIVE_FLOAT, default=60.0,
                     help="seconds to wait for a loaded measuring core before each batch")
@@ -102,9 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def select_tasks(tasks: Sequence[TaskInfo], only: Sequence[str], max_tasks: int, seed: int) -> List[TaskInfo]:
     """The tasks to measure, in a seeded shuffled order (a run stopped early still covers
-    every network and operator kind evenly)."""
+    every network and operator kind evenly), elementwise tasks last: their design space
+    holds one schedule, so they teach a cost model nothing about ranking."""
     chosen = [t for t in tasks if not only or any(s in t.key for s in only)]
     random.Random(seed).shuffle(chosen)
+    chosen.sort(key=lambda t: t.kind == "elementwise")
     return chosen[:max_tasks] if max_tasks > 0 else chosen
 
 
@@ -214,19 +216,7 @@ def _final_summary(store: PassStore, tasks: Sequence[TaskInfo]) -> Dict:
             "errors": counts.errors, "exhausted_task_methods": exhausted}
 
 
-def network_names(requested: Sequence[str]) -> List[str]:
-    """`requested` with `all` spelled out; an unknown name is a one-line error."""
-    from .networks import NETWORKS
-
-    names = list(NETWORKS) if "all" in requested else list(dict.fromkeys(requested))
-    unknown = [n for n in names if n not in NETWORKS]
-    if unknown:
-        raise SystemExit(f"--networks: unknown {', '.join(unknown)}; known: all, {', '.join(NETWORKS)}")
-    return names
-
-
 def run(args) -> int:
-    args.networks = network_names(args.networks)
     config = dataclasses.replace(MeasureConfig.for_machine(args.measure_core),
                                  build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout)
     pin_process(config.build_cores, 1)
@@ -328,8 +318,21 @@ def _remeasure_progress(args, tasks, first: PassStore, store: PassStore) -> Prog
     return Progress(counts, every_s=args.progress_every)
 
 
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The arguments, network names checked (before any folder or task table is made)."""
+    from .networks import NETWORKS
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.networks = list(NETWORKS) if "all" in args.networks else list(dict.fromkeys(args.networks))
+    unknown = [n for n in args.networks if n not in NETWORKS]
+    if unknown:
+        parser.error(f"argument --networks: unknown network {unknown[0]!r} (known: all, {', '.join(NETWORKS)})")
+    return args
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         return run(args)
     except OutputBusyError as e:

@@ -1,6 +1,6 @@
 """The measuring protocol for MetaSchedule on this machine: target, builder, runner, pinning.
 
-Shared by the dataset collector (`extract.ms_measure`) and `simulator.tune` (issue 11), so
+Shared by the dataset collector (`extract.ms_measure`) and `simulator.tune`, so
 that every MetaSchedule measurement tpsim makes is taken the same way.
 
 Why it is configured as it is (the VM has 2 cores shared with other work; two passes of
@@ -37,8 +37,10 @@ import contextlib
 import functools
 import os
 import platform
+import re
+import signal
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 REPEAT = 5
 MIN_REPEAT_MS = 20
@@ -82,6 +84,38 @@ def host_target(num_cores: int = 1):
                    "num-cores": num_cores})
 
 
+ISA_FEATURE = re.compile(r"^(sse|ssse|avx|fma|f16c|bmi|amx|popcnt|lzcnt|movbe|sha|aes|vaes|gfni|vpclmulqdq|"
+                         r"pclmul|adx|neon|sve|fp16|fullfp16|bf16|dotprod|i8mm)")
+ARCH_NAMES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def why_not_runnable_here(target) -> Optional[str]:
+    """Why kernels built for `target` cannot be timed on this machine's CPU (None: they
+    can): another kind of device, another architecture, or a CPU model with instruction
+    sets this one lacks. Every candidate would fail, so a tuning run is refused first."""
+    from tvm.target import Target
+    from tvm.target.codegen import llvm_get_cpu_features, llvm_get_system_cpu
+
+    kind = str(target.kind.name)
+    if kind != "llvm":
+        return f"a {kind} target's kernels run on its device, not on this CPU; time them there (--tracker)"
+    host = platform.machine()
+    host = ARCH_NAMES.get(host, host)
+    triple = str(target.attrs["mtriple"]) if "mtriple" in target.attrs else ""
+    arch = ARCH_NAMES.get(triple.split("-")[0], triple.split("-")[0]) if triple else host
+    if arch != host:
+        return f"mtriple {triple} builds for {arch}; this machine is {host}"
+    if "mcpu" not in target.attrs:
+        return None
+    here = Target({"kind": "llvm", "mcpu": llvm_get_system_cpu()})
+    missing = sorted(f for f in set(llvm_get_cpu_features(target)) - set(llvm_get_cpu_features(here))
+                     if ISA_FEATURE.match(str(f)))
+    if missing:
+        return (f"mcpu {target.attrs['mcpu']} uses instruction sets this CPU ({llvm_get_system_cpu()}) lacks: "
+                f"{', '.join(map(str, missing[:8]))}{' …' if len(missing) > 8 else ''}")
+    return None
+
+
 # ---------------------------------------------------------------- pinning
 def pin_process(cores: Sequence[int], threads: int = 0) -> None:
     """Pin the calling process to `cores`; with `threads` > 0 also fix TVM's thread pool
@@ -98,9 +132,16 @@ def pin_process(cores: Sequence[int], threads: int = 0) -> None:
         os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
+def _ignore_ctrl_c() -> None:
+    """In a worker: Ctrl-C in a terminal reaches the whole process group, and the parent
+    stops its workers itself (a worker's own KeyboardInterrupt only prints a traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _pin_worker(cores: Tuple[int, ...], threads: int, nice: int = 0) -> None:
     """PopenPool initializer (runs in the worker before its first job); a priority the
     process may not take (not root) is left as it is."""
+    _ignore_ctrl_c()
     pin_process(cores, threads)
     if nice:
         try:
@@ -152,6 +193,7 @@ def _is_x86_llvm(target) -> bool:
 def _pin_build_worker(cores: Tuple[int, ...], x86_only: bool) -> None:
     """Builder initializer: pin, then import the tensor intrinsics `default_build` needs,
     once per worker instead of once per build call."""
+    _ignore_ctrl_c()
     pin_process(cores, 1)
     _import_intrinsics(x86_only)
 

@@ -7,7 +7,7 @@
     PASS_DIR/state.json       (task, method) pairs whose design space ran out of new schedules
 
 One normal `JSONDatabase` per sampling method keeps each method's records readable by any
-MetaSchedule tool (and by issue 11's reader) without a filter. A database keeps only what
+MetaSchedule tool (and by `extract.ms_database`) without a filter. A database keeps only what
 MetaSchedule keeps (trace, run_secs, target, argument info, and 1e10 for a failure), so
 the sidecar holds what it cannot: when a record was measured (drift correction), why it
 failed, and how loaded the machine was. The sidecar line is written first, then the

@@ -7,7 +7,8 @@ Import path (what works with torch 2.13 and TVM 0.27 here): `torch.export.export
 module in eval mode → `from_exported_program(..., run_ep_decomposition=False)` (keeping
 torch's high-level ops: linear stays a matmul+bias that fuses with its epilogue, GELU and
 LayerNorm stay one operator each, as a deployment compiles them; with PyTorch's
-decomposition a linear splits into reshape/matmul/add tasks) → the passes of TVM's
+decomposition a linear splits into reshape/matmul/add tasks; batch norm goes through
+`_inference_batch_norm`, as TVM's converter misreads that overload's eps) → the passes of TVM's
 `static_shape_tuning` pipeline before tuning (FoldBatchnormToConv2D, then
 DecomposeOpsForInference, CanonicalizeBindings and the zero pipeline: legalise, fold
 constants, fuse) → `ms.relax_integration.extract_tasks`. Weights are random constants
@@ -22,8 +23,9 @@ re-running the import.
 """
 from __future__ import annotations
 
+import gzip
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, List, Sequence
 
 from .fileio import atomic_write
@@ -61,21 +63,52 @@ def import_network(name: str):
     """The Relax IRModule of network `name` (see `extract.networks`), ready for task
     extraction (legalised and fused)."""
     import torch
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
 
     from .networks import get_network
 
     spec = get_network(name)
     torch.manual_seed(0)
-    model = spec.build().eval()
+    model = spec.build()
+    return import_module(model, spec.example_inputs())
+
+
+def import_module(model, inputs: tuple):
+    """The Relax IRModule of torch `model` in eval mode called on `inputs` (its weights
+    become constants), legalised and fused for task extraction."""
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
     with torch.no_grad():
-        exported = torch.export.export(model, (torch.randn(*spec.input_shape),))
-    mod = from_exported_program(exported, keep_params_as_input=False, run_ep_decomposition=False)
+        exported = torch.export.export(model.eval(), inputs)
+    mod = from_exported_program(exported, keep_params_as_input=False, run_ep_decomposition=False,
+                                custom_convert_map={"batch_norm.default": _inference_batch_norm})
     passes = [relax.transform.FoldBatchnormToConv2D(), relax.transform.DecomposeOpsForInference(),
               relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")]
     return tvm.transform.Sequential(passes)(mod)
+
+
+def _inference_batch_norm(node, importer):
+    """Relax for `aten.batch_norm(x, weight, bias, mean, var, training, momentum, eps, cudnn)`
+    in eval mode. TVM 0.27's own converter reads this overload as if it were
+    `_native_batch_norm_legit` (momentum taken for eps, training assumed), which gives
+    eps 0.1 instead of the network's."""
+    import numpy as np
+    from tvm import relax
+
+    x, weight, bias, mean, var, training, momentum, eps = node.args[:8]
+    if training:
+        raise ValueError(f"{node.name}: batch norm in training mode; networks are exported in eval mode")
+    channels, dtype = int(importer.shape_of(importer.env[x])[1]), importer.env[x].ty.dtype.dtype
+
+    def param(arg, fill: float):
+        return importer.env[arg] if arg is not None else relax.const(np.full(channels, fill), dtype=dtype)
+
+    norm = relax.op.nn.batch_norm(importer.env[x], param(weight, 1.0), param(bias, 0.0), param(mean, 0.0),
+                                  param(var, 1.0), axis=1, epsilon=eps, center=bias is not None,
+                                  scale=weight is not None, momentum=momentum, training=False)
+    return importer.block_builder.emit(relax.TupleGetItem(importer.block_builder.emit(norm), 0))
 
 
 def network_tasks(name: str, target) -> List[TaskInfo]:
@@ -131,13 +164,40 @@ def save_tasks(path: str, tasks: Sequence[TaskInfo], target_json: str = "") -> N
 
 
 def load_tasks(path: str) -> List[TaskInfo]:
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
-    if doc.get("version") != TABLE_VERSION:
-        raise ValueError(f"{path}: task table version {doc.get('version')}, expected {TABLE_VERSION}"
+    """The task table at `path` (`tasks.json`, or gzip-compressed as shipped); anything
+    else is a ValueError naming the file (and the row)."""
+    try:
+        with _open_text(path) as f:
+            doc = json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path}: not a task table (JSON, or gzip of it): {e}") from None
+    if not isinstance(doc, dict) or doc.get("version") != TABLE_VERSION:
+        found = doc.get("version") if isinstance(doc, dict) else type(doc).__name__
+        raise ValueError(f"{path}: task table version {found}, expected {TABLE_VERSION}"
                          + (" (keys without the computation digest: `python -m datasets.rekey FOLDER`)"
-                            if doc.get("version") == 1 else ""))
-    return [TaskInfo(**row) for row in doc["tasks"]]
+                            if found == 1 else ""))
+    rows = doc.get("tasks")
+    if not isinstance(rows, list):
+        raise ValueError(f"{path}: a task table holds a list under \"tasks\"")
+    return [_task_row(path, i, row) for i, row in enumerate(rows)]
+
+
+def _open_text(path: str):
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
+
+
+def _task_row(path: str, index: int, row) -> TaskInfo:
+    wanted = {f.name: f.type for f in fields(TaskInfo)}
+    if not isinstance(row, dict) or set(row) != set(wanted):
+        have = sorted(row) if isinstance(row, dict) else type(row).__name__
+        raise ValueError(f"{path}: task {index}: not a task row (fields {have}, expected {sorted(wanted)})")
+    for name, kind in (("key", str), ("kind", str), ("dtype", str), ("mod_json", str), ("networks", dict),
+                       ("task_names", dict), ("shapes", list)):
+        if not isinstance(row[name], kind):
+            raise ValueError(f"{path}: task {index}: {name} is {type(row[name]).__name__}, expected {kind.__name__}")
+    return TaskInfo(**row)
 
 
 def summary(tasks: Sequence[TaskInfo]) -> Dict[str, Dict[str, int]]:

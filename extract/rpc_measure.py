@@ -1,4 +1,4 @@
-"""Measuring on remote devices through TVM's RPC tracker (issue 14).
+"""Measuring on remote devices through TVM's RPC tracker.
 
     python -m tvm.exec.rpc_tracker --host 0.0.0.0 --port 9190            # one machine
     python -m tvm.exec.rpc_server --tracker TRACKER:9190 --key x86-farm  # each device
@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import contextlib
-import multiprocessing
 import os
 import socket
 import sys
@@ -49,9 +48,9 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 from . import records as rec
 from .cli import NONNEGATIVE, POSITIVE, progress
 from .fileio import AppendLog
-from .measure import MeasureJob, MeasureResult, Slot, SlotDied, SlotTimeout, check_and_time
 from .records import MeasureRecord, read_records
 from .templates import get_template
+from .timing import MeasureJob, MeasureResult, Slot, SlotDied, SlotTimeout, check_and_time
 from .workloads import Workload, workload_name
 
 RETRYABLE = (rec.RUNTIME_DEVICE, rec.RUN_TIMEOUT)  # remote-phase errors a server fault explains

@@ -1,13 +1,14 @@
-"""Size-invariant and hardware-relative node features of a TIR graph (issue 13), and the
-GPU structure of lowered CUDA code.
+"""Size-invariant and hardware-relative node features of a TIR graph, and the GPU
+structure of lowered CUDA code.
 
-The walks of `extract.tir_graph` (the fast `tir_to_graph` and the reference walk) both
-record, while they build the graph, the same facts: every loop node (extent, kind,
+The walk of `extract.tir_graph` (and its test oracle, tests/tir_reference.py) records,
+while it builds the graph, these facts: every loop node (extent, kind,
 thread tag), every memory access (the enclosing loop nodes, the |coefficient| of each
 of their variables in the flat index, element and buffer bytes, memory scope) and every
 allocation. `context_features` turns those records, the graph's tree and the target's
 `Hardware` (`extract.hardware`) into the columns `CONTEXT_NAMES`, appended to the
-graph's node features. One implementation for both walks, so they cannot disagree.
+graph's node features. One implementation for the walk and its oracle, so they cannot
+disagree.
 
 Why: the graph's own magnitudes (trip counts, bytes touched, buffer sizes, strides)
 scale with the workload, so a model trained on one workload sees values on another

@@ -50,10 +50,11 @@ launch at all) and coalescing / bank conflicts of accesses.
 Division and modulo by constants are treated as scaling (x // c has coefficient 1/c,
 x % c keeps x's coefficient): exact for the tiled layouts of the templates here.
 
-Two walks build the same graph: `tir_to_graph` (fast: each TVM object read once; see
-"the fast walk" below) and `tir_to_graph_reference` (the walk as first written: the
-specification, kept for tests, which compare the two bit for bit). Featurizing many
-schedules at once, e.g. a MetaSchedule cost model's candidates, is `extract.featurize`.
+One walk builds the graph: `tir_to_graph` (each TVM object read once; see "the walk"
+below). Its specification, a plain walk that reads objects as often as it needs them, is
+the test oracle `tests/tir_reference.py`; the tests compare the two bit for bit.
+Featurizing many schedules at once, e.g. a MetaSchedule cost model's candidates, is
+`extract.featurize`.
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ VOCABULARY: Tuple[str, ...] = (
 TYPE_ID = {name: i for i, name in enumerate(VOCABULARY)}
 UNK = TYPE_ID["UNK"]
 
-# the columns each walk fills in as it goes; then the context columns (`extract.tir_context`)
+# the columns the walk fills in as it goes; then the context columns (`extract.tir_context`)
 BASE_FEATURE_NAMES: Tuple[str, ...] = (
     "depth", "loop_extent", "outer_trips", "inner_trips",
     *(f"kind_{k}" for k in LOOP_KINDS),
@@ -140,13 +141,6 @@ class TirGraph:
     curve: np.ndarray = field(default_factory=lambda: np.zeros(len(CURVE_NAMES), np.float32))
 
 
-@dataclass
-class _Loop:
-    var: object
-    extent: int
-    node: int = -1   # its node in the graph
-
-
 def _const(e) -> Optional[float]:
     name = type(e).__name__
     if name in ("IntImm", "FloatImm"):
@@ -201,17 +195,6 @@ def _children(expr) -> List[object]:
     return _children_of(expr, name)
 
 
-def _dtype(e) -> str:
-    """An expression's dtype string (TVM 0.27 calls it `ty`, older releases `dtype`)."""
-    return str(getattr(e, "dtype", None) or e.ty)
-
-
-def _load_buffer(load):
-    """The buffer a load reads (TVM 0.27's TensorLoad calls it `source`)."""
-    buffer = getattr(load, "buffer", None)
-    return buffer if buffer is not None else load.source
-
-
 def _dtype_info(dtype: str) -> Tuple[int, int, bool]:
     import tvm
 
@@ -237,218 +220,6 @@ def _scope(buffer) -> str:
     if scope.startswith(("local", "warp", "wmma")):
         return "local"
     return "global"
-
-
-class _Builder:
-    def __init__(self) -> None:
-        self.types: List[int] = []
-        self.rows: List[np.ndarray] = []
-        self.edges: List[Tuple[int, int]] = []
-        self.unknown: Counter = Counter()
-        self.curves: List[Tuple[bool, np.ndarray]] = []  # (is_store, sampled curve)
-        self.loop_counts: Counter = Counter()
-        self.total_trips = 0.0
-        self.records = Records()  # for the context columns (extract.tir_context)
-
-    def add(self, kind: str, parent: Optional[int], loops: List[_Loop]) -> Tuple[int, np.ndarray]:
-        node = len(self.types)
-        type_id = TYPE_ID.get(kind, UNK)
-        if type_id == UNK:
-            self.unknown[kind] += 1
-        self.types.append(type_id)
-        row = np.zeros(len(BASE_FEATURE_NAMES), dtype=np.float32)
-        row[COLUMN["depth"]] = len(loops)
-        row[COLUMN["outer_trips"]] = _log(math.prod(l.extent for l in loops))
-        self.rows.append(row)
-        if parent is not None:
-            self.edges.append((parent, node))
-        return node, row
-
-    # ---------------------------------------------------------------- statements
-    def stmt(self, s, parent: int, loops: List[_Loop]) -> int:
-        """Add a statement subtree; return the product of its deepest loop chain."""
-        name = type(s).__name__
-        if name == "SeqStmt":
-            return max((self.stmt(c, parent, loops) for c in s.seq), default=1)
-        if name == "DeclBuffer":
-            return 1
-        if name == "For":
-            extent = int(_const(s.extent) or 1)
-            kind = _FOR_KIND.get(int(s.kind), "serial")
-            if kind == "thread" and s.thread_binding is not None and "vthread" in str(s.thread_binding.thread_tag):
-                kind = "vthread"
-            node, row = self.add(f"For.{kind}", parent, loops)
-            self._loop_row(row, extent, kind, dict(s.annotations))
-            self.loop_counts[kind] += 1
-            tag = str(s.thread_binding.thread_tag) if s.thread_binding is not None else ""
-            self.records.loop(node, extent, kind, tag)
-            inner = self.stmt(s.body, node, loops + [_Loop(s.loop_var, extent, node)])
-            row[COLUMN["inner_trips"]] = _log(inner)
-            return extent * inner
-        if name == "AttrStmt":
-            key = str(s.attr_key)
-            if key in ("thread_extent", "virtual_thread"):
-                extent = int(_const(s.value) or 1)
-                kind = "thread" if key == "thread_extent" else "vthread"
-                node, row = self.add(f"For.{kind}", parent, loops)
-                self._loop_row(row, extent, kind, {})
-                self.loop_counts[kind] += 1
-                self.records.loop(node, extent, kind, str(s.node.thread_tag))
-                inner = self.stmt(s.body, node, loops + [_Loop(s.node.var, extent, node)])
-                row[COLUMN["inner_trips"]] = _log(inner)
-                return extent * inner
-            node, row = self.add("Attr", parent, loops)
-            value = _const(s.value)
-            if key == "pragma_auto_unroll_max_step" and value is not None:
-                row[COLUMN["unroll_max_step"]] = _log(value)
-            if key == "pragma_unroll_explicit" and value is not None:
-                row[COLUMN["unroll_explicit"]] = value
-            return self.stmt(s.body, node, loops)
-        if name in ("AllocBuffer", "Allocate"):
-            node, row = self.add("Allocate", parent, loops)
-            buffer = s.buffer
-            row[COLUMN["buffer_bytes"]] = _log(_buffer_bytes(buffer))
-            row[COLUMN[f"scope_{_scope(buffer)}"]] = 1
-            self.records.alloc(node, _buffer_bytes(buffer), _scope(buffer))
-            body = getattr(s, "body", None)
-            return self.stmt(body, node, loops) if body is not None else 1
-        if name == "BufferStore":
-            node, row = self.add("BufferStore", parent, loops)
-            self._access_row(row, s.buffer, s.indices, loops, is_store=True)
-            self.total_trips += math.prod(l.extent for l in loops)
-            bits, lanes, is_float = _dtype_info(_dtype(s.value))
-            row[COLUMN["dtype_bits"]], row[COLUMN["lanes"]], row[COLUMN["is_float"]] = bits, lanes, is_float
-            row[COLUMN["accumulate"]] = float(self._reads_location(s.value, s.buffer, s.indices))
-            self.expr(s.value, node, loops)
-            return 1
-        if name == "IfThenElse":
-            node, _ = self.add("IfThenElse", parent, loops)
-            self.expr(s.condition, node, loops)
-            inner = self.stmt(s.then_case, node, loops)
-            if s.else_case is not None:
-                inner = max(inner, self.stmt(s.else_case, node, loops))
-            return inner
-        if name in ("LetStmt", "Bind"):
-            node, _ = self.add("LetStmt", parent, loops)
-            self.expr(s.value, node, loops)
-            return self.stmt(s.body, node, loops) if hasattr(s, "body") else 1
-        if name == "Evaluate":
-            node, _ = self.add("Evaluate", parent, loops)
-            self.expr(s.value, node, loops)
-            return 1
-        if name == "AssertStmt":
-            node, _ = self.add("Assert", parent, loops)
-            return self.stmt(s.body, node, loops) if hasattr(s, "body") else 1
-        if name == "While":
-            node, _ = self.add("While", parent, loops)
-            return self.stmt(s.body, node, loops)
-        node, _ = self.add(name, parent, loops)  # → UNK, counted
-        body = getattr(s, "body", None)
-        return self.stmt(body, node, loops) if body is not None else 1
-
-    def _loop_row(self, row: np.ndarray, extent: int, kind: str, annotations: dict) -> None:
-        row[COLUMN["loop_extent"]] = _log(extent)
-        row[COLUMN[f"kind_{kind}"]] = 1
-        step = annotations.get("pragma_auto_unroll_max_step")
-        if step is not None:
-            row[COLUMN["unroll_max_step"]] = _log(int(step))
-        explicit = annotations.get("pragma_unroll_explicit")
-        if explicit is not None:
-            row[COLUMN["unroll_explicit"]] = float(int(explicit))
-
-    # ---------------------------------------------------------------- expressions
-    def expr(self, e, parent: int, loops: List[_Loop]) -> None:
-        name = type(e).__name__
-        if name in _LEAVES:
-            return
-        kind = _EXPR_TYPES.get(name)
-        is_load = kind == "BufferLoad"
-        # index arithmetic stays out of the graph (summarised by the accesses using it)
-        if kind is not None and not is_load and kind != "Call" and not _is_value(e):
-            for child in _children(e):
-                self.expr(child, parent, loops)
-            return
-        node, row = self.add(kind or name, parent, loops)
-        bits, lanes, is_float = _dtype_info(_dtype(e))
-        row[COLUMN["dtype_bits"]], row[COLUMN["lanes"]], row[COLUMN["is_float"]] = bits, lanes, is_float
-        if is_load:
-            self._access_row(row, _load_buffer(e), e.indices, loops)
-            for index in e.indices:  # indirect indexing: loads inside indices
-                self.expr(index, node, loops)
-            return
-        for child in _children(e):
-            self.expr(child, node, loops)
-
-    def _access_row(self, row: np.ndarray, buffer, indices, loops: List[_Loop],
-                    is_store: bool = False) -> None:
-        coefficients: Dict[object, float] = {}
-        for index in indices:
-            for v, c in linear_coefficients(index).items():
-                coefficients[v] = coefficients.get(v, 0.0) + abs(c)
-        bits, lanes, _ = _dtype_info(str(buffer.dtype))
-        element_bytes = bits * lanes / 8
-        innermost = abs(coefficients.get(loops[-1].var, 0.0)) if loops else 0.0
-        strides = [abs(coefficients.get(l.var, 0.0)) for l in loops]
-        nonzero = [s for s in strides if s > 0]
-        touched = math.prod(l.extent for l in loops if coefficients.get(l.var, 0.0) != 0)
-        buffer_bytes = _buffer_bytes(buffer)
-        row[COLUMN["stride_innermost"]] = _log(innermost)
-        row[COLUMN["stride_min"]] = _log(min(nonzero)) if nonzero else 0.0
-        row[COLUMN["bytes_touched"]] = _log(min(touched * element_bytes, buffer_bytes))
-        row[COLUMN["reuse"]] = _log(math.prod(l.extent for l in loops) / max(touched, 1))
-        row[COLUMN["buffer_bytes"]] = _log(buffer_bytes)
-        row[COLUMN[f"scope_{_scope(buffer)}"]] = 1
-        self.curves.append((is_store, _reuse_curve(loops, coefficients, element_bytes)))
-        self.records.access(len(self.rows) - 1, [l.node for l in loops], strides, element_bytes, buffer_bytes,
-                            _scope(buffer), is_store)
-
-    def curve_vector(self, depth: int) -> np.ndarray:
-        stores = [c for is_store, c in self.curves if is_store] or [np.zeros(len(CURVE_POINTS))]
-        loads = [c for is_store, c in self.curves if not is_store] or [np.zeros(len(CURVE_POINTS))]
-        counts = [_log(self.loop_counts[k]) for k in LOOP_KINDS]
-        return np.concatenate([np.mean(stores, 0), np.mean(loads, 0), np.max(loads, 0), counts,
-                               [_log(self.total_trips), _log(len(loads)), _log(len(stores)), depth]
-                               ]).astype(np.float32)
-
-    def _reads_location(self, value, buffer, indices) -> bool:
-        stack = [value]
-        while stack:
-            e = stack.pop()
-            if type(e).__name__ in ("TensorLoad", "BufferLoad") and _load_buffer(e).same_as(buffer) \
-                    and all(str(a) == str(b) for a, b in zip(e.indices, indices)):
-                return True
-            stack.extend(_children(e))
-        return False
-
-
-def _reuse_curve(loops: List[_Loop], coefficients: Dict[object, float], element_bytes: float) -> np.ndarray:
-    footprints, reuses = [], []
-    touched, trips = 1.0, 1.0
-    for loop in reversed(loops):  # innermost outwards
-        trips *= loop.extent
-        if coefficients.get(loop.var, 0.0) != 0:
-            touched *= loop.extent
-        footprints.append(math.log2(touched * element_bytes))
-        reuses.append(_log(trips / touched))
-    curve = np.zeros(len(CURVE_POINTS))
-    for i, point in enumerate(CURVE_POINTS):
-        within = [r for f, r in zip(footprints, reuses) if f <= point]
-        curve[i] = max(within) if within else 0.0
-    return curve
-
-
-def _is_value(e) -> bool:
-    """True for expressions computing data (float) or loading it, false for index math."""
-    dtype = _dtype(e)
-    if not dtype.startswith(("int", "uint", "bool")):
-        return True
-    stack = list(_children(e))
-    while stack:
-        c = stack.pop()
-        if type(c).__name__ in ("TensorLoad", "BufferLoad"):
-            return True
-        stack.extend(_children(c))
-    return False
 
 
 def feature_passes() -> list:
@@ -494,42 +265,24 @@ def _with_context(edges: np.ndarray, features: np.ndarray, records: Records,
     return np.concatenate([features, context], axis=1)
 
 
-def tir_to_graph_reference(func, hardware: Optional[Hardware] = None) -> TirGraph:
-    """`tir_to_graph` as first written: the specification the fast walk (`_FastBuilder`)
-    must match bit for bit (tests compare the two); slower (see `_FastBuilder`)."""
-    builder = _Builder()
-    root, _ = builder.add("PrimFunc", None, [])
-    builder.stmt(func.body, root, [])
-    edges = np.asarray(builder.edges, dtype=np.int64).reshape(-1, 2)
-    features = np.stack(builder.rows).astype(np.float32)
-    depth = float(features[:, COLUMN["depth"]].max())
-    return TirGraph(edges, np.asarray(builder.types, dtype=np.int64),
-                    _with_context(edges, features, builder.records, hardware), builder.unknown,
-                    builder.curve_vector(depth))
-
-
-# ====================================================================== the fast walk
-# `tir_to_graph` below produces exactly what `tir_to_graph_reference` (the `_Builder`
-# above) produces — same nodes, edges and float32 features, bit for bit — in about
-# 2/5 of the time. Where the reference walk's time went, and what replaces it:
-#   * reading TVM objects (one FFI call per attribute) again and again: `_is_value`
-#     re-scanned each value subtree at every level of it, `linear_coefficients` and
-#     `expr` each walked every index, `_reads_location` every stored value. Here an
-#     index is read once, by `_simple_coeffs`, which computes its coefficients and at the
-#     same time finds whether the walk of `expr` would make any node of it (index
-#     arithmetic alone makes none, so it is not walked again); a value is walked once,
-#     listing the loads it meets for the accumulation check; only integer-typed value
-#     nodes still look for loads below them (`_has_load`), as `_is_value` must;
-#   * dtype strings via `str(e.ty)` and `tvm.DataType` for every node: cached per type
-#     object and per dtype string;
-#   * an accumulating store compared its indices with a load's by printing both
-#     (TVMScript printer, ~12 µs per index): compared here by `structural_equal` (C++,
-#     ~2 µs; the same variables and structure print the same), then as structures that
-#     print the same way (`_print_key`), printing only where neither can decide;
-#   * dicts keyed by TVM `Var`s (whose `__eq__` builds an expression): keyed by handle;
-#     reuse curves as a running maximum over footprints that only grow; feature rows as
-#     Python lists, one numpy conversion at the end.
-# Every float is computed by the same operations in the same order as the reference.
+# ====================================================================== the walk
+# Reading a TVM object costs an FFI call per attribute, so the walk reads each one once
+# (the plain walk of tests/tir_reference.py takes about 2.5× as long):
+#   * an index is read once, by `_simple_coeffs`, which computes its coefficients and at
+#     the same time finds whether `expr` would make any node of it (index arithmetic alone
+#     makes none, so it is not walked again); a value is walked once, listing the loads it
+#     meets for the accumulation check; only integer-typed value nodes look for loads
+#     below them (`_has_load`: such a node computes data if it loads any);
+#   * dtype strings (`str(e.ty)`, `tvm.DataType`) are cached per type object and per
+#     dtype string;
+#   * whether an accumulating store reads its own location: indices compared by
+#     `structural_equal` (C++, ~2 µs; the same variables and structure print the same),
+#     then as structures that print the same way (`_print_key`), printing (TVMScript,
+#     ~12 µs per index) only where neither can decide;
+#   * dicts keyed by TVM `Var`s (whose `__eq__` builds an expression) are keyed by
+#     handle; reuse curves are a running maximum over footprints that only grow; feature
+#     rows are Python lists, one numpy conversion at the end.
+# Every float is computed by the same operations in the same order as the test oracle's.
 
 _LOADS = ("TensorLoad", "BufferLoad")
 _VARS = ("Var", "SizeVar")
@@ -568,9 +321,10 @@ def _dtype_info_cached(dtype: str) -> Tuple[int, int, bool]:
     return info
 
 
-def _fast_dtype(e) -> str:
-    """`_dtype(e)`, the string cached per type object (TVM interns them; the cache holds
-    a reference, so no other object can take a cached handle while it is cached)."""
+def _dtype(e) -> str:
+    """An expression's dtype string (TVM 0.27 calls it `ty`, older releases `dtype`),
+    cached per type object (TVM interns them; the cache holds a reference, so no other
+    object can take a cached handle while it is cached)."""
     cls = type(e)
     has_dtype = _HAS_DTYPE.get(cls)
     if has_dtype is None:
@@ -662,7 +416,7 @@ def _simple_coeffs(e) -> Optional[Dict[int, float]]:
     if name in _LEAVES:
         return {}
     kind = _EXPR_TYPES.get(name)
-    if kind is None or kind == "BufferLoad" or kind == "Call" or not _fast_dtype(e).startswith(_INDEX_TYPES):
+    if kind is None or kind == "BufferLoad" or kind == "Call" or not _dtype(e).startswith(_INDEX_TYPES):
         return None
     sign = _ADD_SUB.get(name)
     if sign is not None:
@@ -708,7 +462,7 @@ def _simple_coeffs(e) -> Optional[Dict[int, float]]:
 
 
 def _has_load(e) -> bool:
-    """Whether a load is below `e` (`_is_value`'s scan)."""
+    """Whether a load is below `e` (an integer-typed expression that loads computes data)."""
     for child in _children_of(e, type(e).__name__):
         name = type(child).__name__
         if name in _LOADS:
@@ -719,7 +473,7 @@ def _has_load(e) -> bool:
 
 
 def _load_parts(e, cls):
-    """A load's buffer (`_load_buffer`) and indices."""
+    """A load's buffer (TVM 0.27's TensorLoad calls it `source`) and indices."""
     has_buffer = _HAS_BUFFER.get(cls)
     if has_buffer is None:
         has_buffer = _HAS_BUFFER[cls] = hasattr(cls, "buffer")
@@ -740,13 +494,13 @@ def _print_key(e, names: Dict[str, int]):
             return None
         return var_name
     if name == "IntImm":
-        return ("I", _fast_dtype(e), int(e.value))
+        return ("I", _dtype(e), int(e.value))
     if name in _PRINT_OPS:
         keys = [_print_key(c, names) for c in _children_of(e, name)]
         return None if any(k is None for k in keys) else (name, *keys)
     if name in _PRINT_TYPED:
         keys = [_print_key(c, names) for c in _children_of(e, name)]
-        return None if any(k is None for k in keys) else (name, _fast_dtype(e), *keys)
+        return None if any(k is None for k in keys) else (name, _dtype(e), *keys)
     return None
 
 
@@ -777,11 +531,13 @@ class _Buffer:
         self.scope_column = _C_SCOPE[self.scope]
 
 
-class _FastBuilder:
-    """`_Builder`'s walk, reading TVM objects once (see the section comment)."""
+class _Builder:
+    """The walk: nodes, edges, feature rows and the curve vector of one PrimFunc, each
+    TVM object read once (see the section comment)."""
 
     def curve_vector(self, depth: float) -> np.ndarray:
-        """`_Builder.curve_vector`: the same numpy reductions over the same rows."""
+        """The curve baseline's vector (`CURVE_NAMES`): stores' and loads' reuse curves
+        pooled, then the loop-structure counts."""
         points = len(CURVE_POINTS)
         curves = np.array([c for _, c in self.curves], dtype=np.float64).reshape(-1, points)
         is_store = np.array([s for s, _ in self.curves], dtype=bool)
@@ -858,7 +614,7 @@ class _FastBuilder:
         return extent * inner
 
     def stmt(self, s, parent: int) -> int:
-        """`_Builder.stmt`."""
+        """Add a statement subtree; return the product of its deepest loop chain."""
         name = type(s).__name__
         if name == "SeqStmt":
             return max((self.stmt(c, parent) for c in s.seq), default=1)
@@ -929,7 +685,7 @@ class _FastBuilder:
         self.access_row(row, info, [_coeffs_ffi(i) for i in indices], is_store=True)
         self.total_trips += self.trips[-1]
         value = s.value
-        bits, lanes, is_float = _dtype_info_cached(_fast_dtype(value))
+        bits, lanes, is_float = _dtype_info_cached(_dtype(value))
         row[_C_BITS], row[_C_LANES], row[_C_FLOAT] = bits, lanes, is_float
         loads: List[Tuple[int, list]] = []
         self.expr(value, node, loads)
@@ -941,7 +697,7 @@ class _FastBuilder:
 
     # ---------------------------------------------------------------- expressions
     def expr(self, e, parent: int, loads: Optional[List[Tuple[int, list]]]) -> None:
-        """`_Builder.expr`, in one pass: an index that is index arithmetic alone (no
+        """Add an expression subtree, in one pass: an index that is index arithmetic alone (no
         node of it would enter the graph, see `_simple_coeffs`) is not walked again.
         Every load met is listed in `loads` (buffer handle, indices), if given."""
         cls = type(e)
@@ -952,13 +708,13 @@ class _FastBuilder:
         is_load = kind == "BufferLoad"
         dtype = None
         if kind is not None and not is_load and kind != "Call":
-            dtype = _fast_dtype(e)
+            dtype = _dtype(e)
             if dtype.startswith(_INDEX_TYPES) and not _has_load(e):  # not `_is_value`
                 for child in _children_of(e, name):
                     self.expr(child, parent, loads)
                 return
         node, row = self.add(kind or name, parent)
-        bits, lanes, is_float = _dtype_info_cached(dtype or _fast_dtype(e))
+        bits, lanes, is_float = _dtype_info_cached(dtype or _dtype(e))
         row[_C_BITS], row[_C_LANES], row[_C_FLOAT] = bits, lanes, is_float
         if not is_load:
             for child in _children_of(e, name):
@@ -978,7 +734,8 @@ class _FastBuilder:
 
     def access_row(self, row: List[float], info: _Buffer, index_coeffs: List[Dict[int, float]],
                    is_store: bool = False) -> None:
-        """`_Builder._access_row`, from each index's coefficients."""
+        """An access's columns (strides, bytes touched, reuse, buffer size and scope) and
+        reuse curve, from each index's coefficients."""
         coefficients: Dict[int, float] = {}
         for coeffs in index_coeffs:
             for v, c in coeffs.items():
@@ -994,14 +751,16 @@ class _FastBuilder:
         row[_C_REUSE] = _log(self.trips[-1] / max(touched, 1))
         row[_C_BUFFER] = info.log_bytes
         row[info.scope_column] = 1
-        self.curves.append((is_store, _fast_reuse_curve(cs, extents, element_bytes)))
+        self.curves.append((is_store, _reuse_curve(cs, extents, element_bytes)))
         self.records.access(len(self.rows) - 1, self.loop_nodes, cs, element_bytes, info.bytes, info.scope, is_store)
 
 
-def _fast_reuse_curve(cs: List[float], extents: List[int], element_bytes: float) -> List[float]:
-    """`_reuse_curve` (as a list), from each enclosing loop's coefficient `cs`. Footprints
-    only grow outwards, so the reuses within a footprint are a prefix: a running maximum
-    (if they ever were out of order, the reference's scans run instead)."""
+def _reuse_curve(cs: List[float], extents: List[int], element_bytes: float) -> List[float]:
+    """The reuse an access achieves within each footprint of `CURVE_POINTS`, growing the
+    loop nest from the innermost loop outwards (`cs`: each enclosing loop's coefficient,
+    `extents`: its trip count). Footprints only grow outwards, so the reuses within a
+    footprint are a prefix: a running maximum (should they ever not grow, every point
+    scans them all)."""
     log2 = math.log2
     footprints, reuses = [], []
     touched, trips = 1.0, 1.0
@@ -1033,10 +792,10 @@ def _fast_reuse_curve(cs: List[float], extents: List[int], element_bytes: float)
 
 
 def tir_to_graph(func, hardware: Optional[Hardware] = None) -> TirGraph:
-    """Graph of one lowered PrimFunc (see module docstring): the fast walk, identical to
-    `tir_to_graph_reference`. `hardware`: what the context columns measure against (the
-    target's, `extract.hardware.hardware_of`; None: see `hardware_for`)."""
-    builder = _FastBuilder()
+    """Graph of one lowered PrimFunc (see module docstring). `hardware`: what the context
+    columns measure against (the target's, `extract.hardware.hardware_of`; None: see
+    `hardware_for`)."""
+    builder = _Builder()
     root, _ = builder.add("PrimFunc", None)
     builder.stmt(func.body, root)
     edges = np.asarray(builder.edges, dtype=np.int64).reshape(-1, 2)

@@ -2,15 +2,15 @@
 
     python -m extract.tvm_log LOG_OR_DIR... --out DIR [--overwrite] [--skip-bad] [--workers N] [--no-per-store]
 
-The format is told from the path: a folder holding a MetaSchedule database
+What a path stands for is the rule of every reader, `extract.inputs.find_inputs`: a file
+is read as what its name says; a folder is walked, and every MetaSchedule database
 (`database_workload.json` + `database_tuning_record.json`, plain or .gz, as `ms.tune_tir`,
-the Relax integration, `simulator.tune` and `extract.ms_measure` write them), one of those
-two files, or a folder whose subfolders hold databases (a pass folder of the MetaSchedule
-dataset, `pass1/{random,evolutionary}`) is read as MetaSchedule databases
-(`extract.ms_database`: each record's trace replayed on its workload, groups named by
-`extract.ms_workload.workload_key`, failed records counted per group, a trace that no
-longer applies a counted skip naming its line); anything else as AutoTVM logs. Both
-kinds may be given in one run.
+the Relax integration, `simulator.tune` and `extract.ms_measure` write them; a networks
+dataset folder: its pass 1's) and every AutoTVM log found is read; whatever else is found
+is named with the reason it is not read (`passed over …`, also in report.json). A
+database is read by `extract.ms_database`: each record's trace replayed on its workload
+and checked against the record, groups named by `extract.ms_workload.workload_key`,
+failed records counted per group. Both kinds may be given, or found, in one run.
 
 AutoTVM: reads records in both formats (v0.1 of TVM 0.5/0.6, v0.2 of TVM ≥ 0.7), picks the
 template by the task name, rebuilds each config's TIR and writes one sample collection
@@ -21,10 +21,12 @@ measured on different kinds of machine are never ranked together. Records with
 error_no ≠ 0 are set aside and counted per group and error kind.
 
 Every record is checked in full before any schedule is built (its numbers, then its task
-args as a workload and its entity as a config of the template's space). A bad record, a
-config whose schedule or lowering raises, or a log damaged part-way (the records before
-the damage are kept) stops the run with file:line and the reason, unless `--skip-bad`,
-which counts and reports them (file:line of each in report.json).
+args as a workload and its entity as a config of the template's space; a MetaSchedule
+record's replay against its arguments and decisions). A bad record, a config whose
+schedule or lowering raises, a MetaSchedule record whose replay is not the program it
+measured, or a log or database damaged part-way (the records before the damage are kept)
+stops the run with file:line and the reason, unless `--skip-bad`, which counts and
+reports them (file:line of each in report.json).
 
 The output folder: DIR is locked while the command writes to it (a second writer is
 refused). A folder that already holds an earlier run's output (report.json or *.npz) is
@@ -47,84 +49,21 @@ import json
 import os
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .cli import NONNEGATIVE
-from .ms_database import is_record_file
-from .ms_workload import shared_readable_names
 from .fileio import OutputBusyError, atomic_write, output_lock
-from .records import (ERROR_NAMES, REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report,
-                      log_files, read_records, target_kind)
+from .inputs import find_all, passed_over_lines
+from .log_report import LogReport
+from .records import REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report, read_records, target_kind
 from .sample import GraphSample, save_samples
 from .templates import UnknownTemplateError, get_template
 from .tir_graph import EXTRACTOR_VERSION
 from .tvm_graph import TIR_EXTRACTOR, ConfigJob, ExtractionError, JobFailed, extract_many, group_name, one_line
 
 TOOL = "extract.tvm_log"
-
-
-@dataclass
-class LogReport:
-    """What reading the logs found, per workload group and per log file."""
-
-    measured: Counter = field(default_factory=Counter)
-    errors: Dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    bad_lines: List[Tuple[str, int, str]] = field(default_factory=list)
-    unknown_nodes: Dict[str, int] = field(default_factory=dict)
-    # per log file: records (lines that are records), samples, errors (set aside), skipped
-    per_file: Dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    passed_over: List[str] = field(default_factory=list)  # reports of earlier runs in input folders
-
-    def skip(self, source: str, reason: str) -> None:
-        """Count a bad record (or a failed extraction) read at `source` ("file:line")."""
-        file, _, line = source.rpartition(":")
-        self.bad_lines.append((file, int(line), reason))
-
-    def table(self) -> str:
-        groups = sorted(set(self.measured) | set(self.errors))
-        w = max([40, *map(len, groups)])
-        rows = [f"{'workload':<{w}} {'samples':>8} {'errors set aside':>17}"]
-        for g in groups:
-            errs = self.errors.get(g, Counter())
-            detail = ", ".join(f"{n} {ERROR_NAMES.get(k, k)}" for k, n in sorted(errs.items()))
-            rows.append(f"{g:<{w}} {self.measured[g]:>8} {sum(errs.values()):>17}"
-                        + (f"  ({detail})" if detail else ""))
-        rows.append(f"{'total':<{w}} {sum(self.measured.values()):>8} "
-                    f"{sum(sum(c.values()) for c in self.errors.values()):>17}")
-        if self.bad_lines:
-            rows.append(f"{len(self.bad_lines)} bad records skipped, first: "
-                        f"{self.bad_lines[0][0]}:{self.bad_lines[0][1]}: {self.bad_lines[0][2]}")
-        if self.unknown_nodes:
-            rows.append(f"TIR node kinds mapped to UNK: {self.unknown_nodes}")
-        for name, digests in shared_readable_names(groups).items():
-            rows.append(f"different computations share the name {name}: told apart by their digests "
-                        f"{', '.join(digests)} (separate groups)")
-        return "\n".join(rows)
-
-    def path_lines(self, paths: Sequence[str]) -> List[str]:
-        """One line per given path (a log or a folder of them): what was read from it."""
-        lines, done = [], set()
-        for path in paths:
-            try:
-                files = [f for f in input_files([path]) if os.path.realpath(f) not in done]
-            except (FileNotFoundError, RecordFormatError):
-                files = []
-            done.update(os.path.realpath(f) for f in files)
-            total = sum((self.per_file.get(f, Counter()) for f in files), Counter())
-            records = [f for f in files if is_record_file(f)]  # a database: its record file
-            lines.append(f"{path}: " + (describe_counts(total, len(records), "database") if records else
-                                        describe_counts(total, len(files)) if files
-                                        else "nothing new (already read from an earlier path)"))
-        return lines
-
-
-def describe_counts(counts: Dict[str, int], files: int, noun: str = "log") -> str:
-    """`2 logs: 9 records → 8 samples, 1 error set aside, 0 skipped` (`noun`: log, database)."""
-    return (f"{files} {noun}{'s' * (files != 1)}: {counts.get('records', 0)} records → "
-            f"{counts.get('samples', 0)} samples, {counts.get('errors', 0)} errors set aside, "
-            f"{counts.get('skipped', 0)} skipped")
 
 
 def record_job(record: MeasureRecord) -> ConfigJob:
@@ -151,7 +90,7 @@ def read_jobs(paths: Sequence[str], skip_bad: bool = False,
     report = report or LogReport()
     jobs: List[ConfigJob] = []
     seen: Counter = Counter()
-    for path in log_files(list(paths), report.passed_over):
+    for path in [f for found in find_all(paths) for f in found.logs]:
         counts = report.per_file[path]
         bad_before = len(report.bad_lines)
         for record in read_records(path, skip_bad=skip_bad, bad=report.bad_lines):
@@ -180,50 +119,39 @@ def read_jobs(paths: Sequence[str], skip_bad: bool = False,
     return jobs, report
 
 
-def split_inputs(paths: Sequence[str]) -> Tuple[List[str], List[str]]:
-    """(MetaSchedule database paths, AutoTVM log paths) of the given paths: a path that
-    is or holds a MetaSchedule database (`extract.ms_database.find_databases`: a
-    database folder, one of its two files, or a folder of them such as a pass folder of
-    the MetaSchedule dataset) is read as databases, anything else as AutoTVM logs."""
-    from .ms_database import holds_databases
-
-    ms_paths = [p for p in paths if holds_databases(p)]
-    return ms_paths, [p for p in paths if p not in ms_paths]
+COLLECTION_INPUT = "a sample collection (extracted samples: give it to simulator.train --data)"
 
 
 def input_files(paths: Sequence[str]) -> List[str]:
-    """The files the paths name, for reading and for a cache key: AutoTVM log files and
-    both files of every MetaSchedule database. Raises FileNotFoundError for a path that
-    is neither."""
-    from .ms_database import database_files, find_databases
-
-    ms_paths, logs = split_inputs(paths)
-    files = [f for p in ms_paths for db in find_databases(p) for f in database_files(db)]
-    return files + (log_files(logs) if logs else [])
+    """The files the paths stand for (`extract.inputs.find_inputs`), for reading and for
+    a cache key: AutoTVM log files and both files of every MetaSchedule database.
+    FileNotFoundError for a path that does not exist; InputError for one that cannot be
+    read as given."""
+    return [f for found in find_all(paths) for f in found.data_files]
 
 
 def extract_logs(paths: Sequence[str], skip_bad: bool = False, workers: int = 0,
                  progress: bool = True, per_store: bool = True
                  ) -> Tuple[Dict[str, List[GraphSample]], LogReport]:
-    """Read AutoTVM logs and MetaSchedule databases (`split_inputs` tells them apart) and
-    extract every successful record; samples grouped by workload group. With `skip_bad`,
-    a config whose extraction raises is skipped and counted (file:line); a MetaSchedule
-    record whose trace no longer applies is always a counted skip."""
+    """Read the AutoTVM logs and MetaSchedule databases the paths stand for
+    (`extract.inputs.find_inputs`: the one rule of every reader; what is found and not
+    read is in `LogReport.passed_over`) and extract every successful record; samples
+    grouped by workload group. A config whose extraction raises, or a MetaSchedule record
+    whose replay is not the program it measured (`extract.ms_database.replay_mismatch`),
+    stops the run naming file:line, or with `skip_bad` is a counted skip."""
     from .ms_database import count_failures, read_databases
 
-    ms_paths, logs = split_inputs(paths)
-    jobs, report = read_jobs(logs, skip_bad) if logs else ([], LogReport())
-    autotvm_jobs = len(jobs)
-    if ms_paths:
-        ms_jobs, report = read_databases(ms_paths, skip_bad, report)
-        jobs = list(jobs) + ms_jobs
-    failed: Optional[List[JobFailed]] = [] if skip_bad or ms_paths else None
+    found = find_all(paths)
+    report = LogReport(found=found)
+    report.passed_over += [item for f in found for item in f.passed_over]
+    report.passed_over += [(c, COLLECTION_INPUT) for f in found for c in f.collections]
+    logs = [log for f in found for log in f.logs]
+    jobs: List[Any] = read_jobs(logs, skip_bad, report)[0] if logs else []
+    databases = [db for f in found for db in f.databases]
+    if databases:
+        jobs += read_databases(databases, skip_bad, report)[0]
+    failed: Optional[List[JobFailed]] = [] if skip_bad else None
     samples, report.unknown_nodes = extract_many(jobs, workers, progress, per_store, failed=failed)
-    if not skip_bad:  # an AutoTVM config that fails stops the run, as without databases
-        autotvm_sources = {job.source for job in jobs[:autotvm_jobs]}
-        for failure in failed or []:
-            if failure.source in autotvm_sources:
-                raise ExtractionError(f"{failure.source}: extraction failed: {failure.reason}")
     count_failures(jobs, failed or [], report)
     by_group: Dict[str, List[GraphSample]] = defaultdict(list)
     for s in samples:
@@ -382,10 +310,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             NotADirectoryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for line in report.path_lines(args.logs):
+    for line in report.path_lines() + passed_over_lines(report.passed_over):
         print(line)
-    for path in report.passed_over:
-        print(f"passed over {path} (a report of an earlier run, not a log)")
     print(report.table())
     print(f"wrote {sum(len(s) for s in by_group.values())} samples in {len(by_group)} "
           f"collections to {args.out}")

@@ -1,4 +1,4 @@
-"""AutoTVM's own XGBoost cost models, on AutoTVM's own features (issue 13's baselines).
+"""AutoTVM's own XGBoost cost models, on AutoTVM's own features (the transfer study's baselines).
 
 * `knob-xgb`: XGBoost on the config's knob values and the workload's shape
   (`sample.vectors["knob"]`, `extract.knob_features`): AutoTVM's `XGBTuner(feature_type="knob")`.

@@ -126,11 +126,7 @@ class XGBCostModel(CostModel):
                                      f"cannot train on it ({int(bad.sum())} of {len(values)} configs)")
         return x, y, g
 
-    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None,
-            target: Optional[Source] = None) -> Dict[str, Any]:
-        if target is not None:
-            raise SimulatorError(f"--model {self.config.model.model} does not adapt to target configs "
-                                 f"(--domain-adapt needs a graph model)")
+    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
         if run is not None and run.resume is not None and run.resume.get("finished") and run.resume.get("xgb"):
             self.load_weights(run.resume)
             return run.resume.get("run", {})
@@ -173,6 +169,3 @@ class XGBCostModel(CostModel):
         if not state.get("xgb"):
             raise SimulatorError("checkpoint holds no trained XGBoost model")
         self.estimator.load_json(state["xgb"])
-
-
-from . import autotvm_baselines, invariant  # noqa: E402,F401  (register knob-xgb, itervar-xgb, gcn-inv, mlp-inv)

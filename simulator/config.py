@@ -14,9 +14,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar
 
+from .registry import SimulatorError
+
 T = TypeVar("T")
 
 SHIPPED = "shipped"
+# options no run can be made with: a saved config that set one is refused rather than read
+# without it (its model would see other inputs); their results: docs/results/transfer_notes.md
+WITHDRAWN = {"workload_norm": "none", "domain_adapt": "none"}
 
 
 @dataclass
@@ -33,7 +38,6 @@ class DataConfig:
     test_op_kind: Optional[str] = None       # leave-op-kind-out: the held-out operator kind
     val_fraction: float = 0.2
     feature_transform: str = "none"          # "none" | "log1p"
-    workload_norm: str = "none"              # node features per workload's pool (simulator.workload_norm)
     train_fraction: float = 1.0
     configs_per_graph: Optional[int] = None  # TpuGraphs: configs drawn per graph and step
     keep_hops: Optional[int] = None          # TpuGraphs layout: pruning radius (-1: whole graph)
@@ -78,8 +82,6 @@ class FitConfig:
     xgb_rounds: int = 500
     xgb_eta: float = 0.3
     xgb_early_stopping: int = 25
-    domain_adapt: str = "none"               # "none" | "dann": learn from the test part's configs (simulator.domain)
-    adapt_weight: float = 0.1                # dann: the gradient reversal's largest λ
 
 
 @dataclass
@@ -106,6 +108,10 @@ class TrainConfig:
         """From `to_dict()`'s form (or argparse's namespace as a dict); unknown keys are
         ignored, missing ones take their defaults."""
         flat = dict(flat)
+        used = [f"--{k.replace('_', '-')} {flat[k]}" for k, off in WITHDRAWN.items() if flat.get(k, off) != off]
+        if used:
+            raise SimulatorError(f"this run was made with {', '.join(used)}, which no longer exists "
+                                 f"(docs/results/transfer_notes.md); train it again without")
         if "layer_options" not in flat:  # checkpoints before layer options: --heads / --cheb-k
             flat["layer_options"] = legacy_layer_options(flat)
         parts = {part: _build(hint, flat) for part, hint in

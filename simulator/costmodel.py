@@ -12,9 +12,10 @@ MetaSchedule's candidates become); a list is prepared on the fly, with no other 
 per call. What a batch needs (the graph or a vector, one graph copy per config for an
 early join) is asked of the model: `model.batch_spec`.
 
-Implementations, registered by name: every propagation layer (`gcn`, `sage`, `gat`,
-`cheb`, `mlp`, and any layer registered later) is a `GraphCostModel`; `curve-mlp` is a
-`VectorCostModel` (`register_cost_model`); `xgb` lives in `simulator.baselines`.
+Implementations register by name (`register_cost_model`), each in its own module, listed
+once in the registration list of `simulator/__init__.py`; this module imports none of
+them. Every propagation layer (`gcn`, `sage`, `gat`, `cheb`, `mlp`, and any layer
+registered later) is a `GraphCostModel` without registering anything.
 """
 from __future__ import annotations
 
@@ -31,16 +32,28 @@ from .batching import Batch, BatchSpec
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ModelInfo, Normalization, TrainConfig
 from .distributed import Cluster
+from .features import DEFAULT_FEATURES, MODEL_FEATURES
 from .layers import PROPAGATIONS
 from .model import GraphModel, VectorMLP
 from .registry import Registry, SimulatorError, UnknownNameError
+from .samples_source import SampleSource
 from .sgd import RunContext, fit_sgd, update_sgd
 from .sources import Source
 
 COST_MODELS: Registry = Registry("model")
-register_cost_model = COST_MODELS.register
-UPDATE_STEPS = 8
 
+
+def register_cost_model(name: str):
+    """A class decorator: the `CostModel` class is `--model name` (its `FEATURES`, the
+    feature set it reads by default, recorded with it: `simulator.features.feature_set`)."""
+    def add(cls: type) -> type:
+        COST_MODELS.register(name)(cls)
+        MODEL_FEATURES[name] = cls.FEATURES
+        return cls
+    return add
+
+
+UPDATE_STEPS = 8
 Items = Union[Source, Sequence[GraphSample]]
 
 
@@ -50,7 +63,7 @@ class CostModel(abc.ABC):
     `FEATURES`: the node-feature columns it reads unless `--features` says otherwise
     (`simulator.features`)."""
 
-    FEATURES = "base"
+    FEATURES = DEFAULT_FEATURES
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         self.config, self.info = config, info
@@ -73,12 +86,9 @@ class CostModel(abc.ABC):
                                  f"without torchrun and without --device {cluster.device}")
 
     @abc.abstractmethod
-    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None,
-            target: Optional[Source] = None) -> Dict[str, Any]:
+    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
         """Train on `train` (early stopping on `val`), checkpointing through `run` and
-        continuing from its checkpoint; returns the run summary for metrics.json.
-        `target`: unlabelled configs to adapt to (`--domain-adapt`, `simulator.domain`;
-        their runtimes are never read); only a model configured to adapt takes one."""
+        continuing from its checkpoint; returns the run summary for metrics.json."""
 
     @abc.abstractmethod
     def update(self, items: Items, steps: int = UPDATE_STEPS) -> None:
@@ -99,9 +109,7 @@ class CostModel(abc.ABC):
     def source_of(self, items: Items) -> Source:
         """`items` as a source: a list of samples is prepared for this model's vocabulary."""
         if isinstance(items, (list, tuple)):
-            from .samples_source import SampleSource
-            return SampleSource(items, self.info, self.config.data.feature_transform,
-                                workload_norm=self.config.data.workload_norm)
+            return SampleSource(items, self.info, self.config.data.feature_transform)
         return items
 
     @abc.abstractmethod
@@ -149,12 +157,11 @@ class TorchCostModel(CostModel):
     def device(self) -> torch.device:
         return next(self.net.parameters()).device
 
-    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None,
-            target: Optional[Source] = None) -> Dict[str, Any]:
+    def fit(self, train: Source, val: Optional[Source] = None, run: Optional[RunContext] = None) -> Dict[str, Any]:
         n_params = sum(p.numel() for p in self.net.parameters())
         print(f"model: {self.config.model.model}, {n_params} parameters; loss {self.config.fit.loss}",
               file=sys.stderr)
-        return fit_sgd(self, train, val, run, target)
+        return fit_sgd(self, train, val, run)
 
     def update(self, items: Items, steps: int = UPDATE_STEPS) -> None:
         source = self.source_of(items)
@@ -193,8 +200,7 @@ class GraphCostModel(TorchCostModel):
         self.net = GraphModel(self.PROPAGATION or m.model, info.feature_dim, info.num_types, width=m.width, depth=m.depth,
                               type_dim=m.type_dim, dropout=m.dropout, residual=m.residual, norm=m.norm,
                               pooling=m.pooling, layer_options=m.layer_options, config_dim=info.config_dim,
-                              node_config_dim=info.node_config_dim, join=m.join,
-                              domain_classifier=config.fit.domain_adapt != "none")
+                              node_config_dim=info.node_config_dim, join=m.join)
 
     @property
     def batch_spec(self) -> BatchSpec:
@@ -226,23 +232,14 @@ class VectorCostModel(TorchCostModel):
         return BatchSpec(graph=False, vector=self.VECTOR)
 
 
-@register_cost_model("curve-mlp")
-class CurveMLPCostModel(VectorCostModel):
-    """AutoTVM-style context-relation ("curve") features of each config, MLP predictor."""
-
-    VECTOR = "curve"
-
-
 # ---------------------------------------------------------------------- by name
 def model_names() -> List[str]:
-    from . import baselines  # noqa: F401  (registers xgb)
     return PROPAGATIONS.names() + COST_MODELS.names()
 
 
 def cost_model_class(name: str) -> type:
     """The cost model class `--model name` builds: a registered one, or a GNN with the
     propagation layer of that name."""
-    from . import baselines  # noqa: F401  (registers xgb)
     if name in COST_MODELS:
         return COST_MODELS.get(name)
     if name in PROPAGATIONS:

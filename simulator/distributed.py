@@ -1,4 +1,4 @@
-"""Training across processes and machines with torchrun (issue 14).
+"""Training across processes and machines with torchrun.
 
     torchrun --standalone --nproc_per_node 2 -m simulator.train --data … --out RUN
     torchrun --nnodes 4 --nproc_per_node 8 --rdzv-backend c10d \\

@@ -1,4 +1,4 @@
-"""Which node-feature columns a model reads: its feature set (`--features`, issue 13).
+"""Which node-feature columns a model reads: its feature set (`--features`).
 
 The TIR extractor's samples carry more columns than most models read: `tir-ast-v2` is
 `tir-ast-v1`'s 24 columns (what the walk fills in, bit for bit the same values) followed
@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 FEATURE_SETS = ("base", "all", "invariant")
 DEFAULT_FEATURES = "base"
+# each registered cost model's own feature set (`CostModel.FEATURES`) by --model name, as
+# `register_cost_model` records it; any other model (a GNN named by its layer) reads the default
+MODEL_FEATURES: Dict[str, str] = {}
 
 # node-feature columns whose values scale with the workload's size (tir_graph's names)
 ABSOLUTE_COLUMNS = ("outer_trips", "inner_trips", "bytes_touched", "reuse", "buffer_bytes",
@@ -201,10 +204,7 @@ def select_features(names: Sequence[str], spec: str) -> List[str]:
 
 def feature_set(config: "TrainConfig") -> str:
     """The feature set a run reads: `--features`, else its model's default."""
-    if config.model.features:
-        return config.model.features
-    from .costmodel import cost_model_class
-    return getattr(cost_model_class(config.model.model), "FEATURES", DEFAULT_FEATURES)
+    return config.model.features or MODEL_FEATURES.get(config.model.model, DEFAULT_FEATURES)
 
 
 def named_columns(names: Optional[Sequence[str]], width: int) -> Optional[List[str]]:

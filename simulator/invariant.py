@@ -1,8 +1,8 @@
-"""GNNs that see only what does not scale with the workload (issue 13): `gcn-inv`, `mlp-inv`.
+"""GNNs that see only what does not scale with the workload: `gcn-inv`, `mlp-inv`.
 
 Trained on one workload, the plain `gcn` keys on node features whose values scale with
 the workload's size — trip counts, bytes touched, buffer sizes, reuse counts (see
-`benchmarks.transfer_analysis`): on another workload those values lie elsewhere, and the
+`benchmarks.transfer.analysis`): on another workload those values lie elsewhere, and the
 model's ranking degrades, its top picks most. `gcn-inv` is the same network reading
 feature set `invariant` (`simulator.features`): those columns left out, the
 size-invariant, hardware-relative context columns of the extractor

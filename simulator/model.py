@@ -17,7 +17,6 @@ from torch import nn
 
 from .batching import Batch
 from .config import Normalization
-from .domain import DomainClassifier
 from .layers import POOLINGS, NodeEncoder, PredictHead, PropagationBlock, build_layer
 from .registry import UnknownNameError
 
@@ -40,17 +39,13 @@ class GraphModel(nn.Module):
       propagated once for all its configs: cheap, but configs cannot change messages.
 
     Config vectors are standardised with training-set mean/std buffers like x.
-
-    `domain_classifier`: also hold DANN's domain classifier on z (`self.domain`,
-    `simulator.domain`), trained by `--domain-adapt dann`; forward never calls it.
     """
 
     def __init__(self, propagation: str, feature_dim: int, num_types: int, width: int = 64,
                  depth: int = 3, type_dim: int = 32, dropout: float = 0.0, residual: bool = True,
                  norm: str = "layer", pooling: str = "mean",
                  layer_options: Optional[Mapping[str, Any]] = None,
-                 config_dim: int = 0, node_config_dim: int = 0, join: str = "early",
-                 domain_classifier: bool = False):
+                 config_dim: int = 0, node_config_dim: int = 0, join: str = "early"):
         super().__init__()
         if join not in JOINS:
             raise UnknownNameError(f"unknown join {join!r} (known: {', '.join(JOINS)})")
@@ -74,8 +69,6 @@ class GraphModel(nn.Module):
                                                             nn.Linear(width, width)))
                 joined += 1
         self.head = PredictHead(width * (1 + joined), hidden=width, dropout=dropout)
-        # DANN's domain classifier on z (`simulator.domain`; training only: forward never calls it)
-        self.domain = DomainClassifier(width * (1 + joined), hidden=width) if domain_classifier else None
 
     @property
     def expands(self) -> bool:

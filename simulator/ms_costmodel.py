@@ -45,6 +45,15 @@ below every GNN-scored one, in first-stage order. Until a (task, sketch) has
 `TimedCostModel` wraps any other MetaSchedule cost model the same way, so every cost
 model's share of a tuning run is measured alike.
 
+**Misuse is refused, not absorbed.** `update` with candidates and results of different
+lengths raises; a candidate given to `update` again (same task, same scheduled module) is
+stored once, its first result kept (`MeasuredOnce`; counted in `stats.repeated`).
+`GNNCostModel`'s options are range-checked when it is made (a cold model's `cold_model`
+too, not at its first training), and calling `predict`/`update`/`save`/`load` from Python
+reaches the implementation directly (an empty candidate list works, errors keep their
+type). `COST_MODEL_OPTIONS` says which `simulator.tune` options each cost model reads;
+`check_options` refuses the others.
+
 `make_cost_model(name, …)` builds the cost models `simulator.tune` and
 `benchmarks.ms_tuning` compare: `gnn`, `xgb` (MetaSchedule's `XGBModel` as TVM uses it:
 random until 100 measurements), `xgb-pretrained` (TenSet's recipe: `XGBModel` on
@@ -60,7 +69,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from tvm.ir.utils import derived_object
@@ -68,7 +77,20 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from extract.sample import GraphSample
 
+from .registry import SimulatorError
+
 COST_MODELS = ("gnn", "xgb", "xgb-pretrained", "mlp", "random")
+# The simulator.tune options each cost model reads; any other one given is refused
+# (`check_options`), so that no setting is accepted and then ignored.
+COST_MODEL_OPTIONS: Dict[str, Tuple[str, ...]] = {
+    "gnn": ("checkpoint", "workers", "update_steps", "min_measured", "cold_model", "filter_keep"),
+    "xgb": (),
+    "xgb-pretrained": ("checkpoint", "pretrain_data"),
+    "mlp": (),
+    "random": (),
+}
+COLD_ONLY = ("min_measured", "cold_model")   # gnn: read only without a checkpoint
+FAST_VECTORS = (None, "curve")  # what extract.featurize.featurize_schedules makes besides the graph
 MIN_MEASURED = 32       # cold: measurements before the first training
 COLD_STEPS = 64         # cold: steps of that first training
 UPDATE_STEPS = 8        # steps per update
@@ -76,6 +98,100 @@ UPDATE_LOSS = "listmle"
 FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
 FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
 
+
+class CostModelOptionError(SimulatorError, ValueError):
+    """A cost model option that is out of range, unknown, or not read by that cost model."""
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+def check_options(name: str, given: Dict[str, Any]) -> None:
+    """Refuse, naming the flag, any option in `given` (option → value, only those the user
+    set) that cost model `name` does not read (`COST_MODEL_OPTIONS`)."""
+    if name not in COST_MODEL_OPTIONS:
+        raise CostModelOptionError(f"unknown cost model {name!r} (known: {', '.join(COST_MODELS)})")
+    for option in given:
+        if option not in COST_MODEL_OPTIONS[name]:
+            readers = [m for m, options in COST_MODEL_OPTIONS.items() if option in options]
+            raise CostModelOptionError(f"{_flag(option)}: not read by the {name} cost model "
+                                       f"(read by: {', '.join(readers) or 'none'})")
+    if name == "gnn" and given.get("checkpoint"):
+        for option in COLD_ONLY:
+            if option in given:
+                raise CostModelOptionError(f"{_flag(option)}: read only by a cold gnn (no --checkpoint); "
+                                           f"with --checkpoint the checkpoint's model is fine-tuned")
+    if name == "xgb-pretrained" and bool(given.get("checkpoint")) == bool(given.get("pretrain_data")):
+        raise CostModelOptionError("xgb-pretrained needs one of --checkpoint (a saved pre-trained XGBModel) "
+                                   "or --pretrain-data (MetaSchedule databases to train on)")
+    if "cold_model" in given:
+        check_cold_model(given["cold_model"])
+
+
+def check_cold_model(name: str) -> None:
+    """A model a cold GNNCostModel can build: a graph model, or a vector model whose
+    vector the fast featurizer makes (`curve-mlp`)."""
+    from .costmodel import GraphCostModel, cost_model_class, model_names
+    from .registry import UnknownNameError
+
+    try:
+        cls = cost_model_class(name)
+    except UnknownNameError as e:
+        raise CostModelOptionError(f"--cold-model: {e}") from None
+    if not (issubclass(cls, GraphCostModel) or getattr(cls, "VECTOR", None) in FAST_VECTORS):
+        usable = [n for n in model_names() if issubclass(cost_model_class(n), GraphCostModel)
+                  or getattr(cost_model_class(n), "VECTOR", None) in FAST_VECTORS]
+        raise CostModelOptionError(f"--cold-model {name}: reads sample.vectors[{cls.VECTOR!r}], which candidates "
+                                   f"featurized for MetaSchedule lack (usable: {', '.join(usable)})")
+
+
+def _check_range(name: str, value: Any, low: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < low:
+        raise CostModelOptionError(f"GNNCostModel: {name} must be a number ≥ {low:g}, got {value!r}")
+
+
+class MeasuredOnce:
+    """The candidates a cost model was given results for, per task (structural hashes of
+    the task's and the candidate's modules): an update that repeats one keeps only its
+    first result, so a schedule is one training row however often it is reported."""
+
+    def __init__(self) -> None:
+        self.seen: Dict[int, set] = {}
+
+    def fresh(self, context, candidates, results) -> Tuple[list, list]:
+        """The candidates (and their results) not given before; a length mismatch raises."""
+        import tvm_ffi
+
+        if len(candidates) != len(results):
+            raise ValueError(f"update: {len(candidates)} candidates but {len(results)} results "
+                             f"(one result per candidate, in order)")
+        seen = self.seen.setdefault(int(tvm_ffi.structural_hash(context.mod)), set())
+        keep_c, keep_r = [], []
+        for candidate, result in zip(candidates, results):
+            digest = int(tvm_ffi.structural_hash(candidate.sch.mod))
+            if digest not in seen:
+                seen.add(digest)
+                keep_c.append(candidate)
+                keep_r.append(result)
+        return keep_c, keep_r
+
+
+def _direct_python_calls(cls):
+    """Calls of `predict`, `update`, `save` and `load` from Python go straight to the
+    implementation instead of a round trip through TVM's FFI, which fails on an empty
+    candidate list (it hands the callback a NULL result pointer) and turns every
+    exception into a RuntimeError. MetaSchedule's own calls still come through the FFI."""
+    def direct(name):
+        def call(self, *args):
+            return getattr(self._inst, name)(*args)
+
+        call.__name__, call.__doc__ = name, getattr(cls._cls, name).__doc__
+        return call
+
+    for name in ("predict", "update", "save", "load"):
+        setattr(cls, name, direct(name))
+    return cls
 
 @dataclass
 class CostModelStats:
@@ -91,6 +207,7 @@ class CostModelStats:
     measured: int = 0               # results given to update (failed ones included)
     random_predictions: int = 0     # candidates scored at random (cold, before training)
     filtered: int = 0               # candidates the first-stage filter kept from the GNN (filter_keep)
+    repeated: int = 0               # candidates given to update again (their first result kept)
     filter_s: float = 0.0           # part of predict_s in the first stage (trace features, ridge fits)
     trained_at: Optional[int] = None  # measurements seen when a cold model first trained
 
@@ -165,8 +282,10 @@ class GNNCostModel(PyCostModel):
 
         from .ms_filter import DecisionFilter
 
-        if filter_keep is not None and not 0.0 < float(filter_keep) <= 1.0:
-            raise ValueError(f"filter_keep must be in (0, 1], got {filter_keep}")
+        _check_options(cold_model, min_measured, cold_steps, update_steps, loss, lr, workers, threads, filter_min,
+                       filter_warmup)
+        if filter_keep is not None and not (isinstance(filter_keep, (int, float)) and 0.0 < filter_keep <= 1.0):
+            raise CostModelOptionError(f"GNNCostModel: filter_keep must be in (0, 1], got {filter_keep!r}")
         self.filter_keep = None if filter_keep is None else float(filter_keep)
         self.filter_min = int(filter_min)
         self.filter = (DecisionFilter(warmup=filter_warmup, model=filter_model, seed=seed)
@@ -179,6 +298,7 @@ class GNNCostModel(PyCostModel):
         self.cache = GraphCache()
         self.measured: Dict[str, List[GraphSample]] = {}   # task group → its measured samples
         self.stats = CostModelStats()
+        self.once = MeasuredOnce()
         self.rng = np.random.default_rng([seed, 11])
         self._groups: Dict[int, str] = {}
         if model is not None:
@@ -189,10 +309,8 @@ class GNNCostModel(PyCostModel):
         """Use `model` (a `simulator.costmodel.CostModel`), with the update loss and
         learning rate of this cost model; its vector, if any, must be one the fast
         featurizer makes (the graph, or `curve`)."""
-        from .registry import SimulatorError
-
         spec = model.batch_spec
-        if spec.vector not in (None, "curve"):
+        if spec.vector not in FAST_VECTORS:
             raise SimulatorError(f"model {model.config.model.model} reads vectors[{spec.vector!r}], which "
                                  f"candidates featurized for MetaSchedule lack (graph models and curve-mlp do)")
         changes = {"loss": self.loss}
@@ -280,12 +398,15 @@ class GNNCostModel(PyCostModel):
         return out
 
     def update(self, context, candidates, results) -> None:
-        """Keep the task's measured samples and fine-tune on them (see the module docstring)."""
+        """Keep the task's measured samples and fine-tune on them (see the module docstring);
+        a candidate given before is not stored again."""
         start = time.perf_counter()
         try:
+            fresh, fresh_results = self.once.fresh(context, candidates, results)
             self.stats.update_calls += 1
-            self.stats.measured += len(candidates)
-            keep = [(c, secs) for c, r in zip(candidates, results) if (secs := _secs_of(r)) is not None]
+            self.stats.measured += len(fresh)
+            self.stats.repeated += len(candidates) - len(fresh)
+            keep = [(c, secs) for c, r in zip(fresh, fresh_results) if (secs := _secs_of(r)) is not None]
             if not keep:
                 return
             samples = self._samples(context, [c for c, _ in keep])
@@ -311,6 +432,9 @@ class GNNCostModel(PyCostModel):
 
         if self.model is None:
             raise ValueError("a cold GNNCostModel has no model to save before its first training")
+        if os.path.isdir(path):
+            raise SimulatorError(f"{path}: is a folder; GNNCostModel.save writes a checkpoint file "
+                                 f"(e.g. {os.path.join(path, 'gnn.pt')})")
         self.model.save(path)
         everything = [s for samples in self.measured.values() for s in samples]
         if everything:
@@ -327,6 +451,27 @@ class GNNCostModel(PyCostModel):
         if os.path.exists(measured):
             for s in load_samples(measured):
                 self.measured.setdefault(s.group, []).append(s)
+
+
+_direct_python_calls(GNNCostModel)
+
+
+def _check_options(cold_model, min_measured, cold_steps, update_steps, loss, lr, workers, threads, filter_min,
+                   filter_warmup) -> None:
+    """GNNCostModel's options, checked when it is made (not at its first update)."""
+    from .losses import LOSSES
+
+    for name, value, low in (("min_measured", min_measured, 1), ("cold_steps", cold_steps, 0),
+                             ("update_steps", update_steps, 0), ("workers", workers, 1), ("threads", threads, 1),
+                             ("filter_min", filter_min, 1), ("filter_warmup", filter_warmup, 2)):
+        _check_range(name, value, low)
+    if lr is not None:
+        _check_range("lr", lr, 0)
+        if lr == 0:
+            raise CostModelOptionError("GNNCostModel: lr must be > 0, got 0")
+    if loss not in LOSSES:
+        raise CostModelOptionError(f"GNNCostModel: unknown loss {loss!r} (known: {', '.join(LOSSES.names())})")
+    check_cold_model(cold_model)
 
 
 def from_checkpoint(path: str, which: str = "best_model", **options) -> "GNNCostModel":
@@ -346,6 +491,7 @@ class TimedCostModel(PyCostModel):
         super().__init__()
         self.inner = inner
         self.stats = CostModelStats()
+        self.once = MeasuredOnce()
 
     def predict(self, context, candidates) -> np.ndarray:
         start = time.perf_counter()
@@ -360,9 +506,12 @@ class TimedCostModel(PyCostModel):
     def update(self, context, candidates, results) -> None:
         start = time.perf_counter()
         try:
-            self.inner.update(context, candidates, results)
+            fresh, fresh_results = self.once.fresh(context, candidates, results)
+            self.stats.repeated += len(candidates) - len(fresh)
+            if fresh:
+                self.inner.update(context, fresh, fresh_results)
             self.stats.update_calls += 1
-            self.stats.measured += len(candidates)
+            self.stats.measured += len(fresh)
         finally:
             self.stats.update_s += time.perf_counter() - start
 
@@ -371,6 +520,9 @@ class TimedCostModel(PyCostModel):
 
     def load(self, path: str) -> None:
         self.inner.load(path)
+
+
+_direct_python_calls(TimedCostModel)
 
 
 # ---------------------------------------------------------------- the rivals
@@ -394,11 +546,16 @@ def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0,
 
     from extract.ms_database import read_databases, target_of, workload_module
 
-    jobs, _ = read_databases(list(paths), skip_bad=True)
+    try:
+        jobs, report = read_databases(list(paths), skip_bad=True)
+    except (OSError, ValueError) as e:
+        raise SimulatorError(f"--pretrain-data: {e}") from None
     by_group: Dict[str, List[Any]] = {}
     for job in jobs:
         by_group.setdefault(job.group, []).append(job)
     model = xgb_cost_model(seed, warmup=0, adaptive=True)
+    counts = {"records": 0, "workloads": 0, "bad_lines": len(report.bad_lines), "no_longer_apply": 0,
+              "errors_set_aside": sum(sum(c.values()) for c in report.errors.values())}
     for i, (group, group_jobs) in enumerate(sorted(by_group.items())):
         model.adaptive_training = i < len(by_group) - 1  # the last group's update trains on all
         context = feature_context(workload_module(group_jobs[0].workload), target_of(group_jobs[0].target))
@@ -406,17 +563,34 @@ def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0,
         for job in group_jobs:
             try:
                 sch = job.schedule()
-            except Exception:  # noqa: BLE001 - a trace that no longer applies: not trained on
+            except Exception:  # noqa: BLE001 - a trace that no longer applies: counted, not trained on
+                counts["no_longer_apply"] += 1
                 continue
             candidates.append(measure_candidate(sch))
             results.append(ms.runner.RunnerResult(run_secs=list(job.run_secs), error_msg=None))
         if progress:
             print(f"xgb pre-training: {group}: {len(candidates)} records", flush=True)
+        counts["records"] += len(candidates)
+        counts["workloads"] += bool(candidates)
         model.update(context, candidates, results)
+    if not counts["records"]:
+        first = f"; first bad line {report.bad_lines[0][0]}:{report.bad_lines[0][1]}: {report.bad_lines[0][2]}" \
+            if report.bad_lines else ""
+        raise SimulatorError(f"--pretrain-data {' '.join(paths)}: no successful record to pre-train on "
+                             f"({describe_pretraining(counts)}{first})")
     model.adaptive_training = False
+    model.pretraining = counts
     if out:
         model.save(out)
     return model
+
+
+def describe_pretraining(counts: Dict[str, int]) -> str:
+    """`1200 records of 40 workloads; 3 bad lines skipped, 2 traces no longer apply, 9 failed
+    records set aside` (what `pretrain_xgb` trained on and left out)."""
+    return (f"{counts['records']} records of {counts['workloads']} workloads; {counts['bad_lines']} bad lines "
+            f"skipped, {counts['no_longer_apply']} traces no longer apply, {counts['errors_set_aside']} failed "
+            f"records set aside")
 
 
 def load_pretrained_xgb(path: str, seed: int = 0):
@@ -510,8 +684,8 @@ def make_cost_model(name: str, checkpoint: Optional[str] = None, seed: int = 0, 
     MetaSchedule databases, are trained on now)."""
     from tvm.s_tir.meta_schedule.cost_model import RandomModel
 
-    from .registry import SimulatorError
-
+    if gnn_options and name != "gnn":
+        raise CostModelOptionError(f"{', '.join(sorted(gnn_options))}: read only by the gnn cost model, not {name}")
     if name == "gnn":
         if checkpoint:
             return from_checkpoint(checkpoint, workers=workers, seed=seed, **gnn_options)

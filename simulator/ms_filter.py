@@ -1,5 +1,5 @@
 """A first-stage filter for `GNNCostModel`: scores from a candidate's trace decisions,
-no lowering (issue 11, section 2, speed).
+no lowering (for speed).
 
 Featurizing a candidate for the GNN means lowering it (TVM's passes: 1.7 ms for a 512³
 matmul, ~10 ms for a conv2d, see docs/ms_features.md). The decisions MetaSchedule sampled

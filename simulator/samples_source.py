@@ -33,11 +33,10 @@ from .data import CollectionInfo, collection_info, enumerate_workload, load_coll
 from .features import column_map, derivable, feature_set, named_columns, same_columns, with_derived
 from .metrics import evaluate
 from .registry import SimulatorError
-from .sources import (DATA_KINDS, DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer,
-                      check_predictions, model_info, type_map)
+from .sources import (DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions,
+                      model_info, register_data_kind, type_map)
 from .splits import group_tags, make_split
 from .statistics import normalization_of
-from .workload_norm import check_workload_norm, normalise_workloads
 
 
 class SampleSource:
@@ -45,8 +44,7 @@ class SampleSource:
 
     `info`: the model's (a trained model's, or None: this data's own `model_info()`, for
     a model reading feature set `features`, `simulator.features`); `collection`: what
-    made the samples (default: `data.collection_info(samples)`); `workload_norm`: node
-    features normalised within each workload's configs here (`simulator.workload_norm`).
+    made the samples (default: `data.collection_info(samples)`).
     The node-feature columns the model reads (`info.feature_names`) are taken from the
     samples by name (`simulator.features.column_map`), as node types are mapped by name;
     derived columns it reads (`simulator.features.DERIVED`) are computed here.
@@ -58,7 +56,7 @@ class SampleSource:
 
     def __init__(self, samples: Sequence[GraphSample], info: Optional[ModelInfo] = None,
                  transform: str = "none", collection: Optional[CollectionInfo] = None,
-                 features: Optional[str] = None, workload_norm: str = "none"):
+                 features: Optional[str] = None):
         self.samples = list(samples)
         if not self.samples:
             raise SimulatorError("no samples")
@@ -67,7 +65,6 @@ class SampleSource:
         self.collection = collection if collection is not None else collection_info(self.samples)
         self.group_index = {g: i for i, g in enumerate(sorted({s.group for s in self.samples}))}
         self.features = features
-        self.workload_norm = check_workload_norm(workload_norm)
         self.info = info if info is not None else self.model_info()
         self._type_map = type_map(self.collection.vocabulary, self.info)
         width = int(self.samples[0].node_features.shape[1])
@@ -118,13 +115,12 @@ class SampleSource:
 
     def _model_samples(self) -> List[GraphSample]:
         """The samples as the model reads them: the derived columns it names appended
-        (`simulator.features.DERIVED`), node features normalised per workload if asked."""
-        samples = self.samples
-        if self._derived:
-            samples = [dataclasses.replace(s, node_features=with_derived(s.node_features, self._data_names,
-                                                                         self._derived, s.edges))
-                       for s in samples]
-        return normalise_workloads(samples, self.workload_norm)
+        (`simulator.features.DERIVED`)."""
+        if not self._derived:
+            return self.samples
+        return [dataclasses.replace(s, node_features=with_derived(s.node_features, self._data_names,
+                                                                  self._derived, s.edges))
+                for s in self.samples]
 
     def batch(self, indices: Sequence[int], rng: np.random.Generator, spec: BatchSpec) -> Batch:
         items = self.items(spec)
@@ -222,7 +218,7 @@ def warn_extractor(info: ModelInfo, source: SampleSource, where: str) -> None:
 
 
 # ---------------------------------------------------------------------- data kind
-@DATA_KINDS.register(DEFAULT_KIND)
+@register_data_kind(DEFAULT_KIND)
 class SampleData(DataKind):
     """GraphSample collections: the shipped dataset, AutoTVM logs, .npz sample folders."""
 
@@ -243,8 +239,7 @@ class SampleData(DataKind):
     def open_run(self, config: TrainConfig, info: Optional[ModelInfo]) -> RunData:
         samples, collection = load_collection(config.data.data, config.data.cache_dir)
         parts = self._split(config, samples)
-        source = SampleSource(samples, info, config.data.feature_transform, collection, feature_set(config),
-                              config.data.workload_norm)
+        source = SampleSource(samples, info, config.data.feature_transform, collection, feature_set(config))
         summary = (f"data: {len(samples)} samples, {len(source.group_index)} workloads; train {len(parts['train'])}, "
                    f"val {len(parts['val'])}, test {len(parts['test'])} ({config.data.split})")
         return RunData(source.info, {part: source.subset(idx).require_measured(part) for part, idx in parts.items()},
@@ -253,8 +248,7 @@ class SampleData(DataKind):
     def open_evaluation(self, config: TrainConfig, info: ModelInfo, data: Optional[List[str]],
                         saved_split: Optional[Dict[str, List[str]]]) -> Dict[str, SampleSource]:
         samples, collection = load_collection(data or config.data.data, config.data.cache_dir)
-        source = SampleSource(samples, info, config.data.feature_transform, collection,
-                              workload_norm=config.data.workload_norm)
+        source = SampleSource(samples, info, config.data.feature_transform, collection)
         warn_extractor(info, source, "the model")
         if data:
             return {"data": source}
@@ -285,8 +279,7 @@ class SampleData(DataKind):
         else:
             missing = [t for t in targets if not os.path.exists(t)]
             raise SimulatorError(f"{missing[0]}: no such file or folder")
-        source = SampleSource(samples, info, config.data.feature_transform, collection,
-                              workload_norm=config.data.workload_norm)
+        source = SampleSource(samples, info, config.data.feature_transform, collection)
         warn_extractor(info, source, "the model")
         return source
 

@@ -49,7 +49,6 @@ import torch
 from .batching import Batch, batch_indices
 from .checkpoint import checkpoint_record, save_checkpoint
 from .distributed import Cluster
-from .domain import NONE as NO_ADAPT, adversarial_step, require_domain_head, schedule, target_batch
 from .engine import stderr_is_terminal
 from .losses import Loss, build_loss
 from .metrics import higher_is_better
@@ -141,12 +140,7 @@ def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch
              grad_clip: float) -> float:
     """One optimizer step on one batch; the batch's loss. A non-finite loss raises
     `NonFiniteLoss` before the step (the weights stay as they were)."""
-    return apply_loss(net, loss_fn(net(batch), batch.y, batch.group), optimizer, grad_clip)
-
-
-def apply_loss(net: torch.nn.Module, loss: torch.Tensor, optimizer: torch.optim.Optimizer, grad_clip: float) -> float:
-    """Back-propagate `loss`, clip the gradient norm and step; the loss. A non-finite loss
-    raises `NonFiniteLoss` before the step (the weights stay as they were)."""
+    loss = loss_fn(net(batch), batch.y, batch.group)
     if not bool(torch.isfinite(loss)):
         raise NonFiniteLoss(float(loss.item()))
     optimizer.zero_grad(set_to_none=True)
@@ -245,102 +239,125 @@ def resume_loop(run: RunContext, net: torch.nn.Module, optimizer, scheduler, rng
     return loop, loop.epoch
 
 
-def fit_sgd(model, train, val, run: Optional[RunContext] = None, target=None) -> Dict[str, Any]:
+@dataclass
+class Pieces:
+    """What the loop trains and checkpoints: the network, loss, optimizer, cosine schedule,
+    the loop's RNG (batches, config draws) and its state."""
+
+    net: torch.nn.Module
+    loss_fn: Loss
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    rng: np.random.Generator
+    cluster: Cluster
+    loop: LoopState = field(default_factory=LoopState)
+
+    @classmethod
+    def of(cls, model, cluster: Cluster) -> "Pieces":
+        fit = model.config.fit
+        loss_fn = build_loss(fit.loss, fit.huber_delta, fit.temperature)
+        optimizer = torch.optim.AdamW(model.net.parameters(), lr=fit.lr, weight_decay=fit.weight_decay)
+        return cls(model.net, loss_fn, optimizer,
+                   torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=fit.epochs, eta_min=fit.lr * 0.05),
+                   np.random.default_rng([model.config.seed, 2]), cluster)
+
+    def snapshot(self) -> Dict[str, Any]:
+        """Everything needed to continue (or to use) the run, for the checkpoint."""
+        rngs = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "python": random.getstate()}
+        if self.cluster.distributed:  # each rank's own streams (dropout differs per rank)
+            rngs["ranks"] = self.cluster.gather({"torch": torch.get_rng_state(), "python": random.getstate()})
+        return dict(self.loop.entries(), model=self.net.state_dict(), optimizer=self.optimizer.state_dict(),
+                    scheduler=self.scheduler.state_dict(), rng=rngs)
+
+
+def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, Any]:
     """Train `model` (a `TorchCostModel`) on the source `train`, early-stopping on `val`;
     returns the run summary (best epoch, epochs run, best validation score; `extended_from`
-    when a finished run was extended). The model ends with its best weights. `target`:
-    unlabelled configs for `--domain-adapt dann` (`simulator.domain`), else None."""
-    config, fit = model.config, model.config.fit
-    net, spec = model.net, model.batch_spec
+    when a finished run was extended). The model ends with its best weights."""
+    fit, spec = model.config.fit, model.batch_spec
     cluster = run.cluster if run is not None else Cluster()
     # ------------------------------------------------------------ the pieces
-    loss_fn = build_loss(fit.loss, fit.huber_delta, fit.temperature)
-    optimizer = torch.optim.AdamW(net.parameters(), lr=fit.lr, weight_decay=fit.weight_decay)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=fit.epochs, eta_min=fit.lr * 0.05)
-    rng = np.random.default_rng([config.seed, 2])
-    loop = LoopState()
+    pieces = Pieces.of(model, cluster)
     select, sign = fit.select_metric, (1 if higher_is_better(fit.select_metric) else -1)
-    groups = train.groups if loss_fn.ranking else None
-    if (target is not None) != (fit.domain_adapt != NO_ADAPT):
-        raise SimulatorError(f"--domain-adapt {fit.domain_adapt}: " + (
-            "no target configs were given to adapt to" if target is None else "target configs given, but not adapting"))
-    if target is not None:
-        require_domain_head(net, fit.domain_adapt)
-        if cluster.distributed:
-            raise SimulatorError(f"--domain-adapt {fit.domain_adapt} trains in one process (not under torchrun)")
-
-    def snapshot() -> Dict[str, Any]:
-        """Everything needed to continue (or to use) the run, for the checkpoint."""
-        rngs = {"numpy": rng.bit_generator.state, "torch": torch.get_rng_state(), "python": random.getstate()}
-        if cluster.distributed:  # each rank's own streams (dropout differs per rank)
-            rngs["ranks"] = cluster.gather({"torch": torch.get_rng_state(), "python": random.getstate()})
-        return dict(loop.entries(), model=net.state_dict(), optimizer=optimizer.state_dict(),
-                    scheduler=scheduler.state_dict(), rng=rngs)
+    groups = train.groups if pieces.loss_fn.ranking else None
 
     # ------------------------------------------------------------ resume
     extended_from = None
     if run is not None and run.resume is not None:
-        loop, extended_from = resume_loop(run, net, optimizer, scheduler, rng, fit.epochs)
-    trainer = cluster.wrap(net)
+        pieces.loop, extended_from = resume_loop(run, pieces.net, pieces.optimizer, pieces.scheduler, pieces.rng,
+                                                 fit.epochs)
+    trainer = cluster.wrap(pieces.net)
 
     # ------------------------------------------------------------ epochs
+    loop = pieces.loop
     while not loop.finished and loop.epoch < fit.epochs and loop.bad_epochs < fit.patience:
-        cpu, stats = time.process_time(), {}
+        cpu = time.process_time()
         if cluster.distributed:
-            loss, seen, seconds = train_epoch_shard(trainer, spec, train, loss_fn, optimizer, rng, groups, fit,
-                                                    loop, cluster, config.seed)
+            loss, seen, seconds = train_epoch_shard(trainer, spec, train, pieces.loss_fn, pieces.optimizer,
+                                                    pieces.rng, groups, fit, loop, cluster, model.config.seed)
         else:
-            loss, seen, seconds = train_epoch(net, spec, train, loss_fn, optimizer, rng, groups, fit, loop, target,
-                                              stats)
+            loss, seen, seconds = train_epoch(pieces.net, spec, train, pieces.loss_fn, pieces.optimizer,
+                                              pieces.rng, groups, fit, loop)
         cpu = time.process_time() - cpu  # this process's CPU seconds for the epoch's training
         cpu_by_rank = cluster.gather(cpu) if cluster.distributed else [cpu]
-        bad = non_finite_weights(net)
-        if bad is not None:
-            raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step}: the weights became non-finite "
-                                 f"({bad}); stopping (try a lower --lr or --grad-clip)")
-        scheduler.step()
+        check_weights(pieces.net, loop)
+        pieces.scheduler.step()
         loop.epoch += 1
         score = cluster.evaluate(val, model, fit.eval_batch_size).get(select, {}).get("mean") if val else None
-        if loop.improved(score, sign):
-            loop.best_score, loop.best_epoch, loop.bad_epochs = score, loop.epoch, 0
-            loop.best_model = {k: v.clone() for k, v in net.state_dict().items()}
-        elif score is not None:
-            loop.bad_epochs += 1
+        keep_best(loop, pieces.net, score, sign)
         loop.history.append({"epoch": loop.epoch, "train_loss": loss / max(seen, 1), f"val_{select}": score,
                              "graphs_per_s": seen / seconds, "seconds": seconds,
-                             "cpu_s_by_rank": cpu_by_rank, **stats})
+                             "cpu_s_by_rank": cpu_by_rank})
         if run is not None:
-            run.save(snapshot())
+            run.save(pieces.snapshot())
         shown = "-" if score is None else f"{score:.4f}"
-        if "domain_loss" in stats:  # dann: the domain classifier's BCE (ln 2 ≈ 0.693: it cannot tell)
-            shown += f"  domain {stats['domain_loss']:.4f}"
         say(cluster, f"epoch {loop.epoch:3d}  loss {loss / max(seen, 1):.4f}  val {select} {shown}  "
                      f"{seen / seconds:7.0f} graphs/s  ({seconds:.1f} s){'  *' if loop.best_epoch == loop.epoch else ''}")
 
     # ------------------------------------------------------------ finish
     if not loop.finished:
-        if loop.bad_epochs >= fit.patience:
-            say(cluster, f"early stop: no better val {select} for {fit.patience} epochs "
-                         f"(best {loop.best_score:.4f} at epoch {loop.best_epoch})")
-        if loop.best_model is None:  # no validation set: keep the last weights
-            loop.best_model, loop.best_epoch = {k: v.clone() for k, v in net.state_dict().items()}, loop.epoch
-        loop.finished = True
-        if run is not None:
-            run.save(snapshot())
-    net.load_state_dict(loop.best_model)
+        finish_loop(pieces, run, select, fit.patience)
+    pieces.net.load_state_dict(loop.best_model)
     summary = {"best_epoch": loop.best_epoch, "epochs_run": loop.epoch, f"best_val_{select}": loop.best_score}
     if extended_from is not None:
         summary["extended_from"] = extended_from
     return summary
 
 
+def check_weights(net: torch.nn.Module, loop: LoopState) -> None:
+    """A one-line `SimulatorError` when the epoch left a parameter or buffer non-finite."""
+    bad = non_finite_weights(net)
+    if bad is not None:
+        raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step}: the weights became non-finite "
+                             f"({bad}); stopping (try a lower --lr or --grad-clip)")
+
+
+def keep_best(loop: LoopState, net: torch.nn.Module, score: Optional[float], sign: int) -> None:
+    """Keep the weights of a better validation score; count the epochs without one."""
+    if loop.improved(score, sign):
+        loop.best_score, loop.best_epoch, loop.bad_epochs = score, loop.epoch, 0
+        loop.best_model = {k: v.clone() for k, v in net.state_dict().items()}
+    elif score is not None:
+        loop.bad_epochs += 1
+
+
+def finish_loop(pieces: Pieces, run: Optional[RunContext], select: str, patience: int) -> None:
+    """The early-stop note, the last weights as the result when nothing was validated,
+    the final checkpoint."""
+    loop = pieces.loop
+    if loop.bad_epochs >= patience:
+        say(pieces.cluster, f"early stop: no better val {select} for {patience} epochs "
+                            f"(best {loop.best_score:.4f} at epoch {loop.best_epoch})")
+    if loop.best_model is None:  # no validation set: keep the last weights
+        loop.best_model, loop.best_epoch = {k: v.clone() for k, v in pieces.net.state_dict().items()}, loop.epoch
+    loop.finished = True
+    if run is not None:
+        run.save(pieces.snapshot())
+
+
 def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Generator,
-                groups: Optional[np.ndarray], fit, loop: LoopState, target=None,
-                stats: Optional[Dict[str, float]] = None) -> Tuple[float, int, float]:
-    """One pass over `train` in shuffled batches; (Σ loss × items, items seen, seconds).
-    With `target` (`--domain-adapt dann`) each step also takes a batch of target configs
-    drawn with `rng` and adds the domain loss (`simulator.domain.adversarial_step`); the
-    loss returned is the task's, the domain loss (mean per item) goes into `stats`."""
+                groups: Optional[np.ndarray], fit, loop: LoopState) -> Tuple[float, int, float]:
+    """One pass over `train` in shuffled batches; (Σ loss × items, items seen, seconds)."""
     from tqdm import tqdm
     net.train()
     device = next(net.parameters()).device
@@ -348,17 +365,10 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
     batches = list(batch_indices(len(train), fit.batch_size, rng, groups, fit.group_size))
     bar = tqdm(batches, desc=f"epoch {loop.epoch + 1}/{fit.epochs}", unit="batch", leave=False,
                mininterval=1.0, file=sys.stderr, disable=not stderr_is_terminal())
-    domain_sum = 0.0
-    for i, idx in enumerate(bar):
+    for idx in bar:
         batch = train.batch(idx, rng, spec).to(device)
         try:
-            if target is None:
-                loss = sgd_step(net, batch, loss_fn, optimizer, fit.grad_clip)
-            else:
-                coeff = schedule((loop.epoch + i / len(batches)) / fit.epochs, fit.adapt_weight)
-                loss, domain = adversarial_step(net, batch, target_batch(target, len(idx), rng, spec).to(device),
-                                                loss_fn, optimizer, fit.grad_clip, coeff)
-                domain_sum += domain * len(idx)
+            loss = sgd_step(net, batch, loss_fn, optimizer, fit.grad_clip)
         except NonFiniteLoss as e:
             raise SimulatorError(f"epoch {loop.epoch + 1}, step {loop.step + 1}: {e} on the batch of "
                                  f"{batch_names(train, idx, batch)}; stopping (non-finite runtimes or features "
@@ -368,8 +378,6 @@ def train_epoch(net, spec, train, loss_fn: Loss, optimizer, rng: np.random.Gener
         loss_sum += loss * len(idx)
         bar.set_postfix(loss=f"{loss_sum / seen:.4f}")
     bar.close()
-    if target is not None and stats is not None:
-        stats["domain_loss"] = domain_sum / max(seen, 1)
     return loss_sum, seen, time.perf_counter() - start
 
 

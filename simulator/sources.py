@@ -18,12 +18,14 @@ evaluation and prediction need from data goes through these methods:
 
 Two implementations: `simulator.samples_source.SampleSource` (GraphSamples in memory:
 TVM templates, MetaSchedule, HLO) and `simulator.tpugraphs_source.TpuGraphsSource`
-(TpuGraphs npz files, read lazily).
+(TpuGraphs npz files, read lazily). This module imports neither.
 
 A **data kind** (`DataKind`) says how one kind of `--data` becomes sources: for a run
 (split into train/val/test, `RunData`), for re-evaluation, for prediction targets, and
 how its rankings are shown. `data_kind(config.data.data)` picks it; train, evaluate and
-predict talk to it and to sources only, never to a concrete kind.
+predict talk to it and to sources only, never to a concrete kind. Each kind registers
+itself (`@register_data_kind(name)`) in its own module, listed once in the registration
+list of `simulator/__init__.py`.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ import numpy as np
 from .batching import Batch, BatchSpec
 from .config import ModelInfo, Normalization, TrainConfig
 from .data import CollectionInfo
+from .features import DEFAULT_FEATURES, named_columns, select_features
 from .registry import Registry, SimulatorError
 
 
@@ -160,12 +163,12 @@ class DataKind(abc.ABC):
 
 
 DATA_KINDS: Registry = Registry("data kind")
+register_data_kind = DATA_KINDS.register
 DEFAULT_KIND = "samples"
 
 
 def data_kind(data: Sequence[str]) -> DataKind:
     """The data kind `--data` names (GraphSamples unless another kind claims it)."""
-    from . import samples_source, tpugraphs_source  # noqa: F401  (they register their kinds)
     data = [data] if isinstance(data, str) else list(data or [])
     for name in DATA_KINDS.names():
         kind = DATA_KINDS.get(name)()
@@ -195,7 +198,6 @@ def model_info(num_types: int, feature_dim: int, collection: CollectionInfo, fea
     the collection names no vocabulary. `features`: the model's feature set
     (`simulator.features`): the columns it reads of data whose `feature_dim` columns
     the collection names (default `base`); data with unnamed columns are read whole."""
-    from .features import DEFAULT_FEATURES, named_columns, select_features
     vocabulary = collection.vocabulary
     names = named_columns(collection.feature_names, int(feature_dim))
     if names is not None:

@@ -9,7 +9,7 @@
 * `official`: TpuGraphs' own train/valid/test folders (`--data tpugraphs:…` only; the
   folders are the split, see `simulator.tpugraphs_source`).
 * `leave-network-out` (`--test-network bert`): test on every workload of that network
-  (a task two networks share included), train on all others (workloads of no network,
+  and of its batch variants (`bert_b8`; a task two networks share included), train on all others (workloads of no network,
   e.g. the shipped conv2d templates given beside, are training workloads); validation
   as for cross-workload. Networks come from the samples' tags (`group_tags`: the
   networks dataset, `datasets.networks`).
@@ -31,6 +31,7 @@ from .data import canonical_workload
 from .registry import Registry, SimulatorError
 
 SPLITS: Registry = Registry("split")
+register_split = SPLITS.register
 DEFAULT_TRAIN = ["C1", "C2", "C4", "C8", "C9", "C12"]
 DEFAULT_TEST = ["C3", "C5", "C6", "C7", "C10", "C11"]
 
@@ -102,7 +103,7 @@ def _train_val_test(groups: np.ndarray, rng: np.random.Generator, train: Sequenc
     return {k: np.sort(np.concatenate(v)) if v else np.zeros(0, np.int64) for k, v in parts.items()}
 
 
-@SPLITS.register("cross-workload")
+@register_split("cross-workload")
 def cross_workload(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
                    test_workloads=None, val_fraction: float = 0.2) -> Dict[str, np.ndarray]:
     available = sorted(set(groups.tolist()))
@@ -152,17 +153,25 @@ def _no_workload_lists(train_workloads, test_workloads) -> None:
         raise SimulatorError("--train-workloads/--test-workloads apply to --split cross-workload only")
 
 
-@SPLITS.register("leave-network-out")
+@register_split("leave-network-out")
 def leave_network_out(groups: np.ndarray, rng: np.random.Generator, train_workloads=None, test_workloads=None,
                       val_fraction: float = 0.2, tags: Optional[Mapping[str, GroupTags]] = None,
                       held_out: Optional[str] = None) -> Dict[str, np.ndarray]:
     _no_workload_lists(train_workloads, test_workloads)
     tags = tags or {}
-    return _leave_out(groups, rng, held_out, val_fraction, lambda g: tags.get(g, GroupTags()).networks,
+    return _leave_out(groups, rng, held_out, val_fraction, lambda g: network_members(tags.get(g, GroupTags()).networks),
                       "--test-network", "networks")
 
 
-@SPLITS.register("leave-op-kind-out")
+def network_members(networks: Sequence[str]) -> List[str]:
+    """A task's networks and the networks they are batch variants of: holding out `resnet50`
+    holds out `resnet50_b8`'s tasks too (the same architecture at another batch)."""
+    from extract.networks import family
+
+    return sorted(set(networks) | {family(n) for n in networks})
+
+
+@register_split("leave-op-kind-out")
 def leave_op_kind_out(groups: np.ndarray, rng: np.random.Generator, train_workloads=None, test_workloads=None,
                       val_fraction: float = 0.2, tags: Optional[Mapping[str, GroupTags]] = None,
                       held_out: Optional[str] = None) -> Dict[str, np.ndarray]:
@@ -172,7 +181,7 @@ def leave_op_kind_out(groups: np.ndarray, rng: np.random.Generator, train_worklo
                       lambda g: [k for k in (tags.get(g, GroupTags()).kind,) if k], "--test-op-kind", "operator kinds")
 
 
-@SPLITS.register("random")
+@register_split("random")
 def random_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
                  test_workloads=None, val_fraction: float = 0.1) -> Dict[str, np.ndarray]:
     if train_workloads or test_workloads:
@@ -187,7 +196,7 @@ def random_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=N
     return {k: np.sort(np.concatenate(v)) for k, v in parts.items()}
 
 
-@SPLITS.register("official")
+@register_split("official")
 def official_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
                    test_workloads=None, **_) -> Dict[str, np.ndarray]:
     raise SimulatorError("--split official is TpuGraphs' train/valid/test folders: it needs "

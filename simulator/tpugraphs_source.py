@@ -57,7 +57,8 @@ from .config import DataConfig, ModelInfo, Normalization, TrainConfig
 from .data import hlo_collection_info
 from .metrics import LAYOUT_METRICS, METRICS, TILE_METRICS, evaluate
 from .registry import SimulatorError
-from .sources import DATA_KINDS, DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info
+from .sources import (DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info,
+                      register_data_kind)
 from .statistics import RunningStats
 
 PREFIX = "tpugraphs:"
@@ -346,7 +347,7 @@ def open_parts(config: TrainConfig, parts: Sequence[str] = ("train", "val", "tes
 
 
 # ---------------------------------------------------------------------- data kind
-@DATA_KINDS.register("tpugraphs")
+@register_data_kind("tpugraphs")
 class TpuGraphsData(DataKind):
     """`--data tpugraphs:<collection>` under `--data-root`: the official split's folders."""
 
@@ -372,8 +373,6 @@ class TpuGraphsData(DataKind):
                                  f"{', '.join(allowed)}")
         if flat["train_fraction"] < 1.0:
             raise SimulatorError("--train-fraction is not supported for TpuGraphs collections")
-        if flat["workload_norm"] != "none":
-            raise SimulatorError("--workload-norm is not supported for TpuGraphs collections")
         return TrainConfig.from_dict(flat)
 
     def run_name(self, config: TrainConfig) -> str:

@@ -42,9 +42,8 @@ from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, 
                        output_folder)
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
-from .costmodel import CostModel, GraphCostModel, build_cost_model, cost_model_class, model_names
+from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
 from .distributed import DEVICES, Cluster, start, stop
-from .domain import CHOICES as DOMAIN_ADAPT_CHOICES, check_domain_adapt, target_part
 from .features import check_spec, feature_set
 from .engine import locked_output, setup_determinism, write_json
 from .layers import POOLINGS, PROPAGATIONS
@@ -54,7 +53,6 @@ from .registry import SimulatorError, run_cli
 from .sgd import RunContext, check_resume
 from .sources import DataKind, RunData, data_kind
 from .splits import SPLITS
-from .workload_norm import CHOICES as WORKLOAD_NORM_CHOICES, check_workload_norm
 
 # flags that say where/how to run, not what the run is: kept out of the recorded config
 RUN_FLAGS = ("out", "resume", "overwrite", "device")
@@ -87,9 +85,6 @@ def _data_flags(add: Add) -> None:
     add("--feature-transform", choices=["none", "log1p"], default="none",
         help="log1p: sign(x)·log(1+|x|) on node features and vectors before "
              "standardising (the TIR extractor's features are already log-scaled)")
-    add("--workload-norm", choices=list(WORKLOAD_NORM_CHOICES), default="none",
-        help="graph models: normalise each node-feature column within each workload's own configs "
-             "(per node type): zscore or quantile (simulator.workload_norm; transfer to unseen workloads)")
     add("--train-fraction", type=FRACTION, default=1.0,
         help="seeded share of the training set to train on (data-efficiency sweep)")
     add("--configs-per-graph", type=COUNT, default=None,
@@ -146,11 +141,6 @@ def _fit_flags(add: Add) -> None:
     add("--xgb-rounds", type=COUNT, default=500, help="xgb: boosting rounds")
     add("--xgb-eta", type=FRACTION, default=0.3, help="xgb: learning rate")
     add("--xgb-early-stopping", type=COUNT, default=25, help="xgb: rounds without a better validation score")
-    add("--domain-adapt", choices=list(DOMAIN_ADAPT_CHOICES), default="none",
-        help="graph models: dann: domain-adversarial training on the test part's configs, never their "
-             "runtimes (a domain classifier on the pooled embedding through gradient reversal; simulator.domain)")
-    add("--adapt-weight", type=Float(0, 100), default=0.1,
-        help="dann: the gradient reversal's largest λ (ramped up as 2/(1+exp(-10p))-1 over training)")
 
 
 def _run_flags(add: Add) -> None:
@@ -210,9 +200,6 @@ def validate(config: TrainConfig) -> TrainConfig:
     if config.fit.epochs < 1 or config.fit.batch_size < 1:
         raise SimulatorError("--epochs and --batch-size must be positive")
     config.model.features = check_spec(feature_set(config))  # recorded: the set this run reads
-    graph_model = issubclass(cost_model_class(config.model.model), GraphCostModel)
-    check_workload_norm(config.data.workload_norm, graph_model)
-    check_domain_adapt(config.fit.domain_adapt, graph_model)
     options = config.model.layer_options
     if config.model.model in PROPAGATIONS:
         config.model.layer_options = PROPAGATIONS.get(config.model.model).resolve_options(options)
@@ -367,7 +354,7 @@ def train_run(out: str, flags: Dict[str, Any], given: Dict[str, Any], config: Tr
     checkpoint = RunContext(ckpt_path, resume=state, cluster=cluster, base={
         "config": config.to_dict(), "info": data.info.to_dict(), "normalization": model.normalization.to_dict(),
         "split": data.split})
-    summary = model.fit(data.parts["train"], data.parts["val"], checkpoint, target_part(config, data.parts))
+    summary = model.fit(data.parts["train"], data.parts["val"], checkpoint)
     scores = evaluate_parts(model, data, config, out, cluster)
     if not cluster.is_main:
         return {}

@@ -1,4 +1,4 @@
-"""Issue 10 on the TVM side: bad AutoTVM records are a clear error naming file:line, or one
+"""docs/RELIABILITY.md on the TVM side: bad AutoTVM records are a clear error naming file:line, or one
 counted skip with --skip-bad — never a sample with a wrong value, never an exception from
 deep inside a library, never a lost file.
 

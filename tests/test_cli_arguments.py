@@ -1,4 +1,4 @@
-"""Issue 10, class 6: every numeric flag of simulator.train / evaluate / predict and of the
+"""docs/RELIABILITY.md, class 6: every numeric flag of simulator.train / evaluate / predict and of the
 benchmarks is checked by argparse at parse time — an out-of-range value exits 2 with
 argparse's one-line message before any data is read or any file is written."""
 import argparse
@@ -101,8 +101,8 @@ def test_in_range_values_are_taken(data):
     assert kind(repr(value)) == value
 
 
-# the cases named in issue 10, each failing before any work
-ISSUE_CASES = [
+# the cases docs/RELIABILITY.md names, each failing before any work
+NAMED_CASES = [
     ("simulator.train", ["--patience", "0"]), ("simulator.train", ["--threads", "0"]),
     ("simulator.train", ["--width", "0"]), ("simulator.train", ["--lr", "nan"]),
     ("simulator.train", ["--eval-batch-size", "0"]), ("simulator.train", ["--depth", "-1"]),
@@ -119,8 +119,8 @@ ISSUE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("cli,args", ISSUE_CASES, ids=[" ".join(a) for _, a in ISSUE_CASES])
-def test_issue_examples_are_refused(capsys, cli, args):
+@pytest.mark.parametrize("cli,args", NAMED_CASES, ids=[" ".join(a) for _, a in NAMED_CASES])
+def test_named_bad_values_are_refused(capsys, cli, args):
     flag = next(a for a in args if a.startswith("--"))
     line = refused(capsys, PARSERS[cli][0], args, flag)
     assert args[args.index(flag) + 1] in line

@@ -1,8 +1,8 @@
-"""The fast featurization path gives exactly the reference path's graphs.
+"""The featurization path gives exactly the reference path's graphs.
 
-The reference is `tir_to_graph_reference` (the walk as first written, which made the
-shipped dataset's samples); the fast path is `tir_to_graph` and `featurize_schedules`
-(forked workers, cache). Compared bit for bit on MetaSchedule candidates of every
+The reference is `tir_to_graph_reference` (the test oracle, tests/tir_reference.py, a
+plain walk of the AST); the path is `tir_to_graph` and `featurize_schedules` (forked
+workers, cache). Compared bit for bit on MetaSchedule candidates of every
 operator kind the benchmark covers (CPU and CUDA), both conv2d templates, a function
 exercising the walk's rare branches, and shipped samples.
 """
@@ -15,8 +15,10 @@ import pytest
 
 from extract import ms_candidates as msc
 from extract.featurize import FeaturizeError, GraphCache, featurize_arrays, featurize_schedules
-from extract.tir_graph import (CURVE_POINTS, EXTRACTOR_VERSION, _fast_reuse_curve, _print_key, _reuse_curve,
-                               _same_print, lower_for_features, tir_to_graph, tir_to_graph_reference)
+from extract.tir_graph import (CURVE_POINTS, EXTRACTOR_VERSION, _print_key, _reuse_curve, _same_print,
+                               lower_for_features, tir_to_graph)
+from tir_reference import _Loop, tir_to_graph_reference
+from tir_reference import _reuse_curve as reference_reuse_curve
 
 
 def assert_same_graph(ref, fast, what=""):
@@ -232,8 +234,6 @@ def test_print_keys_agree_with_printing():
 
 
 def test_fast_reuse_curve_matches_reference():
-    from extract.tir_graph import _Loop
-
     rng = np.random.default_rng(0)
     for _ in range(200):
         depth = int(rng.integers(0, 9))
@@ -241,8 +241,8 @@ def test_fast_reuse_curve_matches_reference():
         cs = [float(x) for x in rng.choice([0.0, 1.0, 0.25, 16.0], depth)]
         element_bytes = float(rng.choice([0.125, 1, 2, 4, 16]))
         loops = [_Loop(v, e) for v, e in zip(range(depth), extents)]
-        reference = _reuse_curve(loops, dict(zip(range(depth), cs)), element_bytes)
-        fast = np.asarray(_fast_reuse_curve(cs, extents, element_bytes), dtype=np.float64)
+        reference = reference_reuse_curve(loops, dict(zip(range(depth), cs)), element_bytes)
+        fast = np.asarray(_reuse_curve(cs, extents, element_bytes), dtype=np.float64)
         assert fast.shape == (len(CURVE_POINTS),) and fast.tobytes() == reference.tobytes()
 
 

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from extract import measure
+from extract import measure, timing
 from extract.records import RUN_TIMEOUT, read_records
 from extract.templates import get_template
 from extract.workloads import parse_workload
@@ -57,7 +57,7 @@ def test_sampling_is_seeded_uniform_and_interleaved():
 
 def test_measure_one_checks_the_answer():
     wl = parse_workload(TINY)
-    result = measure.measure_one("conv2d_NCHWc.x86", wl, 0, repeat=1, min_repeat_ms=1)
+    result = timing.measure_one("conv2d_NCHWc.x86", wl, 0, repeat=1, min_repeat_ms=1)
     assert result.error_no == 0 and np.isfinite(result.costs).all()
 
 
@@ -77,7 +77,7 @@ def test_remeasure_subset_is_stable_and_can_include_an_earlier_pass():
     assert keys[:300] != sorted(keys[:300], key=str)
 
 
-# ---------------------------------------------------------------- issue 10: arguments, resume
+# ---------------------------------------------------------------- bad arguments, resume
 import pytest  # noqa: E402
 
 

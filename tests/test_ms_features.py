@@ -16,10 +16,10 @@ def test_benchmark_reports_stages_rates_and_search(tmp_path):
     stages = case["stages_ms"]
     assert list(stages["lower_passes"]) == list(PASS_NAMES)
     assert math.isclose(sum(stages["lower_passes"].values()), stages["lower"])
-    for key in ("walk_reference", "walk", "sample", "prepare", "batch", "forward"):
+    for key in ("walk", "sample", "prepare", "batch", "forward"):
         assert stages[key] > 0, key
     workers = [w for w in (1, 2) if w <= result["cores"]]
-    assert set(case["per_second"]) == {"reference_1proc", "per_store_xgb", "per_store_only",
+    assert set(case["per_second"]) == {"per_store_xgb", "per_store_only",
                                        *(f"fast_{w}proc" for w in workers)}
     assert all(math.isfinite(v) and v > 0 for v in case["per_second"].values())
     assert set(case["cpu_ms_per_candidate"]) == set(case["per_second"])

@@ -1,4 +1,4 @@
-"""Issue 13 on the MetaSchedule dataset: knob features of MetaSchedule traces
+"""The transfer study on the MetaSchedule dataset: knob features of MetaSchedule traces
 (`extract.knob_features.trace_knobs`, `vectors["knob"]` of every database sample),
 knob-xgb / itervar-xgb on MetaSchedule samples, and the leave-one-operator-kind-out
 summary of `benchmarks.networks`."""
@@ -176,9 +176,9 @@ def test_kind_summary_means_and_worsts_over_kinds_and_tasks():
     assert "| noise ceiling | pass 1 vs pass 2 | 2 | 0.800 | 0.700 | 0.600 | – | – | – |" in text
 
 
-def test_issue13_models_run_on_the_kind_axis_with_their_own_objective():
+def test_transfer_models_run_on_the_kind_axis_with_their_own_objective():
     from benchmarks import networks as bench
-    from benchmarks.transfer import MODEL_SPECS
+    from benchmarks.transfer.specs import MODEL_SPECS
 
     ap = argparse.ArgumentParser()
     bench.add_arguments(ap)
@@ -206,7 +206,7 @@ def test_issue13_models_run_on_the_kind_axis_with_their_own_objective():
     assert ap.parse_args(["--kind-models"]).kind_models == [] == ap.parse_args([]).kind_models
 
 
-def test_benchmarks_all_runs_the_issue13_models_on_the_kind_axis():
+def test_benchmarks_all_runs_the_transfer_models_on_the_kind_axis():
     from benchmarks.all import build_parser
     from benchmarks.networks import KIND_MODELS
 

@@ -187,3 +187,18 @@ def test_refuses_a_busy_measuring_core(run, tmp_path, monkeypatch):
         os.environ.update(env)
     assert code == 2 and "95% busy" in err.getvalue() and "not starting" in err.getvalue()
     assert not os.path.exists(os.path.join(work, "pass1"))
+
+
+def test_task_order_is_seeded_and_leaves_one_schedule_tasks_last():
+    from extract.ms_measure import select_tasks
+    from extract.ms_tasks import TaskInfo
+
+    tasks = [TaskInfo(f"k{i}", "elementwise" if i % 3 == 0 else "conv2d", [[1]], "float32", 1.0, {"n": 1}, {}, "")
+             for i in range(30)]
+    order = select_tasks(tasks, [], 0, seed=0)
+    kinds = [t.kind for t in order]
+    assert kinds == ["conv2d"] * 20 + ["elementwise"] * 10
+    assert [t.key for t in order] == [t.key for t in select_tasks(tasks, [], 0, seed=0)]
+    assert [t.key for t in order] != [t.key for t in select_tasks(tasks, [], 0, seed=1)]
+    few = select_tasks(tasks, ["k1"], 3, seed=0)
+    assert len(few) == 3 and all("k1" in t.key and t.kind == "conv2d" for t in few)

@@ -114,7 +114,7 @@ def test_tune_summary_and_refused_rerun(ms_tuned, capsys):
     assert (measure["number"], measure["min_repeat_ms"], measure["enable_cpu_cache_flush"]) == (1, 20, False)
     assert measure["build_timeout_s"] > 0 and measure["run_timeout_s"] > 0
     assert tune.main(["dense_32x32x48", "--trials", "4", "--work-dir", work]) != 0
-    assert "holds an earlier run" in capsys.readouterr().err
+    assert "holds a run of another command" in capsys.readouterr().err
 
 
 def test_search_keeps_off_the_measuring_core_and_gets_its_cores_back():

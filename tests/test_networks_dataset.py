@@ -477,3 +477,14 @@ def test_ship_refuses_another_cpus_dataset(tmp_path):
     _retarget(other, "cpub")
     with pytest.raises(NetworkDataError, match="holds measurements of cpub"):
         ship(one, other, overwrite=True)
+
+
+def test_leave_network_out_holds_out_the_batch_variants_too():
+    samples = ([_sample("conv2d.a.1x8.f.0000000a.t", ["resnet50"]) for _ in range(5)]
+               + [_sample("conv2d.b.8x8.f.0000000b.t", ["resnet50_b8"]) for _ in range(5)]
+               + [_sample("dense.c.1x8.f.0000000c.t", ["bert"]) for _ in range(5)])
+    groups, tags = [s.group for s in samples], group_tags(samples)
+    parts = make_split(groups, "leave-network-out", 0, tags=tags, test_network="resnet50")
+    assert {groups[i] for i in parts["test"]} == {"conv2d.a.1x8.f.0000000a.t", "conv2d.b.8x8.f.0000000b.t"}
+    parts = make_split(groups, "leave-network-out", 0, tags=tags, test_network="resnet50_b8")
+    assert {groups[i] for i in parts["test"]} == {"conv2d.b.8x8.f.0000000b.t"}

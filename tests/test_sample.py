@@ -45,7 +45,7 @@ def test_damaged_collection_names_the_file(tmp_path):
         load_samples(str(path))
 
 
-# ---------------------------------------------------------------- issue 10: values a sample refuses
+# ---------------------------------------------------------------- values a sample refuses
 def _sample(**changes):
     fields = dict(edges=[[0, 1], [1, 2]], node_features=np.ones((3, 4)), node_types=[1, 2, 3],
                   runtimes=[1e-3], group="C2", name="C2/7", runtime_std=[1e-5],

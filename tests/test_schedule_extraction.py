@@ -7,7 +7,7 @@ from typing import List, Optional
 import numpy as np
 import pytest
 
-from extract import measure, records, tvm_graph, tvm_log
+from extract import records, timing, tvm_graph, tvm_log
 from extract.sample import ExtractorInfo, load_info, load_samples, save_samples
 from extract.space import ConfigSpace, OptionKnob, SplitKnob
 from extract.templates import Template, get_template
@@ -110,16 +110,16 @@ def test_a_new_operator_is_one_class_and_one_template(toy):
         samples[0].node_features, samples[-1].node_features)  # configs differ in their graphs
     # measured against the workload's own NumPy reference, not a conv2d
     assert wl.measurable
-    result = measure.measure_one("toy/matmul", wl, 3, repeat=1, min_repeat_ms=1)
+    result = timing.measure_one("toy/matmul", wl, 3, repeat=1, min_repeat_ms=1)
     assert result.error_no == records.NO_ERROR and np.isfinite(result.costs).all()
 
 
 def test_a_wrong_reference_is_a_wrong_answer(toy, monkeypatch):
     wl = ToyMatmul(8, 8, 8)
     monkeypatch.setattr(ToyMatmul, "reference", lambda self, a, b: [(a @ b + 1).astype("float32")])
-    measure._inputs.pop(wl, None)
-    result = measure.measure_one("toy/matmul", wl, 0, repeat=1, min_repeat_ms=1)
-    measure._inputs.pop(wl, None)
+    timing._inputs.pop(wl, None)
+    result = timing.measure_one("toy/matmul", wl, 0, repeat=1, min_repeat_ms=1)
+    timing._inputs.pop(wl, None)
     assert result.error_no == records.WRONG_ANSWER and "max abs error 1" in result.error_msg
 
 

@@ -26,7 +26,7 @@ def setup(samples, **overrides):
     return config, model, source.items(model.batch_spec), source
 
 
-def test_registries_hold_the_issue_names():
+def test_registries_hold_the_documented_names():
     assert set(GRAPH_MODELS) <= set(PROPAGATIONS.names())
     assert set(POOLINGS.names()) == {"mean", "sum", "max"}
     assert set(LOSSES.names()) == {"huber", "l1", "mse", "listmle", "pairwise-hinge", "group-huber",

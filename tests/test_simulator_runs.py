@@ -1,4 +1,4 @@
-"""Issue 10 on the simulator's run folders and CLIs:
+"""docs/RELIABILITY.md on the simulator's run folders and CLIs:
 
 * class 2 — one writer per run folder (train, evaluate --write, benchmarks), and a
   metrics.json that always describes the checkpoint beside it;

@@ -185,6 +185,23 @@ def test_bad_checkpoint_is_a_clear_error(tmp_path, trained, capsys):
     one_line_error(capsys, "nowhere", "no such checkpoint")
 
 
+@pytest.mark.parametrize("option,value", [("workload_norm", "zscore"), ("domain_adapt", "dann")])
+def test_a_run_made_with_a_removed_option_is_refused(tmp_path, trained, capsys, option, value):
+    """A checkpoint whose config used an option that no longer exists is refused with one
+    line naming it, not read without it (the model would see other inputs)."""
+    from simulator.checkpoint import save_checkpoint
+    state = load_checkpoint(str(trained / "checkpoint.pt"))
+    state["config"] = dict(state["config"], **{option: value})
+    old = tmp_path / "old"
+    old.mkdir()
+    save_checkpoint(str(old / "checkpoint.pt"), state)
+    assert evaluate.main([str(old), "--threads", "1"]) == 2
+    one_line_error(capsys, f"--{option.replace('_', '-')} {value}", "no longer exists")
+    state["config"][option] = "none"  # the off value of a removed option is what every run now does
+    save_checkpoint(str(old / "checkpoint.pt"), state)
+    assert evaluate.main([str(old), "--threads", "1"]) == 0
+
+
 @pytest.mark.parametrize("flag,name", [("--model", "gnn9000"), ("--loss", "hinge2"), ("--pooling", "median")])
 def test_unknown_names_are_clear_errors(tmp_path, dataset_path, capsys, flag, name):
     assert train.main(train_args(dataset_path, tmp_path / "r", flag, name)) == 2

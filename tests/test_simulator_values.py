@@ -1,4 +1,4 @@
-"""Issue 10, class 1 on the simulator side: non-finite values never reach training or a
+"""docs/RELIABILITY.md, class 1 on the simulator side: non-finite values never reach training or a
 printed metric. Runtimes are checked where samples become a source; a non-finite loss
 stops training (SGD loop and xgb) naming epoch, step and samples; a non-finite
 prediction stops scoring; statistics that cannot be standardised are an error; means say

@@ -80,7 +80,7 @@ def test_workload_names():
         parse_workload("resnet")
 
 
-# ---------------------------------------------------------------- issue 10: any entity value
+# ---------------------------------------------------------------- any entity value
 _VALUES = st.recursive(st.none() | st.booleans() | st.integers(-100, 600) | st.floats() | st.text(max_size=4),
                        lambda inner: st.lists(inner, max_size=4), max_leaves=6)
 

@@ -92,6 +92,6 @@ def test_unknown_node_kind_maps_to_unk_and_is_counted():
     from extract.tir_graph import UNK, _Builder
 
     builder = _Builder()
-    root, _ = builder.add("PrimFunc", None, [])
-    builder.add("SomeFutureStmt", root, [])
+    root, _ = builder.add("PrimFunc", None)
+    builder.add("SomeFutureStmt", root)
     assert builder.types[-1] == UNK and builder.unknown == {"SomeFutureStmt": 1}

@@ -1,4 +1,4 @@
-"""Issue 13: AutoTVM's knob and itervar features, the knob-xgb / itervar-xgb baselines, and
+"""AutoTVM's knob and itervar features, the knob-xgb / itervar-xgb baselines, and
 the transfer-matrix benchmark's bookkeeping."""
 import json
 import math
@@ -151,7 +151,7 @@ def test_autotvm_baseline_without_its_vector_says_so(synthetic_samples):
 
 # ---------------------------------------------------------------- the benchmark
 def test_training_sets_are_every_single_workload_and_seeded_groups():
-    from benchmarks.transfer import training_sets
+    from benchmarks.transfer.matrix import training_sets
 
     ws = [f"C{i}" for i in range(1, 13)]
     sets = training_sets(ws, [1, 2, 4], 3, 0)
@@ -165,7 +165,7 @@ def test_training_sets_are_every_single_workload_and_seeded_groups():
 def test_training_sets_of_eleven_hold_out_each_workload_once():
     """A size with no more sets than workloads gives every set: 11 of 12 is leave-one-out,
     whatever --choices and the seed; a size leaving nothing to test on is refused."""
-    from benchmarks.transfer import training_sets
+    from benchmarks.transfer.matrix import training_sets
 
     ws = [f"C{i}" for i in range(1, 13)]
     sets = training_sets(ws, [1, 11], 3, 0)
@@ -178,7 +178,7 @@ def test_training_sets_of_eleven_hold_out_each_workload_once():
 
 def test_default_sizes_fit_the_data():
     """Without --sizes: 1, 2, 4 and leave-one-out, only those that leave a workload to test on."""
-    from benchmarks.transfer import default_sizes
+    from benchmarks.transfer.matrix import default_sizes
 
     assert default_sizes(12) == [1, 2, 4, 11]
     assert default_sizes(3) == [1, 2]
@@ -188,11 +188,11 @@ def test_default_sizes_fit_the_data():
 def test_sizes_models_limit_the_larger_training_sets(monkeypatch):
     """--sizes-models: every model on each single workload, only the named ones (and the
     members of a named ensemble) on the sets of two and four; a name not in --models is refused."""
-    from benchmarks import transfer
+    from benchmarks.transfer import matrix as transfer, specs
 
     ws = [f"C{i}" for i in range(1, 13)]
     sets = transfer.training_sets(ws, [1, 2, 4], 3, 0)
-    monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", transfer.Ensemble(("xgb", "curve-mlp")))
+    monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", specs.Ensemble(("xgb", "curve-mlp")))
     models = ["gcn-inv", "knob-xgb-reg", "ens-test"]
 
     def count(sizes_models):
@@ -212,7 +212,7 @@ def test_sizes_models_limit_the_larger_training_sets(monkeypatch):
 
 
 def test_summary_and_matrices_from_results():
-    from benchmarks.transfer import matrices, summarize
+    from benchmarks.transfer.matrix import matrices, summarize
 
     def pairs(train, taus, top5s):
         ws = [w for w in ("C1", "C2", "C3") if w not in train]
@@ -235,8 +235,8 @@ def test_noise_ceiling_scores_pass_one_against_the_quiet_pass():
     re-measured configs or no quiet pass: no ceiling, never a made-up one."""
     from types import SimpleNamespace
 
-    from benchmarks.transfer import noise_ceiling
-    from benchmarks.transfer_report import summary_table
+    from benchmarks.transfer.matrix import noise_ceiling
+    from benchmarks.transfer.report import summary_table
 
     def sample(group, index, runtime):
         return SimpleNamespace(group=group, runtimes=[runtime], meta={"index": index})
@@ -259,7 +259,7 @@ def test_noise_ceiling_scores_pass_one_against_the_quiet_pass():
 
 
 def test_sizes_table_gives_each_size_its_pairs_figures():
-    from benchmarks.transfer_report import sizes_table
+    from benchmarks.transfer.report import sizes_table
 
     def row(tau, top5, worst, over, pairs):
         return {"mean_tau": tau, "mean_top5": top5, "median_top5": top5 / 2, "worst_top5": worst,
@@ -274,7 +274,7 @@ def test_sizes_table_gives_each_size_its_pairs_figures():
 
 
 def test_goal_rows_compare_each_gnn_with_the_best_baseline():
-    from benchmarks.transfer_report import goal_lines, goal_rows
+    from benchmarks.transfer.report import goal_lines, goal_rows
 
     def one(tau, top5, worst):
         return {"1": {"mean_tau": tau, "mean_top5": top5, "worst_top5": worst}}
@@ -295,7 +295,7 @@ def test_goal_rows_compare_each_gnn_with_the_best_baseline():
 def test_transfer_benchmark_end_to_end(dataset_path, tmp_path):
     """Two cheap models on the synthetic C1…C12, one-workload trainings: every pair scored,
     outputs written, a second run reuses every training."""
-    from benchmarks import transfer
+    from benchmarks.transfer import matrix as transfer
 
     argv = ["--data", dataset_path, "--models", "xgb", "curve-mlp", "--sizes", "1", "--epochs", "2",
             "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--quiet-log", ""]
@@ -317,11 +317,11 @@ def test_ensemble_standardises_each_workload_and_averages(monkeypatch):
     predictions: a member's scale or offset on one workload does not weigh more."""
     from types import SimpleNamespace
 
-    from benchmarks import transfer
+    from benchmarks.transfer import matrix as transfer, specs
 
     z = transfer.standardised(np.array([1.0, 2.0, 3.0, 10.0, 10.0, 5.0]), ["a", "a", "a", "b", "b", "c"])
     assert z[:3] == pytest.approx([-1.2247449, 0.0, 1.2247449]) and list(z[3:]) == [0.0, 0.0, 0.0]
-    monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", transfer.Ensemble(("m1", "m2", "m3")))
+    monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", specs.Ensemble(("m1", "m2", "m3")))
     samples = [SimpleNamespace(name=f"{g}/{i}", group=g, runtimes=[t], meta={"index": i})
                for g in ("C1", "C2") for i, t in enumerate([1.0, 2.0, 3.0, 4.0])]
     good = {s.name: float(np.log(s.runtimes[0])) for s in samples if s.group == "C2"}
@@ -343,7 +343,7 @@ def test_pessimistic_ensemble_ranks_high_only_what_every_member_ranks_high(monke
     an unknown aggregation is refused."""
     from types import SimpleNamespace
 
-    from benchmarks import transfer
+    from benchmarks.transfer import matrix as transfer, specs
 
     samples = [SimpleNamespace(name=f"C2/{i}", group="C2", runtimes=[t], meta={"index": i})
                for i, t in enumerate([1.0, 2.0, 3.0, 4.0])]
@@ -352,21 +352,21 @@ def test_pessimistic_ensemble_ranks_high_only_what_every_member_ranks_high(monke
              "predictions": {"C2/0": 1.0, "C2/1": 2.0, "C2/2": 3.0, "C2/3": last}}
             for m, last in (("m1", -9.0), ("m2", 2.5))]
     for aggregation, top1 in (("mean", 3.0), ("pessimistic", 0.0)):
-        monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", transfer.Ensemble(("m1", "m2"), aggregation))
+        monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", specs.Ensemble(("m1", "m2"), aggregation))
         (ens,) = transfer.ensemble_results("ens-test", runs, samples, {})
         assert ens["pairs"]["C2"]["top1_slowdown"] == pytest.approx(top1), aggregation
         assert ens["argv"] == [f"{aggregation} ensemble of m1, m2"]
     with pytest.raises(ValueError, match="unknown ensemble aggregation 'median'"):
-        transfer.Ensemble(("m1", "m2"), "median")
-    assert all(e.aggregation in transfer.AGGREGATIONS for e in transfer.ENSEMBLES.values())
+        specs.Ensemble(("m1", "m2"), "median")
+    assert all(e.aggregation in specs.AGGREGATIONS for e in transfer.ENSEMBLES.values())
 
 
 def test_transfer_train_only_and_members_keep_predictions(dataset_path, tmp_path, monkeypatch):
     """--train-only restricts the one-workload trainings; an ensemble trains its members
     (their predictions kept in their run files) and reports only itself."""
-    from benchmarks import transfer
+    from benchmarks.transfer import matrix as transfer, specs
 
-    monkeypatch.setitem(transfer.ENSEMBLES, "ens-xgb", transfer.Ensemble(("xgb", "curve-mlp")))
+    monkeypatch.setitem(transfer.ENSEMBLES, "ens-xgb", specs.Ensemble(("xgb", "curve-mlp")))
     argv = ["--data", dataset_path, "--models", "ens-xgb", "--sizes", "1", "--epochs", "2", "--train-only", "C2",
             "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--quiet-log", ""]
     assert transfer.main(argv) == 0
@@ -519,7 +519,7 @@ def test_lookup_rule_ranks_by_the_training_workloads_family_medians():
     """The lookup puts the family that was fastest on the training workload first and
     families it never measured last; a model breaking ties inside a family is scored
     apart from its own ranking, and its picks in unmeasured families are counted."""
-    from benchmarks.transfer_families import family, lookup_scores, oracle_scores, pair_figures, summarize
+    from benchmarks.transfer.families import family, lookup_scores, oracle_scores, pair_figures, summarize
 
     train = [_config_sample("A", i, oc, ow, 1, t) for i, (oc, ow, t) in
              enumerate([(8, 7, 1.0), (8, 7, 1.2), (32, 1, 3.0), (32, 1, 2.0), (16, 2, 5.0)])]
@@ -556,7 +556,7 @@ def test_lookup_rule_ranks_by_the_training_workloads_family_medians():
 def test_family_needs_the_template_config():
     from types import SimpleNamespace
 
-    from benchmarks.transfer_families import family
+    from benchmarks.transfer.families import family
     with pytest.raises(ValueError, match="B/0.*tile_oc"):
         family(SimpleNamespace(name="B/0", meta={"config": {"tile_ow": [-1, 2]}}))
 
@@ -577,8 +577,8 @@ def test_complete_pairs_fills_a_new_metric_from_kept_predictions():
     predictions are left without it, and the summary then gives no figure, not a partial one."""
     from types import SimpleNamespace
 
-    from benchmarks.transfer import complete_pairs, summarize
-    from benchmarks.transfer_report import summary_table
+    from benchmarks.transfer.matrix import complete_pairs, summarize
+    from benchmarks.transfer.report import summary_table
     samples = [SimpleNamespace(group="C2", name=f"C2/{i}", runtimes=[t]) for i, t in enumerate([1.0, 3.0, 2.0, 1.1])]
     old = {"spec": "m", "train": ["C1"], "seconds": 1.0, "predictions": {f"C2/{i}": p for i, p in enumerate([3, 0, 1, 2])},
            "pairs": {"C2": {"kendall_tau": 0.1, "top5_slowdown": 0.0, "top1_slowdown": 2.0}}}
@@ -598,7 +598,7 @@ def test_complete_pairs_fills_a_new_metric_from_kept_predictions():
 def test_families_section_shows_the_oracle_bound_and_reads_older_analyses(tmp_path):
     import json as _json
 
-    from benchmarks.transfer_report import families_lines
+    from benchmarks.transfer.report import families_lines
     stats = {"mean": 0.1, "median": 0.05, "worst": 0.26, "over_25": 11}
     model = {"top5": stats, "lookup_then_model": stats, "oracle_then_model": dict(stats, worst=0.4),
              "top5_unseen_share": 0.2}

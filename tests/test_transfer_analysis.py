@@ -1,4 +1,4 @@
-"""Issue 13: why the graphs do not transfer, measured (benchmarks.transfer_analysis) — on the
+"""Why the graphs do not transfer, measured (benchmarks.transfer.analysis) — on the
 columns the model reads, for a transfer spec — and its section of RESULTS.md."""
 import json
 import os
@@ -23,8 +23,8 @@ def _sample(group, i, x, types, runtime):
 
 # ---------------------------------------------------------------- which model
 def test_model_is_a_transfer_spec_or_raw_flags():
-    from benchmarks.transfer import MODEL_SPECS
-    from benchmarks.transfer_analysis import DEFAULT_SPEC, model_flags
+    from benchmarks.transfer.specs import MODEL_SPECS
+    from benchmarks.transfer.analysis import DEFAULT_SPEC, model_flags
     assert DEFAULT_SPEC in MODEL_SPECS
     assert model_flags() == (DEFAULT_SPEC, MODEL_SPECS[DEFAULT_SPEC])
     assert model_flags("gcn-inv") == ("gcn-inv", ["--model", "gcn-inv", "--features", "invariant"])
@@ -36,7 +36,7 @@ def test_model_is_a_transfer_spec_or_raw_flags():
 
 
 def test_analysis_trains_as_the_transfer_matrix_does():
-    from benchmarks.transfer import flags_argv, job_argv
+    from benchmarks.transfer.matrix import flags_argv, job_argv
     ws = ["C1", "C2", "C10"]
     argv = job_argv("gcn-inv-arf-noext-lane", ["C2"], ws, 3, 40, ["shipped"])
     assert argv == flags_argv(["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent"],
@@ -49,7 +49,7 @@ def test_feature_shift_by_hand():
     """Column 0 says which workload it is (between share 1, every test node outside the
     other's range, no within-workload variation); column 1 varies only with the config
     (between share 0) and orders runtime the same way in both; column 2 is never non-zero."""
-    from benchmarks.transfer_analysis import feature_shift
+    from benchmarks.transfer.analysis import feature_shift
     samples = []
     for group, c0 in (("A", 1.0), ("B", 3.0)):
         for i, (c1, runtime) in enumerate(((1.0, 1.0), (2.0, 2.0))):
@@ -67,7 +67,7 @@ def test_feature_shift_by_hand():
 
 
 def test_data_columns_add_the_derived_columns(synthetic_samples):
-    from benchmarks.transfer_analysis import data_columns
+    from benchmarks.transfer.analysis import data_columns
     from simulator.features import DERIVED, with_derived
     names = ["accumulate", "buffer_bytes", "dtype_bits", "kind_vectorized", "vector_fill"]
     samples = synthetic_samples[:5]
@@ -84,8 +84,8 @@ def test_data_columns_add_the_derived_columns(synthetic_samples):
 def test_shift_reproduces_the_tir_ast_v1_reference():
     """tir-ast-v2's first 24 columns are tir-ast-v1's: the shift measured on them now is the
     committed v1 analysis's (the rewrite computes the same figures)."""
-    from benchmarks.transfer import _data
-    from benchmarks.transfer_analysis import data_columns, feature_shift
+    from benchmarks.transfer.matrix import _data
+    from benchmarks.transfer.analysis import data_columns, feature_shift
     with open(os.path.join(RESULTS, "transfer_analysis_before.json"), encoding="utf-8") as f:
         before = json.load(f)
     samples, collection, _ = _data(["shipped"])
@@ -125,7 +125,7 @@ def _keyed_samples():
 
 
 def test_ablating_a_column_sets_it_to_the_training_mean_of_its_node_type():
-    from benchmarks.transfer_analysis import ablated, type_means
+    from benchmarks.transfer.analysis import ablated, type_means
     from simulator.samples_source import SampleSource
     items = SampleSource(_keyed_samples()).items(BatchSpec())
     means = type_means(items[:12])
@@ -138,7 +138,7 @@ def test_ablating_a_column_sets_it_to_the_training_mean_of_its_node_type():
 
 
 def test_ablation_finds_what_the_model_relies_on_and_what_misleads_it():
-    from benchmarks.transfer_analysis import ablate_model
+    from benchmarks.transfer.analysis import ablate_model
     from simulator.samples_source import SampleSource
     source = SampleSource(_keyed_samples())
     parts = {"train": source.subset(range(0, 8)), "val": source.subset(range(8, 12)),
@@ -161,8 +161,8 @@ def test_analysis_of_a_spec_reads_its_columns_and_matches_the_transfer_run(tmp_p
     """The best spec on the shipped data, one workload, one epoch: the ablated columns are
     the spec's (derived ones included, absolute ones and loop_extent not); part 1 covers every
     column of the data; the whole model's τ on the others is the transfer matrix's own run's."""
-    from benchmarks import transfer
-    from benchmarks.transfer_analysis import run
+    from benchmarks.transfer import matrix as transfer
+    from benchmarks.transfer.analysis import run
     from simulator.features import select_features
     result = run(["shipped"], str(tmp_path), "gcn-inv-arf-noext-lane", epochs=1, seed=0, train_workloads=["C3"],
                  tag="t")
@@ -189,7 +189,7 @@ def test_analysis_of_a_spec_reads_its_columns_and_matches_the_transfer_run(tmp_p
 
 def test_benchmarks_all_analyses_the_best_spec(tmp_path, monkeypatch):
     from benchmarks import all as bench_all
-    from benchmarks import transfer, transfer_analysis, transfer_families
+    from benchmarks.transfer import analysis as transfer_analysis, families as transfer_families, matrix as transfer
     calls, family_calls = [], []
     monkeypatch.setattr(transfer, "run", lambda *a, **k: None)
     monkeypatch.setattr(transfer_analysis, "run", lambda *a, **k: calls.append(a))
@@ -228,7 +228,7 @@ def _abl(own, others, better=0):
 
 
 def test_findings_name_what_shifts_what_is_relied_on_and_what_misleads():
-    from benchmarks.transfer_report import analysis_comparison, analysis_findings, analysis_table
+    from benchmarks.transfer.report import analysis_comparison, analysis_findings, analysis_table
     after = _analysis("tir-ast-v2", "gcn-inv-arf-noext-lane",
                       {"outer_trips": _shift(0.4, 0.2), "fits_l2": _shift(0.9, 0.1), "acc_reg_fill": _shift(0.0, 0.0),
                        "vector_fill": _shift(0.0, 0.0), "acc_lane_share": _shift(0.05, 0.0)},
@@ -254,7 +254,7 @@ def test_findings_name_what_shifts_what_is_relied_on_and_what_misleads():
 
 
 def test_transfer_section_renders_before_now_and_comparisons(tmp_path):
-    from benchmarks.transfer_report import analysis_files, transfer_section
+    from benchmarks.transfer.report import analysis_files, transfer_section
     with open(tmp_path / "transfer.json", "w") as f:
         json.dump({"summary": {}, "protocol": {}}, f)
     for tag, spec in (("_before", None), ("", "gcn-inv-arf-noext-lane"), ("_gcn-inv", "gcn-inv")):

@@ -1,4 +1,4 @@
-"""Issue 10, classes 2, 3 and 9, for the XLA converters' command lines
+"""docs/RELIABILITY.md, classes 2, 3 and 9, for the XLA converters' command lines
 (`python -m extract.hlo … --out DIR`, `python -m extract.tpugraphs convert … --out DIR`,
 extract/npz_output.py): one writer per output folder, no stale npz files from an earlier
 run mixed in (refused unless --overwrite, which replaces them), no input silently

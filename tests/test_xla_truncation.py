@@ -1,4 +1,4 @@
-"""Issue 10, class 7, XLA side: a protobuf cut short (or damaged) never reads as a
+"""docs/RELIABILITY.md, class 7, XLA side: a protobuf cut short (or damaged) never reads as a
 smaller module. The wire format has no end marker, so a file cut exactly between two
 top-level fields parses; what the message declares is cross-checked instead
 (extract/hlo_graph.py `module_problem`, extract/tuning_data.py): operands, control

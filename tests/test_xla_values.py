@@ -1,4 +1,4 @@
-"""Issue 10, classes 1 and 8, XLA side: every numeric value the TpuGraphs npz reader and
+"""docs/RELIABILITY.md, classes 1 and 8, XLA side: every numeric value the TpuGraphs npz reader and
 the XLA converters load is checked. Non-finite features, negative or absurd runtimes and
 normalizers, a runtime without a normalizer, a 0-node graph: refused with the file, the
 array and the row, the same way by the whole-file reader and by every lazy/chunked read
@@ -134,8 +134,8 @@ faults = st.sampled_from(["negative runtime", "absurd runtime", "zero normalizer
 @settings(max_examples=60, **SETTINGS)
 @given(spec=files, fault=faults, amount=st.integers(1, 10**12), position=st.data())
 def test_bad_runtimes_are_refused_alike_by_full_and_lazy_reads(work, spec, fault, amount, position):
-    """A negative runtime or a zero normalizer used to be refused by the whole-file reader
-    but read as "unmeasured" by the lazy reads of training and prediction."""
+    """A negative runtime or a zero normalizer is refused alike by the whole-file reader and
+    by the lazy reads of training and prediction (never read as "unmeasured")."""
     if spec["kind"] == "layout" and "normalizer" in fault:
         spec = dict(spec, kind="tile")
     arrays = make_file(work, spec)

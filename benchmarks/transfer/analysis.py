@@ -1,10 +1,10 @@
 """Why the program graphs do not transfer between workloads, measured.
 
-    python -m benchmarks.transfer_analysis [--spec gcn-inv-arf-noext-lane | --model-flags FLAGS …]
+    python -m benchmarks.transfer.analysis [--spec gcn-inv-arf-noext-lane | --model-flags FLAGS …]
         [--data shipped] [--results docs/results] [--epochs 40] [--seed 0]
         [--train-workloads C1 … C12] [--tag TAG]
 
-The model is a transfer spec (`--spec`, a name of `benchmarks.transfer.MODEL_SPECS`,
+The model is a transfer spec (`--spec`, a name of `benchmarks.transfer.specs.MODEL_SPECS`,
 default `DEFAULT_SPEC`, the best one-workload model of the transfer matrix) or raw
 simulator.train flags (`--model-flags`, last on the line); either way it is trained
 exactly as the transfer matrix trains it (`benchmarks.transfer.flags_argv`: the
@@ -48,7 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .common import COUNT, DEFAULT_RESULTS, SEED, cli, locked_outputs, log, natural_key, write_json
+from ..common import COUNT, DEFAULT_RESULTS, SEED, cli, locked_outputs, log, natural_key, write_json
 
 # the transfer spec analysed by default (and by benchmarks.all): the best one-workload model
 DEFAULT_SPEC = "gcn-inv-arf-noext-lane"
@@ -56,10 +56,10 @@ DEFAULT_SPEC = "gcn-inv-arf-noext-lane"
 
 def model_flags(spec: Optional[str] = None, flags: Optional[Sequence[str]] = None) -> Tuple[str, List[str]]:
     """(name, simulator.train model flags) of the analysed model: transfer spec `spec`
-    (`benchmarks.transfer.MODEL_SPECS`), or raw `flags` (named by them); neither: `DEFAULT_SPEC`."""
+    (`benchmarks.transfer.specs.MODEL_SPECS`), or raw `flags` (named by them); neither: `DEFAULT_SPEC`."""
     from simulator.registry import SimulatorError
 
-    from .transfer import MODEL_SPECS
+    from .specs import MODEL_SPECS
     if spec is not None and flags:
         raise SimulatorError("give the analysed model as --spec or as --model-flags, not both")
     if flags:
@@ -259,7 +259,7 @@ def ablation(train_workloads: Sequence[str], flags: Sequence[str], data: Sequenc
              seed: int) -> Dict[str, Any]:
     """Per training workload and model column: τ on its validation configs and on the other
     workloads, whole and with the column ablated; `columns`: the columns the model reads."""
-    from .transfer import _data, flags_argv, train_model
+    from .matrix import _data, flags_argv, train_model
     samples = _data(data)[0]
     workloads = sorted({s.group for s in samples}, key=natural_key)
     per: Dict[str, Any] = {}
@@ -335,7 +335,7 @@ def run(data: Sequence[str], results_dir: str, spec: Optional[str] = None, flags
     `DEFAULT_SPEC`), written to RESULTS/transfer_analysis[_TAG].json and its figure."""
     from simulator.features import DERIVED
 
-    from .transfer import _data
+    from .matrix import _data
     raw = bool(flags)
     name, flags = model_flags(spec, flags)
     samples, collection, _ = _data(data)
@@ -361,7 +361,7 @@ def run(data: Sequence[str], results_dir: str, spec: Optional[str] = None, flags
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.transfer_analysis", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.transfer.analysis", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", nargs="+", default=["shipped"])
     ap.add_argument("--results", default=DEFAULT_RESULTS)
@@ -370,7 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--train-workloads", nargs="+", default=None)
     ap.add_argument("--tag", default="", help="suffix of the output files (e.g. before / after a feature change)")
     ap.add_argument("--spec", default=None,
-                    help=f"the analysed model, a transfer spec (benchmarks.transfer.MODEL_SPECS; default {DEFAULT_SPEC})")
+                    help=f"the analysed model, a transfer spec (benchmarks.transfer.specs.MODEL_SPECS; "
+                         f"default {DEFAULT_SPEC})")
     ap.add_argument("--model-flags", nargs=argparse.REMAINDER, default=None,
                     help="instead of --spec: simulator.train flags of the analysed model (last on the line)")
     return ap

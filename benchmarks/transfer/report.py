@@ -1,13 +1,13 @@
 """The transfer section of docs/RESULTS.md, from transfer.json (benchmarks.transfer),
-transfer_analysis.json (benchmarks.transfer_analysis) and, where present,
-transfer_before.json (the same matrix with the extractor before issue 13's features)
+transfer_analysis.json (benchmarks.transfer.analysis) and, where present,
+transfer_before.json (the same matrix with the older extractor, tir-ast-v1)
 and the hand-written transfer_notes.md."""
 from __future__ import annotations
 
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from .common import markdown_table
+from ..common import load_json, markdown_table
 
 
 def _pct(v: Optional[float], digits: int = 1) -> str:
@@ -158,7 +158,7 @@ def _model_of(analysis: Dict[str, Any]) -> str:
 
 
 def analysis_files(results: str) -> List[Tuple[str, str]]:
-    """(tag, title) of the analyses in `results`: the one before issue 13's features
+    """(tag, title) of the analyses in `results`: the one of the older extractor
     (`_before`), the current one (no tag; benchmarks.all writes it) and any other tagged one."""
     import glob
     out = [("_before", "before issue 13's features"), ("", "now")]
@@ -169,13 +169,13 @@ def analysis_files(results: str) -> List[Tuple[str, str]]:
     return out
 
 
-BASELINE_PREFIXES = ("knob-xgb", "itervar-xgb")   # AutoTVM's own models, the bar of issue 13
+BASELINE_PREFIXES = ("knob-xgb", "itervar-xgb")   # AutoTVM's own models, the bar the goals set
 GRAPH_PREFIXES = ("gcn", "sage", "gat", "cheb")    # the GNNs the goal is about
 WORST_TOP5_BAR, GOAL_TAU, GOAL_TOP5 = 0.25, 0.5, 0.03
 
 
 def goal_rows(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[List[str]]:
-    """Issue 13's goals, one row per GNN in the matrix: its one-workload mean τ against the
+    """The transfer goals, one row per GNN in the matrix: its one-workload mean τ against the
     best AutoTVM baseline's, mean top-5 against the best baseline's, the worst pair's
     top-5 against 25%, the stretch goal (τ ≥ 0.5, top-5 ≤ 3%), and the worst pair's top-5 from
     the most training workloads the model was run on (how far more data takes the bar; – when
@@ -240,8 +240,7 @@ def _more_sets(proto: Dict[str, Any]) -> str:
 
 
 def transfer_section(results: str, prefix: str = "results") -> List[str]:
-    from .report import _load  # report imports this module lazily, so no cycle
-    out = _load(results, "transfer.json")
+    out = load_json(results, "transfer.json")
     if out is None:
         return []
     proto = out.get("protocol", {})
@@ -261,7 +260,7 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
         lines += ["**By the number of training workloads** (the same pairs' figures; each set of more than one "
                   "workload is tested on the workloads outside it):", "", by_size, ""]
     lines += goal_lines(out["summary"])
-    before = _load(results, "transfer_before.json")
+    before = load_json(results, "transfer_before.json")
     if before is not None:
         lines += ["**The same matrix before issue 13's features** (extractor "
                   f"`{before.get('extractor', '?')}`):", "", summary_table(before["summary"]), ""]
@@ -274,13 +273,13 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
         with open(notes, encoding="utf-8") as f:
             lines += [f.read().strip(), ""]
     lines += families_lines(results)
-    analyses = [(tag, title, _load(results, f"transfer_analysis{tag}.json")) for tag, title in analysis_files(results)]
+    analyses = [(tag, title, load_json(results, f"transfer_analysis{tag}.json")) for tag, title in analysis_files(results)]
     analyses = [(tag, title, a) for tag, title, a in analyses if a is not None]
     lines += analysis_comparison([(title, a) for _, title, a in analyses])
     for tag, title, analysis in analyses:
         lines += [f"**Why the graphs do not transfer, measured ({title}; extractor `{analysis.get('extractor')}`, "
                   f"{_model_of(analysis)} trained on each single workload).** "
-                  "`python -m benchmarks.transfer_analysis`: per node feature (every column of the data, derived "
+                  "`python -m benchmarks.transfer.analysis`: per node feature (every column of the data, derived "
                   "ones included; those never non-zero left out), the share of its variance (per-config "
                   "mean over the nodes it applies to) between workloads, the share of a test workload's node values "
                   "outside the range the training workload's nodes of the same type take (mean over the 132 "
@@ -295,9 +294,8 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
 
 
 def families_lines(results: str) -> List[str]:
-    """The register-tile family analysis (benchmarks.transfer_families), if it was run."""
-    from .report import _load
-    out = _load(results, "transfer_families.json")
+    """The register-tile family analysis (benchmarks.transfer.families), if it was run."""
+    out = load_json(results, "transfer_families.json")
     if out is None:
         return []
     s = out["summary"]
@@ -309,7 +307,7 @@ def families_lines(results: str) -> List[str]:
     rows += [[f"`{m}`", cell(v["top5"]), cell(v["lookup_then_model"]), cell(v.get("oracle_then_model")),
               _pct(v["top5_unseen_share"], 0)] for m, v in s["models"].items()]
     knobs = " × ".join(out["family_knobs"])
-    return [f"**What transfers: the register tile** (`python -m benchmarks.transfer_families`; a config's family "
+    return [f"**What transfers: the register tile** (`python -m benchmarks.transfer.families`; a config's family "
             f"is its {knobs}, the accumulator's shape in absolute sizes). Over the {s['pairs']} one-workload pairs, "
             f"two workloads order the families they share alike (mean Kendall τ {_num(s['family_tau_mean'])}). "
             "The lookup rule ranks the test workload's configs by the training workload's median log runtime of "

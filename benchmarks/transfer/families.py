@@ -1,6 +1,6 @@
 """What transfers between workloads of the x86 conv2d template: the register tile, measured.
 
-    python -m benchmarks.transfer_families [--data shipped] [--runs runs/bench/transfer]
+    python -m benchmarks.transfer.families [--data shipped] [--runs runs/bench/transfer]
         [--models gcn-inv-arf-noext-lane …] [--repeats 20] [--results docs/results]
 
 A config's *register-tile family* is its (tile_oc, tile_ow, tile_oh) (`FAMILY_KNOBS`): the
@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .common import COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, cli, locked_outputs, log, natural_key, write_json
+from ..common import COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, cli, locked_outputs, log, natural_key, write_json
 
 FAMILY_KNOBS = ("tile_oc", "tile_ow", "tile_oh")   # the register tile of conv2d_NCHWc.x86
 TOP = 5
@@ -170,7 +170,7 @@ def run(data: Sequence[str], runs: str, models: Sequence[str], repeats: int) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.transfer_families", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.transfer.families", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", nargs="+", default=["shipped"])
     ap.add_argument("--runs", default=os.path.join(DEFAULT_RUNS, "transfer"))

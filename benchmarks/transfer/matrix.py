@@ -20,19 +20,8 @@ top-k slowdown) and, on the configs the quiet third pass re-measured
 (`docs/results/pass3_quiet.jsonl.gz`, ≈ 121 per workload), against that pass (τ, top-5);
 there pass 1's own ranking, scored the same way, is the noise ceiling (`noise_ceiling`).
 
-Models (`--models`, each a `simulator.train` command line; `MODEL_SPECS`): the graph
-models gcn and mlp, their size-invariant variants gcn-inv and mlp-inv
-(`simulator.invariant`; gcn-inv also with the ListMLE ranking loss, `gcn-inv-listmle`),
-gcn-inv with node features normalised within each workload's configs (`-wz` / `-wq`,
-`--workload-norm`) or with the accumulator's register-file fill (`-arf…`, the derived
-column `acc_reg_fill`; `-noext` also without the loop extents; `-lane` also with the register
-tile's shape, `acc_lane_share`; `-max` / `-hinge`: that with max pooling / the pairwise-hinge
-ranking loss; `-dann…`: that with domain-adversarial training on the test workloads' configs, not
-their runtimes, `--domain-adapt dann`, λ 0.1 / 0.3 (`-dann03`) / 1 (`-dann1`)),
-curve-mlp, xgb on MetaSchedule's per-store features, and AutoTVM's own baselines
-knob-xgb and itervar-xgb with `rank:pairwise` (`-rank`) and regression (`-reg`) objectives.
-Ensembles (`ENSEMBLES`, `ens-…`): members trained alone, their per-workload standardised
-predictions combined by a declared aggregation (`mean`, or `pessimistic`: the maximum).
+Models (`--models`): the specs and ensembles of `benchmarks.transfer.specs`, each a
+`simulator.train` command line or a combination of them.
 
 Runs happen in this process (the data is loaded and prepared once; `--parallel N`:
 N spawned worker processes, 1 thread each); a finished run with the same command line,
@@ -52,113 +41,14 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, locked_outputs, log, natural_key,
-                     write_csv, write_json)
+from ..common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, locked_outputs, log, natural_key,
+                      write_csv, write_json)
+from .specs import ENSEMBLES, MODEL_SPECS, MODELS
 
-# name → simulator.train flags (besides data, split, seed, threads, epochs)
-# (graph models name their feature set, simulator.features: runs before feature sets read all columns)
-MODEL_SPECS: Dict[str, List[str]] = {
-    "gcn": ["--model", "gcn", "--features", "base"],
-    "gcn-all": ["--model", "gcn", "--features", "all"],
-    "gcn-inv": ["--model", "gcn-inv", "--features", "invariant"],
-    "gcn-inv-listmle": ["--model", "gcn-inv", "--features", "invariant", "--loss", "listmle"],
-    "gcn-inv-bb": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes"],
-    "gcn-inv-bb-listmle": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes", "--loss", "listmle"],
-    # node features normalised within each workload's own configs (simulator.workload_norm)
-    "gcn-inv-wz": ["--model", "gcn-inv", "--features", "invariant", "--workload-norm", "zscore"],
-    "gcn-inv-wq": ["--model", "gcn-inv", "--features", "invariant", "--workload-norm", "quantile"],
-    "gcn-inv-listmle-wz": ["--model", "gcn-inv", "--features", "invariant", "--loss", "listmle",
-                           "--workload-norm", "zscore"],
-    "gcn-inv-bb-listmle-wz": ["--model", "gcn-inv", "--features", "invariant,+buffer_bytes", "--loss", "listmle",
-                              "--workload-norm", "zscore"],
-    # + the accumulator's fill of the register file (a derived column, simulator.features.DERIVED)
-    "gcn-inv-arf": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill"],
-    "gcn-inv-arf-wz": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--workload-norm", "zscore"],
-    "gcn-inv-arf-listmle": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill", "--loss", "listmle"],
-    "gcn-inv-arf-noext": ["--model", "gcn-inv", "--features", "invariant,+acc_reg_fill,-loop_extent"],
-    "gcn-inv-arf-noext-lane": ["--model", "gcn-inv", "--features",
-                               "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent"],
-    # the same features, another pooling / loss (session 5: neither moves the worst pair)
-    "gcn-inv-arf-noext-lane-max": ["--model", "gcn-inv", "--features",
-                                   "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--pooling", "max"],
-    "gcn-inv-arf-noext-lane-hinge": ["--model", "gcn-inv", "--features",
-                                     "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--loss", "pairwise-hinge"],
-    # + domain-adversarial training on the test workloads' configs, not their runtimes (simulator.domain)
-    "gcn-inv-arf-noext-lane-dann": ["--model", "gcn-inv", "--features",
-                                    "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--domain-adapt", "dann"],
-    "gcn-inv-arf-noext-lane-dann03": ["--model", "gcn-inv", "--features",
-                                      "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--domain-adapt", "dann",
-                                      "--adapt-weight", "0.3"],
-    "gcn-inv-arf-noext-lane-dann1": ["--model", "gcn-inv", "--features",
-                                     "invariant,+acc_reg_fill,+acc_lane_share,-loop_extent", "--domain-adapt", "dann",
-                                     "--adapt-weight", "1"],
-    "mlp-inv": ["--model", "mlp-inv", "--features", "invariant"],
-    "mlp": ["--model", "mlp", "--features", "base"],
-    "curve-mlp": ["--model", "curve-mlp"],
-    "xgb": ["--model", "xgb", "--xgb-objective", "reg"],
-    "knob-xgb-rank": ["--model", "knob-xgb", "--xgb-objective", "rank"],
-    "knob-xgb-reg": ["--model", "knob-xgb", "--xgb-objective", "reg"],
-    "itervar-xgb-rank": ["--model", "itervar-xgb", "--xgb-objective", "rank"],
-    "itervar-xgb-reg": ["--model", "itervar-xgb", "--xgb-objective", "reg"],
-}
-
-
-@dataclass(frozen=True)
-class Ensemble:
-    """Models trained alone whose rankings are combined: on each test workload every
-    member's predictions are standardised (mean 0, std 1 over that workload's configs,
-    so no member's scale dominates), then aggregated per config by `aggregation`:
-
-      mean         the members' average: a config ranks high if the members do on average.
-      pessimistic  the members' maximum (the slowest standardised prediction): a config
-                   ranks high only if every member ranks it high, so one member's
-                   extrapolation to a config family the others call slow cannot fill
-                   the top picks.
-    """
-
-    members: Tuple[str, ...]
-    aggregation: str = "mean"
-
-    def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"unknown ensemble aggregation {self.aggregation!r} (known: {', '.join(AGGREGATIONS)})")
-
-    def combine(self, standardised_predictions: np.ndarray) -> np.ndarray:
-        """(members, configs) standardised predictions → one prediction per config."""
-        return AGGREGATIONS[self.aggregation](standardised_predictions)
-
-
-AGGREGATIONS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "mean": lambda members: members.mean(axis=0),
-    "pessimistic": lambda members: members.max(axis=0),
-}
-ENSEMBLES: Dict[str, Ensemble] = {
-    "ens-gcn-inv+itervar-xgb": Ensemble(("gcn-inv", "itervar-xgb-reg")),
-    "ens-gcn-inv+knob+itervar": Ensemble(("gcn-inv", "itervar-xgb-reg", "knob-xgb-reg")),
-    "ens-gcn+gcn-inv+itervar": Ensemble(("gcn", "gcn-inv", "itervar-xgb-reg")),
-    "ens-gcn-inv-bb-listmle+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg")),
-    "ens-gcn-inv-bb-listmle+knob+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg", "knob-xgb-reg")),
-    "ens-pess-gcn-inv+itervar-xgb": Ensemble(("gcn-inv", "itervar-xgb-reg"), "pessimistic"),
-    "ens-pess-gcn-inv-bb-listmle+itervar": Ensemble(("gcn-inv-bb-listmle", "itervar-xgb-reg"), "pessimistic"),
-    "ens-gcn-inv-wz+itervar": Ensemble(("gcn-inv-wz", "itervar-xgb-reg")),
-    "ens-pess-gcn-inv-wz+itervar": Ensemble(("gcn-inv-wz", "itervar-xgb-reg"), "pessimistic"),
-    "ens-gcn-inv-arf+itervar": Ensemble(("gcn-inv-arf", "itervar-xgb-reg")),
-    "ens-pess-gcn-inv-arf+itervar": Ensemble(("gcn-inv-arf", "itervar-xgb-reg"), "pessimistic"),
-    "ens-gcn-inv-arf-noext+itervar": Ensemble(("gcn-inv-arf-noext", "itervar-xgb-reg")),
-    "ens-pess-gcn-inv-arf-noext+itervar": Ensemble(("gcn-inv-arf-noext", "itervar-xgb-reg"), "pessimistic"),
-    "ens-gcn-inv-arf-noext-lane+itervar": Ensemble(("gcn-inv-arf-noext-lane", "itervar-xgb-reg")),
-    "ens-pess-gcn-inv-arf-noext-lane+itervar": Ensemble(("gcn-inv-arf-noext-lane", "itervar-xgb-reg"), "pessimistic"),
-}
-MODELS = list(MODEL_SPECS)
-# what benchmarks.all trains on the sets of more than one workload: the best transfer specs and
-# AutoTVM's baselines (every model on 2, 4 and 11 workloads would be ~20× the one-workload time)
-SIZES_MODELS = ["gcn", "gcn-inv-arf-noext-lane", "gcn-inv-arf-noext", "gcn-inv", "itervar-xgb-reg", "itervar-xgb-rank",
-                "knob-xgb-reg", "knob-xgb-rank"]
 TRANSFER_METRICS = ("kendall_tau", "top1_slowdown", "top5_slowdown", "top10_slowdown", "opa", "picks_to_25")
 QUIET_LOG = os.path.join(DEFAULT_RESULTS, "pass3_quiet.jsonl.gz")
 
@@ -282,7 +172,6 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
     once per process; (model, config, {"train", "val", "test": SampleSource}, run summary).
     The training's progress goes to `log_path` (default: nowhere)."""
     from simulator.costmodel import build_cost_model
-    from simulator.domain import target_part
     from simulator.engine import setup_determinism
     from simulator.samples_source import SampleSource
     from simulator.sources import data_kind
@@ -293,9 +182,9 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
     config = config_from_flags(flags)
     config = validate(data_kind(config.data.data).resolve(config, set(explicit_flags(list(argv)))))
     samples, collection, sources = _data(config.data.data)
-    key = (config.data.feature_transform, config.model.features, config.data.workload_norm)  # what the model reads
+    key = (config.data.feature_transform, config.model.features)  # what the model reads
     if key not in sources:
-        sources[key] = SampleSource(samples, None, key[0], collection, key[1], key[2])
+        sources[key] = SampleSource(samples, None, key[0], collection, key[1])
     source = sources[key]
     d = config.data
     split = make_split([s.group for s in samples], d.split, config.seed, d.train_workloads, d.test_workloads,
@@ -308,7 +197,7 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
             contextlib.redirect_stdout(io.StringIO()):
         model = build_cost_model(config, source.info)
         model.set_normalization(parts["train"].normalization(model.batch_spec, config.seed))
-        summary = model.fit(parts["train"], parts["val"], None, target_part(config, parts))
+        summary = model.fit(parts["train"], parts["val"])
     return model, config, parts, summary
 
 

@@ -1,0 +1,425 @@
+"""No silent failure on the MetaSchedule tuning side (`simulator.tune`, `simulator.ms_costmodel`):
+options a cost model would ignore, one-line errors, Ctrl-C and kill -9 (resumed with
+nothing measured twice, on a real tiny tuning run), results that cannot mean anything,
+and online updates that would drop or double data. `docs/RELIABILITY.md`, MetaSchedule
+table, lists what each test proves.
+
+The real runs measure with extract.ms_runner's protocol on the last core this process may
+use (under `taskset -c 0`: core 0)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import MS_SMALL
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = "dense_16x16x32"
+TRIALS = 12
+# 12 trials in rounds of 4, a small population: a real search in a few seconds per round
+COMMAND = [TINY, "--cost-model", "gnn", "--trials", str(TRIALS), "--trials-per-iter", "4", "--population", "16",
+           "--init-min-unmeasured", "4", "--genetic-iters", "1", "--min-measured", "4", "--update-steps", "1",
+           "--seed", "1"]
+
+
+def _one_line_error(capsys, code, *needles):
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("warning:")]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# ---------------------------------------------------------------- 3 settings ignored without a word
+@pytest.mark.parametrize("extra, needle", [
+    (["--cost-model", "xgb", "--checkpoint", "runs/x"], "--checkpoint: not read by the xgb cost model"),
+    (["--cost-model", "random", "--workers", "2"], "--workers: not read by the random cost model"),
+    (["--cost-model", "mlp", "--filter-keep", "0.5"], "--filter-keep: not read by the mlp cost model"),
+    (["--cost-model", "gnn", "--pretrain-data", MS_SMALL], "--pretrain-data: not read by the gnn cost model"),
+    (["--cost-model", "gnn", "--checkpoint", "runs/x", "--min-measured", "4"], "--min-measured: read only by a cold gnn"),
+    (["--cost-model", "gnn", "--cold-model", "gcm"], "--cold-model: unknown model 'gcm'"),
+    (["--cost-model", "gnn", "--cold-model", "knob-xgb"], "--cold-model knob-xgb: reads sample.vectors['knob']"),
+    (["--cost-model", "xgb-pretrained"], "xgb-pretrained needs one of --checkpoint"),
+    (["--cost-model", "xgb-pretrained", "--checkpoint", "x.tar", "--pretrain-data", MS_SMALL], "needs one of"),
+    (["--cost-model", "random", "--tasks", "tasks.json"], "--tasks: read only to look up a workload key"),
+])
+def test_an_option_the_cost_model_would_ignore_is_refused_before_anything_is_made(tmp_path, capsys, extra, needle):
+    from simulator import tune
+
+    work = tmp_path / "work"
+    code = tune.main([TINY, "--trials", "4", "--work-dir", str(work), *extra])
+    _one_line_error(capsys, code, needle)
+    assert not work.exists()
+
+
+def test_gnn_cost_model_options_are_checked_when_it_is_made():
+    from simulator.ms_costmodel import CostModelOptionError, GNNCostModel
+
+    for options, needle in [({"threads": 0}, "threads"), ({"workers": 0}, "workers"),
+                            ({"min_measured": 0}, "min_measured"), ({"lr": float("nan")}, "lr"),
+                            ({"update_steps": -1}, "update_steps"), ({"cold_model": "xgb"}, "--cold-model xgb"),
+                            ({"loss": "l9"}, "loss 'l9'"), ({"filter_keep": 1.5}, "filter_keep")]:
+        with pytest.raises((CostModelOptionError, ValueError), match=needle):
+            GNNCostModel(**options)
+
+
+def _database(folder, records):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "database_workload.json"), "w") as f:
+        f.write("")
+    with open(os.path.join(folder, "database_tuning_record.json"), "w") as f:
+        f.write("".join(line + "\n" for line in records))
+    return str(folder)
+
+
+def test_pretraining_on_nothing_usable_is_an_error_that_counts_what_was_skipped(tmp_path):
+    from simulator.ms_costmodel import pretrain_xgb
+    from simulator.registry import SimulatorError
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SimulatorError, match="--pretrain-data: .*empty: holds no MetaSchedule database"):
+        pretrain_xgb([str(empty)])
+    garbage = _database(tmp_path / "garbage", ["not json", '[0, "no record"]'])
+    with pytest.raises(SimulatorError, match=r"no successful record to pre-train on \(0 records of 0 workloads; "
+                                             r"2 bad lines skipped.*first bad line .*:1:"):
+        pretrain_xgb([garbage])
+
+
+# ---------------------------------------------------------------- 4 one-line errors, not tracebacks
+def _write(path, text, mode="w"):
+    with open(path, mode) as f:
+        f.write(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("case", ["script_syntax", "script_python", "key", "gz_table", "bad_table",
+                                  "empty_pretrain", "num_cores"])
+def test_bad_inputs_are_one_line_errors(tmp_path, capsys, case):
+    from simulator import tune
+
+    shipped = os.path.join(ROOT, "datasets", "networks_rocketlake", "tasks.json.gz")
+    (tmp_path / "empty").mkdir()
+    argv, needle = {
+        "script_syntax": ([_write(tmp_path / "s.py", "def (\n")], "not TVMScript that TVM parses (SyntaxError"),
+        "script_python": ([_write(tmp_path / "p.py", "x = 1\n")], "not TVMScript that TVM parses"),
+        "key": (["dense.none.AxB.float32.x86"], "workload key 'dense.none.AxB.float32.x86': malformed"),
+        "gz_table": (["dense.none.1x2_2x3_1x3.float32.0badc0de.x86", "--tasks", shipped], "not found"),
+        "bad_table": (["dense.none.1x2_2x3_1x3.float32.0badc0de.x86", "--tasks", _write(tmp_path / "t.json", '{"version": 2, '
+                                                                                '"tasks": [{"key": 1}]}')],
+                      "t.json: task 0: not a task row"),
+        "empty_pretrain": ([TINY, "--cost-model", "xgb-pretrained", "--pretrain-data", str(tmp_path / "empty")],
+                           "holds no MetaSchedule database"),
+        "num_cores": ([TINY, "--target", '{"kind": "llvm"}'], 'an LLVM target needs "num-cores"'),
+    }[case]
+    work = tmp_path / "work"
+    code = tune.main([*argv, "--trials", "4", "--work-dir", str(work), *(["--cost-model", "random"]
+                                                                         if "--cost-model" not in argv else [])])
+    _one_line_error(capsys, code, needle)
+    assert not os.path.exists(work / "tune_settings.json")   # nothing of a run was started
+
+
+def test_work_dir_busy_read_only_or_a_file(tmp_path, capsys, monkeypatch):
+    from extract import fileio
+    from simulator import tune
+
+    work = tmp_path / "work"
+    with fileio.output_lock(work):
+        _one_line_error(capsys, tune.main([TINY, "--trials", "4", "--work-dir", str(work)]),
+                        "another process is writing to this folder")
+
+    def read_only(folder):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(fileio, "output_lock", read_only)
+    _one_line_error(capsys, tune.main([TINY, "--trials", "4", "--work-dir", str(work)]),
+                    f"--work-dir {work}: cannot write there (Permission denied)")
+    monkeypatch.undo()
+    a_file = _write(tmp_path / "f", "")
+    with pytest.raises(SystemExit) as stop:
+        tune.main([TINY, "--trials", "4", "--work-dir", a_file])
+    assert stop.value.code == 2 and "exists and is not a folder" in capsys.readouterr().err
+
+
+def test_unknown_network_in_ms_measure_is_refused_at_parse_time(tmp_path, capsys):
+    from extract.ms_measure import parse_args
+
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--work-dir", str(tmp_path / "m"), "--networks", "resnet50", "resnet51"])
+    assert stop.value.code == 2
+    assert "argument --networks: unknown network 'resnet51' (known: all, resnet50" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_space():
+    """A 16³ matmul's TuneContext and 12 distinct postprocessed candidates."""
+    import tvm
+    import tvm_ffi
+    from extract import ms_candidates as msc
+    from simulator.ms_costmodel import measure_candidate
+
+    ctx = msc.tune_context(tvm.IRModule({"main": msc.WORKLOADS["matmul_512"](16, 16, 16)}), msc.llvm_target(1))
+    schedules, seen = [], set()
+    for sch in msc.sample_candidates(ctx, 40, seed=3):
+        digest = tvm_ffi.structural_hash(sch.mod)
+        if digest not in seen:
+            seen.add(digest)
+            schedules.append(sch)
+    assert len(schedules) >= 12
+    return ctx, [measure_candidate(s) for s in schedules[:12]]
+
+
+def test_gnn_cost_model_api_misuse(tiny_space, tmp_path):
+    from simulator.ms_costmodel import GNNCostModel
+    from simulator.registry import SimulatorError
+
+    ctx, _ = tiny_space
+    out = GNNCostModel().predict(ctx, [])
+    assert out.dtype == np.float64 and out.shape == (0,)
+    with pytest.raises(ValueError, match="threads must be a number ≥ 1, got 0"):
+        GNNCostModel(threads=0)
+    trained = _trained_gnn(tiny_space)
+    with pytest.raises(SimulatorError, match="is a folder; GNNCostModel.save writes a checkpoint file"):
+        trained.save(str(tmp_path))
+
+
+def _results(n, start=1e-5):
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+    return [RunnerResult(run_secs=[start * (1 + i)] * 3, error_msg=None) for i in range(n)]
+
+
+def _trained_gnn(tiny_space):
+    from simulator.ms_costmodel import GNNCostModel
+
+    ctx, candidates = tiny_space
+    model = GNNCostModel(min_measured=4, cold_steps=2, update_steps=1)
+    model.update(ctx, candidates[:6], _results(6))
+    assert not model.is_cold
+    return model
+
+
+# ---------------------------------------------------------------- 7 online updates
+def test_update_refuses_unequal_lists_and_stores_a_candidate_once(tiny_space):
+    from tvm.s_tir.meta_schedule.cost_model import RandomModel
+
+    from simulator.ms_costmodel import GNNCostModel, TimedCostModel
+
+    ctx, candidates = tiny_space
+    for model in (GNNCostModel(min_measured=100), TimedCostModel(RandomModel())):
+        with pytest.raises(ValueError, match="5 candidates but 4 results"):
+            model.update(ctx, candidates[:5], _results(4))
+        model.update(ctx, candidates[:6], _results(6))
+        model.update(ctx, candidates[3:9], _results(6))     # 3 of them again
+        model.update(ctx, candidates[:2] + candidates[:2], _results(4))
+        assert model.stats.measured == 9 and model.stats.repeated == 3 + 4
+    gnn = GNNCostModel(min_measured=100)
+    gnn.update(ctx, candidates[:6], _results(6))
+    gnn.update(ctx, candidates[:6], _results(6, start=1.0))
+    (samples,) = gnn.measured.values()
+    assert len(samples) == 6 and max(s.runtimes[0] for s in samples) < 1e-3   # the first results kept
+
+
+# ---------------------------------------------------------------- 5 Ctrl-C and kill -9, resumed
+def test_resuming_search_drops_what_was_measured_and_stops_at_the_trials_left(tiny_space):
+    """A search that proposes 4 already-measured candidates, then 4 new ones on every call
+    (as EvolutionarySearch does when asked again without a result): 4 of 6 trials done."""
+    from simulator.ms_resume import ResumingSearch, schedule_key
+
+    ctx, candidates = tiny_space
+
+    class Search:
+        calls, told = 0, 0
+
+        def _initialize_with_tune_context(self, context):
+            pass
+
+        def pre_tuning(self, max_trials, *rest):
+            self.max_trials = max_trials
+
+        def generate_measure_candidates(self):
+            self.calls += 1
+            return candidates[:4] if self.calls == 1 else candidates[4:8]
+
+        def notify_runner_results(self, measured, results):
+            self.told += len(results)
+
+    inner = Search()
+    search = ResumingSearch(inner, frozenset(schedule_key(ctx.mod, c.sch.trace) for c in candidates[:4]), done=4)
+    search._initialize_with_tune_context(ctx)
+    search.pre_tuning(6, 4, [], None, None)
+    assert inner.max_trials == 2
+    batch = search.generate_measure_candidates()
+    assert [str(c.sch.mod) for c in batch] == [str(c.sch.mod) for c in candidates[4:6]] and inner.calls == 2
+    search.notify_runner_results(batch, _results(2))
+    assert inner.told == 2 and search.generate_measure_candidates() is None
+
+
+def test_ctrl_c_is_raised_only_where_asked_and_waits_while_a_batch_is_stored():
+    from simulator.ms_interrupt import Interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    interrupts = Interrupts()
+    with interrupts.catching():
+        assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])   # inherited by workers started now
+        interrupts.check()                                   # nothing yet
+        interrupts.hold()
+        os.kill(os.getpid(), signal.SIGINT)                  # no KeyboardInterrupt here
+        time.sleep(0.05)
+        interrupts.check()                                   # held while a batch is stored
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.release()
+    assert interrupts.requested and signal.getsignal(signal.SIGINT) is before
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _lines(path):
+    if not os.path.exists(path):
+        return 0
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.endswith("\n"))
+
+
+def _start(work):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.Popen([sys.executable, "-m", "simulator.tune", *COMMAND, "--work-dir", work], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _signal_after(proc, records_file, at_least, sig):
+    """Send `sig` to the run's process group (as a terminal's Ctrl-C reaches the whole
+    group) once the database holds `at_least` records; the run's (code, stdout, stderr)."""
+    deadline = time.monotonic() + 600
+    while _lines(records_file) < at_least and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before the signal: " + proc.stderr.read()[-2000:]
+    os.killpg(proc.pid, sig)
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def stopped_and_resumed(tmp_path_factory):
+    """One tiny gnn tuning command, three times in one work dir: Ctrl-C after its first
+    round, kill -9 after a later one (plus a record line cut off as a kill mid-write
+    leaves it), then run to the end (in this process)."""
+    from simulator import tune
+
+    work = str(tmp_path_factory.mktemp("stopped") / "dense")
+    records = os.path.join(work, "database_tuning_record.json")
+    interrupted = _signal_after(_start(work), records, 4, signal.SIGINT)
+    with open(os.path.join(work, tune.SUMMARY), encoding="utf-8") as f:
+        interrupted_summary = json.load(f)
+    after_interrupt = _lines(records)
+    _signal_after(_start(work), records, after_interrupt + 4, signal.SIGKILL)
+    before_resume = _lines(records)
+    with open(records, "a", encoding="utf-8") as f:
+        f.write('[0, [[["GetSBlock", [], ["T_ma')             # a record cut off by the kill
+    summary = tune.run([*COMMAND, "--work-dir", work])
+    return {"work": work, "interrupted": interrupted, "interrupted_summary": interrupted_summary,
+            "after_interrupt": after_interrupt, "before_resume": before_resume, "summary": summary}
+
+
+def test_ctrl_c_exits_130_with_a_summary_of_what_the_database_holds(stopped_and_resumed):
+    code, out, err = stopped_and_resumed["interrupted"]
+    summary = stopped_and_resumed["interrupted_summary"]
+    assert code == 130 and "Traceback" not in err and "Traceback" not in out, err[-3000:]
+    assert err.rstrip().splitlines()[-1].startswith("interrupted; ")
+    assert "interrupted: the rows above are what the database holds" in out
+    assert summary["interrupted"] is True
+    assert summary["tasks"][0]["trials"] == len(summary["history"]) == stopped_and_resumed["after_interrupt"] >= 4
+
+
+def test_a_killed_run_resumes_to_the_same_trials_measuring_nothing_twice(stopped_and_resumed):
+    from extract.ms_database import replay, workload_module
+    from extract.ms_store import schedule_hash
+
+    work, summary = stopped_and_resumed["work"], stopped_and_resumed["summary"]
+    earlier = stopped_and_resumed["before_resume"]
+    assert earlier > stopped_and_resumed["after_interrupt"]
+    with open(os.path.join(work, "database_workload.json"), encoding="utf-8") as f:
+        (workload,) = f.read().splitlines()
+    with open(os.path.join(work, "database_tuning_record.json"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    assert len(rows) == TRIALS                                          # the cut-off line is gone
+    mod = workload_module(workload)
+    hashes = [schedule_hash(replay(mod, row[1][0]).mod) for row in rows]
+    assert len(set(hashes)) == TRIALS                                   # no schedule measured twice
+    (task,) = summary["tasks"]
+    assert task["trials"] == TRIALS and task["resumed"] == earlier and not summary["interrupted"]
+    assert summary["resumed"] == {"records": earlier, "torn_lines_dropped": 1, "records_of_other_workloads": 0}
+    assert [h["resumed"] for h in summary["history"]] == [True] * earlier + [False] * (TRIALS - earlier)
+    # the cost model was given the earlier records too (before it ranked anything)
+    assert summary["cost_model_stats"]["measured"] == TRIALS
+
+
+def test_another_command_is_refused_and_overwrite_clears_the_earlier_run(stopped_and_resumed, capsys, tmp_path):
+    from simulator import ms_resume, tune
+
+    work = stopped_and_resumed["work"]
+    again = [*COMMAND, "--work-dir", work]
+    seed = again.index("--seed") + 1
+    _one_line_error(capsys, tune.main(again[:seed] + ["2"] + again[seed + 1:]),
+                    f"{work}: holds a run of another command (--seed 1 there, 2 here)")
+    assert ms_resume.check_work_dir(work, tune.run_settings(tune.build_parser().parse_args(again),
+                                                            tune.parse_target(None)), overwrite=False)
+    folder = tmp_path / "old"
+    (folder / "logs").mkdir(parents=True)
+    for name in (*ms_resume.DATABASE_FILES, ms_resume.SUMMARY, ms_resume.SETTINGS, "notes.txt"):
+        _write(folder / name, "x\n")
+    _write(folder / "logs" / "task.log", "x\n")
+    assert not ms_resume.check_work_dir(str(folder), {"seed": 2}, overwrite=True)
+    ms_resume.start_run(str(folder), {"seed": 2}, resumed=False)
+    assert sorted(os.listdir(folder)) == ["notes.txt", ms_resume.SETTINGS]
+
+
+# ---------------------------------------------------------------- 6 results that cannot mean anything
+@pytest.mark.parametrize("target, needle", [
+    ('{"kind": "cuda", "arch": "sm_80"}', "a cuda target's kernels run on its device"),
+    ('{"kind": "llvm", "mtriple": "aarch64-linux-gnu", "num-cores": 1}', "builds for aarch64"),
+])
+def test_a_target_that_cannot_run_here_is_refused_before_measuring(tmp_path, capsys, target, needle):
+    from simulator import tune
+
+    work = tmp_path / "work"
+    code = tune.main([TINY, "--trials", "4", "--cost-model", "random", "--target", target, "--work-dir", str(work)])
+    _one_line_error(capsys, code, "its kernels cannot be timed here", needle)
+    assert not work.exists()
+
+
+def test_no_valid_measurement_is_an_error_and_a_busy_measuring_core_a_warning(tmp_path, capsys, monkeypatch):
+    """Every build fails (a builder that refuses them all: nothing reaches the runner) and
+    the measuring core reads 90% busy."""
+    from tvm.s_tir.meta_schedule.builder import BuilderResult
+
+    from extract import ms_load, ms_runner
+    from simulator import tune
+
+    class FailingBuilder:
+        class pool:  # noqa: N801 - what tune() shuts down
+            @staticmethod
+            def shutdown(wait=True):
+                pass
+
+        @staticmethod
+        def build(inputs):
+            return [BuilderResult(None, "LocalBuilder: An exception occurred\nboom") for _ in inputs]
+
+    monkeypatch.setattr(ms_runner, "make_builder", lambda *a, **k: FailingBuilder())
+    monkeypatch.setattr(ms_load, "measure_load", lambda core, seconds=2.0: ms_load.CoreLoad(core, 90.0, 0.0, seconds))
+    work = tmp_path / "work"
+    code = tune.main([TINY, "--trials", "4", "--trials-per-iter", "4", "--population", "8", "--init-min-unmeasured", "4",
+                      "--genetic-iters", "1", "--cost-model", "random", "--work-dir", str(work)])
+    line = _one_line_error(capsys, code, "no candidate ran: all 4 trials failed", "boom")
+    with open(work / tune.SUMMARY, encoding="utf-8") as f:
+        summary = json.load(f)
+    assert summary["valid_trials"] == 0 and summary["tasks"][0]["errors"] == 4
+    assert len(summary["warnings"]) == 1 and "90% busy with other processes" in summary["warnings"][0]
+    assert "logs" in line
