@@ -182,6 +182,19 @@ def pretrained_path(folder: Optional[os.PathLike] = None) -> Path:
     return Path(folder or default_dataset()) / PRETRAINED_NAME
 
 
+def shipped_checkpoint(cpu: str) -> Tuple[Path, str]:
+    """The shipped pre-trained cost model for a machine with LLVM CPU `cpu`: (path, the CPU
+    its dataset was measured on) — this CPU's own if shipped, else that of the dataset with
+    the most tasks among those with a checkpoint. A NetworkDataError when none is shipped."""
+    found = {c: pretrained_path(p) for c, p in shipped_datasets().items() if pretrained_path(p).is_file()}
+    if not found:
+        raise NetworkDataError(f"{HERE}: no {DATASET_PREFIX}<cpu> dataset ships {PRETRAINED_NAME}")
+    if cpu in found:
+        return found[cpu], cpu
+    best = max(found, key=lambda c: (len(read_tasks(found[c].parent.parent)), c))
+    return found[best], best
+
+
 def pretrain_commands(folder: os.PathLike) -> Tuple[str, str]:
     """How a dataset's pre-trained cost model is made (from the repository root)."""
     rel = os.path.relpath(folder, HERE.parent)

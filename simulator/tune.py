@@ -16,7 +16,9 @@ WORKLOAD_OR_MODEL is one of
   * a TVMScript file (a `@T.prim_func`, or an `@I.ir_module` of PrimFuncs: each tuned).
 
 Cost models (`simulator.ms_costmodel`): `gnn` — the simulator, from `--checkpoint` (a
-`simulator.train` run, pre-trained) or cold without one, fine-tuned online; `xgb` —
+`simulator.train` run, pre-trained; by default the shipped pre-trained cost model of this
+CPU's networks dataset, or of the largest shipped one; `--checkpoint cold`: none, the first
+measurements train it), fine-tuned online; `xgb` —
 MetaSchedule's default XGBModel (random until 100 measurements); `xgb-pretrained` —
 XGBModel trained offline on `--pretrain-data` databases (or loaded from `--checkpoint`,
 a tar saved by `pretrain_xgb`), then updated online; `mlp` — MetaSchedule's MLPModel;
@@ -534,6 +536,7 @@ def _cost_model_line(result: TuneResult, cost_model: str) -> str:
 
 # ---------------------------------------------------------------- command line
 # options that only say how far to go or how to show it: a rerun may change them and resume
+COLD = "cold"   # --checkpoint: no pre-trained model
 RUN_ONLY = ("trials", "trials_per_task", "quiet", "overwrite", "workers")
 
 
@@ -547,7 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--trials", type=COUNT, required=True, help="measured candidates (a network: in all)")
     ap.add_argument("--work-dir", type=output_folder, required=True)
     ap.add_argument("--checkpoint", default=None,
-                    help="gnn: a simulator.train run (none: cold); xgb-pretrained: a saved pre-trained XGBModel")
+                    help=f"gnn: a simulator.train run (default: the shipped pre-trained cost model; "
+                         f"{COLD}: none); xgb-pretrained: a saved pre-trained XGBModel")
     ap.add_argument("--pretrain-data", nargs="+", default=None, metavar="DB",
                     help="xgb-pretrained: MetaSchedule databases to train XGBModel on first")
     ap.add_argument("--target", default=None, help="target string or JSON (default: LLVM for this CPU, 1 core)")
@@ -602,6 +606,33 @@ def model_options(args: argparse.Namespace) -> Dict[str, Any]:
     return {n: getattr(args, n) for n in sorted(names) if getattr(args, n) is not None}
 
 
+def choose_checkpoint(args: argparse.Namespace, target) -> None:
+    """gnn: `--checkpoint cold` starts cold; without `--checkpoint` (and without an option
+    only a cold gnn reads) the shipped pre-trained cost model is used, this CPU's if shipped."""
+    from datasets.measure import this_cpu
+    from datasets.networks import NetworkDataError, shipped_checkpoint
+
+    from .ms_costmodel import COLD_ONLY
+
+    if args.cost_model != "gnn" or args.checkpoint is not None and args.checkpoint != COLD:
+        return
+    if args.checkpoint == COLD or any(getattr(args, option) is not None for option in COLD_ONLY):
+        args.checkpoint = None
+        return
+    cpu = str(target.attrs.get("mcpu", "")) or this_cpu()
+    try:
+        path, trained_on = shipped_checkpoint(cpu)
+    except NetworkDataError as e:
+        raise SimulatorError(f"{e}; give --checkpoint RUN_DIR, or --checkpoint {COLD} to start cold") from None
+    args.checkpoint = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    print(f"gnn: the shipped pre-trained cost model {args.checkpoint} (measured on {trained_on}; "
+          f"--checkpoint {COLD} starts cold)", flush=True)
+    if trained_on != cpu:
+        print(f"warning: the pre-trained cost model was measured on {trained_on} and this target is {cpu}: "
+              f"its ranking transfers imperfectly (`python -m datasets.measure` measures this CPU's dataset)",
+              file=sys.stderr)
+
+
 def check_arguments(args: argparse.Namespace, target) -> None:
     """Every option against the cost model, the target and the way of measuring, before
     anything is made or measured."""
@@ -644,6 +675,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 
     args = build_parser().parse_args(argv)
     target = parse_target(args.target)
+    choose_checkpoint(args, target)
     check_arguments(args, target)
     tasks = resolve(args.workload, target, args.tasks)
     measure = MeasureConfig.for_machine(-1 if args.measure_core is None else args.measure_core)

@@ -423,3 +423,45 @@ def test_no_valid_measurement_is_an_error_and_a_busy_measuring_core_a_warning(tm
     assert summary["valid_trials"] == 0 and summary["tasks"][0]["errors"] == 4
     assert len(summary["warnings"]) == 1 and "90% busy with other processes" in summary["warnings"][0]
     assert "logs" in line
+
+
+def _choose(argv, target_text='{"kind": "llvm", "mcpu": "rocketlake", "num-cores": 1}'):
+    from simulator import tune
+
+    args = tune.build_parser().parse_args([TINY, "--trials", "4", "--work-dir", "w", *argv])
+    tune.choose_checkpoint(args, tune.parse_target(target_text))
+    return args.checkpoint
+
+
+def test_gnn_starts_from_the_shipped_pretrained_model_unless_told_cold(capsys):
+    from datasets.networks import PRETRAINED_NAME, shipped_datasets
+
+    shipped = os.path.join(ROOT, "datasets", "networks_rocketlake", str(PRETRAINED_NAME))
+    assert os.path.samefile(_choose([]), shipped)
+    assert "the shipped pre-trained cost model" in capsys.readouterr().out
+    assert _choose(["--checkpoint", "cold"]) is None
+    assert _choose(["--min-measured", "8"]) is None            # an option only a cold gnn reads
+    assert _choose(["--checkpoint", "runs/x"]) == "runs/x"
+    assert _choose(["--cost-model", "xgb"]) is None
+    # another CPU: the largest shipped dataset's model, with a warning naming both CPUs
+    assert os.path.samefile(_choose([], '{"kind": "llvm", "mcpu": "znver3", "num-cores": 1}'), shipped)
+    err = capsys.readouterr().err
+    assert "measured on rocketlake and this target is znver3" in err
+    assert set(shipped_datasets()) >= {"rocketlake"}
+
+
+def test_gnn_without_any_shipped_model_says_how_to_go_on(monkeypatch, capsys):
+    from datasets import networks
+    from simulator.registry import SimulatorError
+
+    monkeypatch.setattr(networks, "shipped_datasets", lambda: {})
+    with pytest.raises(SimulatorError, match="--checkpoint cold to start cold"):
+        _choose([])
+
+
+def test_the_shipped_pretrained_model_loads_as_the_gnn_cost_model():
+    from datasets.networks import PRETRAINED_NAME
+    from simulator.ms_costmodel import GNNCostModel, from_checkpoint
+
+    model = from_checkpoint(os.path.join(ROOT, "datasets", "networks_rocketlake", str(PRETRAINED_NAME)))
+    assert isinstance(model, GNNCostModel)
