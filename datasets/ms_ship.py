@@ -238,7 +238,8 @@ def totals_lines(rows: Sequence[Dict[str, Any]]) -> List[str]:
         for n in r["networks"]:
             by_net[n] += r["valid"]
     tasks_kind = Counter(r["kind"] for r in rows)
-    return [f"**{len(rows)} tasks, {sum(r['valid'] for r in rows)} valid records, "
+    measured = sum(1 for r in rows if r["valid"] > 0)
+    return [f"**{measured} of the table's {len(rows)} tasks measured, {sum(r['valid'] for r in rows)} valid records, "
             f"{sum(r['errors'] for r in rows)} error records** (kept in the databases as 1e10 s).", "",
             "Valid records per operator kind: " + ", ".join(f"{k} {v} ({tasks_kind[k]} tasks)"
                                                           for k, v in by_kind.most_common()) + ".",

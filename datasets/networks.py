@@ -22,8 +22,8 @@ inference, summed over its networks). The leave-network-out and leave-op-kind-ou
 One dataset per CPU model: `datasets/networks_<cpu>/`, named by LLVM's name for the CPU
 (`rocketlake`, `znver4`); its table's target, every measuring session in its meta.json and
 its folder name agree (`dataset_cpu`), and a dataset is never extended on another CPU
-(`datasets.measure`, `datasets.ms_ship`). The shipped dataset with the most tasks is the
-default (`default_dataset`), and its `pretrained/gcn.pt` the default pre-trained cost model.
+(`datasets.measure`, `datasets.ms_ship`). The shipped dataset with the most measured tasks is
+the default (`default_dataset`), and its `pretrained/gcn.pt` the default pre-trained cost model.
 
 The noise ceiling (`agreement`) joins pass 2's records with pass 1's by (workload,
 sampling method, schedule hash) and gives, per task, Kendall τ between the two passes'
@@ -51,6 +51,7 @@ PRETRAINED_NAME = Path("pretrained") / "gcn.pt"
 PRETRAIN_RUN = "runs/networks-pretrained-gcn"
 TASKS = TASK_TABLE
 REFERENCE = "reference.jsonl"
+SUMMARY = "summary.json"
 MIN_TAU_RECORDS = 3   # a task's τ between passes needs this many re-measured records
 
 
@@ -168,13 +169,25 @@ def shipped_datasets() -> Dict[str, Path]:
     return {p.name[len(DATASET_PREFIX):]: p for p in sorted(HERE.glob(DATASET_PREFIX + "*")) if is_dataset(p)}
 
 
+def measured_tasks(folder: os.PathLike) -> int:
+    """How many of a dataset's tasks have a valid record (its summary.json, written by
+    `datasets.ms_ship`; a table of tasks still to be measured counts for nothing)."""
+    path = Path(folder) / SUMMARY
+    try:
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)["tasks"]
+        return sum(1 for row in rows if row["valid"] > 0)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise NetworkDataError(f"{path}: not a dataset summary ({e}); remake it with python -m datasets.ms_ship") from None
+
+
 def default_dataset() -> Path:
-    """The shipped dataset with the most tasks: the default for training and the one the
-    shipped pre-trained cost model is trained on."""
+    """The shipped dataset with the most measured tasks: the default for training and the
+    one the shipped pre-trained cost model is trained on."""
     found = shipped_datasets()
     if not found:
         raise NetworkDataError(f"{HERE}: no {DATASET_PREFIX}<cpu> dataset is shipped")
-    return max(found.values(), key=lambda p: (len(read_tasks(p)), p.name))
+    return max(found.values(), key=lambda p: (measured_tasks(p), p.name))
 
 
 def pretrained_path(folder: Optional[os.PathLike] = None) -> Path:
@@ -191,7 +204,7 @@ def shipped_checkpoint(cpu: str) -> Tuple[Path, str]:
         raise NetworkDataError(f"{HERE}: no {DATASET_PREFIX}<cpu> dataset ships {PRETRAINED_NAME}")
     if cpu in found:
         return found[cpu], cpu
-    best = max(found, key=lambda c: (len(read_tasks(found[c].parent.parent)), c))
+    best = max(found, key=lambda c: (measured_tasks(shipped_datasets()[c]), c))
     return found[best], best
 
 
