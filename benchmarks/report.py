@@ -394,6 +394,15 @@ def goals_section(acc, speed, tuning, agree=None) -> List[str]:
     return lines
 
 
+def with_summary(lines: List[str], results: str) -> List[str]:
+    """The report with the one-screen summary before its first section."""
+    from .summary import summary_section
+
+    headings = [line for line in lines if line.startswith("## ")]
+    first = lines.index(headings[0]) if headings else len(lines)
+    return lines[:first] + summary_section(results, headings) + lines[first:]
+
+
 def build(results: str, out: str) -> str:
     global _PREFIX
     _PREFIX = os.path.relpath(os.path.abspath(results), os.path.dirname(os.path.abspath(out))).replace(os.sep, "/")
@@ -443,6 +452,7 @@ def build(results: str, out: str) -> str:
     if nets:
         from .networks import report_section as networks_section
         lines += networks_section(nets)
+    lines = with_summary(lines, results)
     text = "\n".join(lines).rstrip() + "\n"
     with atomic_write(out, "w") as f:
         f.write(text)

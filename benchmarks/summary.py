@@ -1,0 +1,130 @@
+"""The one-screen summary that opens docs/RESULTS.md: the few figures a user reads first,
+each from the same result files as its section and linked to it.
+
+Rows appear only for the results that exist; a row names its section by the heading the
+report wrote, so a renamed section cannot leave a dead link.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .common import best_by, fmt, load_json, markdown_table
+
+# what a summary row is about → the start of its section's heading
+SECTIONS = {"tuning": "MetaSchedule tuning of held-out operators",
+            "networks": "Cross-network and cross-operator generalisation",
+            "accuracy": "Accuracy: cross-workload split",
+            "speed": "Speed and memory"}
+TUNING_POINT = 64   # trials: the first point of the tuning benchmark
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading ('## A (b)' → '#a-b')."""
+    text = heading.lstrip("#").strip().lower()
+    return "#" + re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _link(text: str, topic: str, headings: Sequence[str]) -> str:
+    found = next((h for h in headings if h.lstrip("#").strip().startswith(SECTIONS[topic])), None)
+    return f"[{text}]({anchor(found)})" if found else text
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f} µs"
+
+
+def tuning_rows(res: Dict[str, Any]) -> List[List[str]]:
+    """Per held-out operator: the best latency of gnn, TVM's xgb and the pre-trained xgb at
+    the benchmark's first point (means over seeds)."""
+    rows = []
+    for op in res["held_out"]:
+        at = {r["cost_model"]: r for r in res["summary"] if r["workload"] == op and r["trials"] == TUNING_POINT}
+        if "gnn" not in at:
+            continue
+        rivals = [f"{name} {_us(at[name]['mean_s'])}" for name in ("xgb", "xgb-pretrained", "random") if name in at]
+        rows.append([f"tuning `{op}` (held out), best after {TUNING_POINT} trials, mean of "
+                     f"{at['gnn']['seeds']} seeds", f"gnn **{_us(at['gnn']['mean_s'])}**; " + ", ".join(rivals),
+                     "tuning"])
+    return rows
+
+
+def _mean(values) -> Optional[float]:
+    values = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(values)) if values else None
+
+
+def network_rows(nets: Dict[str, Any]) -> List[List[str]]:
+    """Leave one network out: each model's mean τ over the held-out networks (and TenSet's
+    top-k scores where the rows have them), best first, against the measurement ceiling."""
+    rows = [r for r in nets["rows"] if r["axis"] == "network" and not r.get("shipped")]
+    helds = sorted({r["held"] for r in rows})
+    if not rows:
+        return []
+    ceiling = _mean(nets["ceilings"].get(f"network:{h}", {}).get("tau") for h in helds)
+    by_model: Dict[str, Dict[str, Optional[float]]] = {}
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == model]
+        by_model[model] = {k: _mean(r.get(k) for r in mine) for k in ("kendall_tau", "top1_score", "top5_score")}
+    ranked = sorted(by_model, key=lambda m: -(by_model[m]["kendall_tau"] or -1))[:3]
+    cells = []
+    for m in ranked:
+        v = by_model[m]
+        scores = (f" (top-1 / top-5 score {v['top1_score']:.2f} / {v['top5_score']:.2f})"
+                  if v["top1_score"] is not None and v["top5_score"] is not None else "")
+        cells.append(f"{m} τ {v['kendall_tau']:.3f}{scores}")
+    ceiling_text = f"; measurement ceiling τ {ceiling:.3f}" if ceiling is not None else ""
+    return [[f"ranking schedules of a network never trained on (leave one of {len(helds)} out, mean)",
+             "; ".join(cells) + ceiling_text, "networks"]]
+
+
+def kind_rows(nets: Dict[str, Any]) -> List[List[str]]:
+    """Leave one operator kind out: the best model's mean τ against the noise ceiling."""
+    summary = nets.get("kind_summary") or []
+    ceiling = next((r for r in summary if r["model"] == "noise ceiling"), None)
+    models = [r for r in summary if r["model"] != "noise ceiling" and r.get("mean_tau") is not None]
+    if not models:
+        return []
+    best = max(models, key=lambda r: r["mean_tau"])
+    text = f"{best['model']} τ {best['mean_tau']:.3f} (worst kind {best['worst_tau']:.3f})"
+    if ceiling:
+        text += f"; measurement ceiling τ {ceiling['mean_tau']:.3f}"
+    return [[f"ranking schedules of an operator kind never trained on (leave one of {best['kinds']} out, mean)",
+             text, "networks"]]
+
+
+def accuracy_rows(acc: Dict[str, Any]) -> List[List[str]]:
+    """AutoTVM conv2d, held-out workloads: the best model's τ and top-5 slowdown."""
+    summary = acc.get("summary") or {}
+    if not summary:
+        return []
+    best = best_by(summary, lambda m: summary[m]["mean"]["kendall_tau"][0])
+    if best is None:
+        return []
+    tau, std, seeds = summary[best]["mean"]["kendall_tau"]
+    top5 = summary[best]["mean"].get("top5_slowdown", [None])[0]
+    return [[f"AutoTVM conv2d, {len(summary[best]) - 1} held-out workloads (mean of {seeds} seeds)",
+             f"{best} τ {fmt(tau, 'kendall_tau', std)}, top-5 slowdown {fmt(top5, 'top5_slowdown')}", "accuracy"]]
+
+
+def speed_rows(speed: Dict[str, Any]) -> List[List[str]]:
+    gcn = speed.get("models", {}).get("gcn", {}).get("infer_configs_per_s")
+    return [["scoring speed (2 cores, batched)", f"gcn {gcn:,.0f} configs/s", "speed"]] if gcn else []
+
+
+def summary_section(results: str, headings: Sequence[str]) -> List[str]:
+    """'## In one screen': the rows whose results exist, each linked to its section."""
+    rows = []
+    tuning = load_json(results, "ms_tuning.json")
+    nets = load_json(results, "networks.json")
+    acc, speed = load_json(results, "accuracy.json"), load_json(results, "speed.json")
+    rows += tuning_rows(tuning) if tuning else []
+    rows += (network_rows(nets) + kind_rows(nets)) if nets else []
+    rows += accuracy_rows(acc) if acc else []
+    rows += speed_rows(speed) if speed else []
+    if not rows:
+        return []
+    table = [[question, answer, _link("details", topic, headings)] for question, answer, topic in rows]
+    return ["## In one screen", "", markdown_table(["question", "answer", ""], table, "lll"), ""]
