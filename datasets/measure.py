@@ -10,12 +10,14 @@ dataset when one is shipped (its task table, databases, sidecars and state are u
 into the work folder, so the campaign goes on where the committed data ends and nothing
 measured is measured again); a work folder or dataset of another CPU is refused. Every
 other option is `extract.ms_measure`'s (its `--help`), which does the measuring: resumable,
-one pinned core, progress with an ETA.
+one pinned core, progress with an ETA. The computations other CPUs' shipped datasets have
+measured are measured first (`--first-keys`), so that two CPUs share tasks soonest.
 """
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import shutil
 import sys
@@ -24,12 +26,13 @@ from typing import List, Optional, Sequence
 
 from extract.fileio import atomic_write
 
-from .networks import (NetworkDataError, TASKS, dataset_cpu, dataset_folder, find_file, is_dataset,
-                       table_cpu)
+from .networks import (SUMMARY, TASKS, NetworkDataError, dataset_cpu, dataset_folder, find_file, is_dataset,
+                       shipped_datasets, table_cpu)
 
 UNPACKED = ("meta.json", TASKS, "reference.jsonl", "reference_kernel.json")
 PASS_FILES = ("records.jsonl", "state.json")
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
+FIRST_KEYS = "first_keys.txt"   # computations to measure first (`shared_first`)
 
 
 def this_cpu() -> str:
@@ -78,6 +81,29 @@ def prepare(work: Path, cpu: str, dataset: Path) -> str:
     return f"{work}: continues {dataset} ({count} files unpacked, {cpu})"
 
 
+def shared_first(cpu: str) -> List[str]:
+    """The workload keys other CPUs' shipped datasets have measured: measured here first, so
+    that two CPUs share tasks soonest (what a user with new hardware gets is measured on them)."""
+    keys = []
+    for other, folder in sorted(shipped_datasets().items()):
+        if other != cpu:
+            with open(folder / SUMMARY, encoding="utf-8") as f:
+                keys += [row["key"] for row in json.load(f)["tasks"] if row["valid"] > 0]
+    return sorted(set(keys))
+
+
+def first_keys_argv(work: Path, cpu: str) -> List[str]:
+    """ms_measure's `--first-keys` for `shared_first` (written into the work folder)."""
+    keys = shared_first(cpu)
+    if not keys:
+        return []
+    path = work / FIRST_KEYS
+    with atomic_write(str(path), "w") as f:
+        f.write("".join(key + "\n" for key in keys))
+    print(f"first: the {len(keys)} computations other CPUs' datasets measured ({path.name})", file=sys.stderr)
+    return ["--first-keys", str(path)]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m datasets.measure", description=__doc__, add_help=False,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,6 +123,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (NetworkDataError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if not any(a == "--first-keys" or a.startswith("--first-keys=") for a in rest):
+        rest = [*first_keys_argv(work, cpu), *rest]
     code = ms_measure.main(["--work-dir", str(work), *rest])
     print(f"ship what is measured: python -m datasets.ms_ship {os.path.relpath(work)}  "
           f"(→ {os.path.relpath(dataset_folder(cpu))})", file=sys.stderr)

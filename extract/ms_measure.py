@@ -33,7 +33,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import AbstractSet, Dict, FrozenSet, List, Optional, Sequence
 
 from .cli import COUNT, NONNEGATIVE, NONNEGATIVE_FLOAT, POSITIVE, SEED, Float, Int
 from .fileio import OutputBusyError, atomic_write, output_lock
@@ -44,7 +44,7 @@ from .ms_runner import (MeasureConfig, check_probe, host_target, load_tensor_int
                         make_runner, pin_process, probe_runner)
 from .ms_store import METHODS, PassStore, is_valid, record_secs
 from .ms_tasks import TaskInfo, extract_tasks, load_tasks, merge_tasks, save_tasks, summary
-from .ms_workload import target_tag
+from .ms_workload import parse_workload_key, target_tag
 
 DEFAULT_NETWORKS = ("resnet50", "mobilenet_v2", "bert", "vit")
 
@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "a work folder's task table grows with networks it lacks")
     ap.add_argument("--only", nargs="+", default=[], metavar="SUBSTRING",
                     help="measure only tasks whose workload key contains one of these")
+    ap.add_argument("--first-keys", default=None, metavar="FILE",
+                    help="a file of workload keys (one per line; their target part is ignored): these "
+                         "computations are measured before the others (datasets.measure: those another "
+                         "CPU's dataset has measured, so that both CPUs share them soonest)")
     ap.add_argument("--max-tasks", type=NONNEGATIVE, default=0, help="at most this many tasks (0: all)")
     ap.add_argument("--trials-per-task", type=COUNT, default=96,
                     help="records per task, half random, half evolutionary")
@@ -100,14 +104,43 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def select_tasks(tasks: Sequence[TaskInfo], only: Sequence[str], max_tasks: int, seed: int) -> List[TaskInfo]:
+def select_tasks(tasks: Sequence[TaskInfo], only: Sequence[str], max_tasks: int, seed: int,
+                 first: AbstractSet[str] = frozenset()) -> List[TaskInfo]:
     """The tasks to measure, in a seeded shuffled order (a run stopped early still covers
-    every network and operator kind evenly), elementwise tasks last: their design space
+    every network and operator kind evenly); the computations in `first` (keys without
+    their target part) before the others; elementwise tasks last: their design space
     holds one schedule, so they teach a cost model nothing about ranking."""
     chosen = [t for t in tasks if not only or any(s in t.key for s in only)]
     random.Random(seed).shuffle(chosen)
-    chosen.sort(key=lambda t: t.kind == "elementwise")
+    chosen.sort(key=lambda t: (t.kind == "elementwise", computation(t.key) not in first))
     return chosen[:max_tasks] if max_tasks > 0 else chosen
+
+
+def computation(key: str) -> str:
+    """A workload key without its target part: the same computation on any machine."""
+    return key.rsplit(".", 1)[0]
+
+
+def read_first_keys(path: Optional[str]) -> FrozenSet[str]:
+    """`--first-keys`: the computations of a file of workload keys (SystemExit naming the
+    file and line when a line is not a key)."""
+    if not path:
+        return frozenset()
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SystemExit(f"--first-keys {path}: cannot read it ({e})") from None
+    keys = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            parse_workload_key(line.strip())
+        except ValueError as e:
+            raise SystemExit(f"--first-keys {path}:{number}: {e}") from None
+        keys.add(computation(line.strip()))
+    return frozenset(keys)
 
 
 def task_table(work_dir: str, networks: Sequence[str], target) -> List[TaskInfo]:
@@ -223,7 +256,8 @@ def run(args) -> int:
     target = host_target()
     work = os.path.abspath(args.work_dir)
     with output_lock(work):
-        tasks = select_tasks(task_table(work, args.networks, target), args.only, args.max_tasks, args.seed)
+        tasks = select_tasks(task_table(work, args.networks, target), args.only, args.max_tasks, args.seed,
+                             read_first_keys(args.first_keys))
         print(f"{len(tasks)} tasks: {json.dumps(summary(tasks))}", file=sys.stderr)
         if args.dry_run:
             return 0

@@ -202,3 +202,33 @@ def test_task_order_is_seeded_and_leaves_one_schedule_tasks_last():
     assert [t.key for t in order] != [t.key for t in select_tasks(tasks, [], 0, seed=1)]
     few = select_tasks(tasks, ["k1"], 3, seed=0)
     assert len(few) == 3 and all("k1" in t.key and t.kind == "conv2d" for t in few)
+
+
+def test_computations_another_cpu_measured_come_first(tmp_path):
+    """`--first-keys`: those computations (on any target) before the others, elementwise still
+    last; a line that is not a workload key stops the run naming the file and line; with the
+    shipped datasets, datasets.measure puts first what another CPU's dataset measured."""
+    from datasets.measure import shared_first
+    from extract.ms_measure import computation, read_first_keys, select_tasks
+    from extract.ms_tasks import TaskInfo
+
+    def key(i, target="llvm-znver4-1c"):
+        return f"conv2d.mac.{i}x4_4x4.float32.{i:08x}.{target}"
+
+    tasks = [TaskInfo(key(i), "elementwise" if i % 5 == 0 else "conv2d", [[1]], "float32", 1.0, {"n": 1}, {}, "")
+             for i in range(1, 31)]
+    wanted = [7, 12, 15, 29]                        # 15: elementwise, still last
+    keys_file = tmp_path / "first.txt"
+    keys_file.write_text("".join(key(i, "llvm-rocketlake-1c") + "\n" for i in wanted) + "\n")
+    first = read_first_keys(str(keys_file))
+    assert first == {computation(key(i)) for i in wanted}
+    order = [t.key for t in select_tasks(tasks, [], 0, seed=0, first=first)]
+    assert set(order[:3]) == {key(7), key(12), key(29)}
+    assert order.index(key(15)) == len(order) - 6 and all(int(k.split(".")[2].split("x")[0]) % 5 == 0
+                                                          for k in order[-6:])
+    keys_file.write_text(key(1) + "\nnot a key\n")
+    with pytest.raises(SystemExit, match=r"first.txt:2: not a workload key"):
+        read_first_keys(str(keys_file))
+    rocketlake = shared_first("znver3")
+    assert len(rocketlake) >= 80 and all(k.endswith(".llvm-rocketlake-1c") for k in rocketlake)
+    assert shared_first("rocketlake") == [] or all(not k.endswith("rocketlake-1c") for k in shared_first("rocketlake"))
