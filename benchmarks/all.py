@@ -47,13 +47,13 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, ms_tuning, networks, speed, sweep, tuning
+from . import accuracy, cross_cpu, ms_tuning, networks, speed, sweep, tuning
 from .transfer import analysis, families, matrix, specs
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 
 STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "networks",
-          "report"]
+          "cross-cpu", "report"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,6 +307,19 @@ class Stages:
 
     def networks(self):
         return networks.run(self.args)
+
+    def cross_cpu(self):
+        """Every pair of shipped CPU datasets that share enough tasks, from each one that
+        ships a pre-trained cost model."""
+        from datasets.networks import pretrained_path, shipped_datasets
+
+        found = shipped_datasets()
+        for a, b in ((a, b) for a in found for b in found if a != b and pretrained_path(found[a]).is_file()):
+            try:
+                cross_cpu.main(["--source", str(found[a]), "--target", str(found[b]), "--runs", self.args.runs,
+                                "--results", self.args.results])
+            except SystemExit as e:
+                log(f"cross-cpu {a} → {b}: skipped ({e})")
 
 
 def run_stages(args, argv: Optional[Sequence[str]]) -> int:

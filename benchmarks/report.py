@@ -448,6 +448,8 @@ def build(results: str, out: str) -> str:
         lines += tuning_section(tuning)
     from .ms_tuning import report_section
     lines += report_section(results)
+    from .cross_cpu import report_section as cross_cpu_section
+    lines += cross_cpu_section(results)
     nets = load_json(results, "networks.json")
     if nets:
         from .networks import report_section as networks_section
