@@ -90,6 +90,7 @@ class RpcFarm(Farm):
 
     def __init__(self, folder: Path):
         super().__init__(folder)
+        self.started = time.monotonic()
         self.tracker_port = _free_port()
         self.config = rpc_measure.RpcConfig("127.0.0.1", self.tracker_port, KEY)
         self.servers = {}  # name → "host:port"
@@ -111,20 +112,29 @@ class RpcFarm(Farm):
 
 
 @pytest.fixture(scope="module")
-def rpc_farm(tmp_path_factory):
-    farm = None
+def rpc_farms(tmp_path_factory):
+    """The module's farms, the newest last (all torn down at the end)."""
+    farms = []
     try:
-        farm = RpcFarm(tmp_path_factory.mktemp("rpc_farm"))
-        yield farm
+        yield farms, lambda: RpcFarm(tmp_path_factory.mktemp("rpc_farm"))
     finally:
-        if farm is not None:
+        for farm in farms:
             farm.kill_all()
 
 
 @pytest.fixture
-def farm(rpc_farm):
-    rpc_farm.ensure_servers()
-    return rpc_farm
+def farm(rpc_farms):
+    """A farm with both servers registered and at least half of LIFETIME_S left to live (on
+    a loaded machine the module outlasts one farm's lifetime)."""
+    farms, make = rpc_farms
+    old = farms and (time.monotonic() - farms[-1].started > LIFETIME_S / 2
+                     or farms[-1].procs["tracker"].poll() is not None)
+    if not farms or old:
+        if farms:
+            farms[-1].kill_all()
+        farms.append(make())
+    farms[-1].ensure_servers()
+    return farms[-1]
 
 
 def _accepts(port: int) -> bool:
