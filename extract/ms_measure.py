@@ -295,7 +295,7 @@ def open_session(args, work: str, config: MeasureConfig, target, pass_no: int) -
         problems, probe_row = check_probe(probe, config), probe.__dict__
     except Exception as e:  # noqa: BLE001 - a worker that cannot even run the probe
         problems, probe_row = [f"probe failed: {str(e).strip().splitlines()[-1:]}"], {}
-    write_meta(work, {"started": time.time(), "argv": sys.argv, "pass": pass_no, "machine": machine_info(),
+    write_meta(work, {"started": time.time(), "argv": getattr(args, "argv", sys.argv), "pass": pass_no, "machine": machine_info(),
                       "target": str(target), "measure": config.as_dict(), "probe": probe_row,
                       "probe_problems": problems, "search": vars(args)})
     if problems and not args.force:
@@ -367,6 +367,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
+    # the options this run was given (datasets.measure adds some): the dataset's README repeats them
+    args.argv = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
     try:
         return run(args)
     except OutputBusyError as e:
