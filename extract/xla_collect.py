@@ -1,6 +1,7 @@
 """The measured XLA layout collection on the command line (the code: extract/xla/).
 
     python -m extract.xla_collect list
+    python -m extract.xla_collect summary ROOT
     python -m extract.xla_collect zoo --out ROOT [--programs NAME,…|all] [options]
     python -m extract.xla_collect function MODULE:FUNCTION --shapes f32[8,64] f32[64,32]
                                   --out ROOT [--name NAME] [--split train] [options]
@@ -48,6 +49,8 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                                      description="measured XLA layout collection (TpuGraphs npz)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="the zoo's programs")
+    summary = commands.add_parser("summary", help="one line per measured program of ROOT")
+    summary.add_argument("out", type=Path, metavar="ROOT")
     zoo = commands.add_parser("zoo", help="measure programs of the zoo")
     zoo.add_argument("--programs", default="all", help="comma-separated names, or all")
     _options(zoo)
@@ -79,6 +82,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name, program in zoo().items():
             print(f"{name}\t{program.family}\t{SPLIT_OF_FAMILY.get(program.family, 'train')}")
         return 0
+    if args.command == "summary":
+        from extract.xla.collect import print_summary
+        return print_summary(args.out)
     from extract.fileio import OutputBusyError, output_lock
     from extract.xla.measure import MeasureSettings, pin_process
     from extract.xla.plan import PlanSettings

@@ -9,8 +9,8 @@ Folder `ROOT` (one collector at a time holds it, extract.fileio.output_lock):
     ROOT/runs.jsonl                         each run's command, settings and machine
 
 so `python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT`
-trains on it through the TpuGraphs source. A config's runtime in the npz is the median
-of its first measurement's repeats; a config XLA refuses is a row with an `error` in
+trains on it through the TpuGraphs source. A config's runtime in the npz is the fastest
+of its first measurement's repeats (extract/xla/measure.py); a config XLA refuses is a row with an `error` in
 the jsonl and is left out of the npz. Resuming: the plan is reused (its program must be
 unchanged, and so must the plan's options) and only configs without a row are
 measured; the npz files are rewritten after each program.
@@ -204,3 +204,16 @@ def collect(jobs: Sequence[Job], root: Path, plan: PlanSettings, settings: Measu
     progress.show(force=True)
     return failed
 
+
+
+def print_summary(root: Path) -> int:
+    """One summary line per program planned under ROOT; 2 if ROOT holds none."""
+    plans = sorted((Path(root) / "measurements").glob("*.plan.json"))
+    if not plans:
+        print(f"error: {root}: no measurements/*.plan.json (not a collection root)", file=sys.stderr)
+        return 2
+    for path in plans:
+        saved = json.loads(path.read_text())
+        rows = read_jsonl(str(path.with_name(path.name.replace(".plan.json", ".jsonl"))))
+        print(summary_line(saved["program"], summarize(saved, rows)))
+    return 0

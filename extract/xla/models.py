@@ -1,8 +1,8 @@
 """Real models in JAX, small enough to compile and run in ≤ ~50 ms on one CPU core.
 
-Each model follows the structure of its paper with random weights: `init(key)` gives the
-parameters (a dict of arrays), `apply(params, x)` the outputs, `batch(key)` an example
-input and target. `extract.xla.programs` turns each into an inference step and a
+Each model follows the structure of its paper with random weights: `init(seed)` gives the
+parameters (a dict of NumPy arrays), `apply(params, x)` the outputs, `batch(seed)` an
+example input and target. `extract.xla.programs` turns each into an inference step and a
 training step (value_and_grad + an Adam update). Images are NHWC, sequences (batch,
 time, features); sizes are chosen for run time on one core, not accuracy.
 """
@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 Params = Dict[str, Any]
@@ -26,37 +27,37 @@ class Model:
 
     name: str
     family: str
-    init: Callable[[Any], Params]
+    init: Callable[[int], Params]
     apply: Callable[[Params, Any], Any]
-    batch: Callable[[Any], Tuple[Any, Any]]
+    batch: Callable[[int], Tuple[Any, Any]]
     loss: str = "softmax"  # "softmax" (integer labels) or "mse"
 
 
 # ---------------------------------------------------------------- building blocks
 
 class _Keys:
-    """Split a PRNG key on demand (one fresh key per weight)."""
+    """Seeded standard-normal weights (NumPy: building the example arguments compiles
+    nothing)."""
 
-    def __init__(self, key: Any) -> None:
-        self.key = key
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
 
-    def __call__(self) -> Any:
-        self.key, key = jax.random.split(self.key)
-        return key
+    def normal(self, shape: Tuple[int, ...]) -> np.ndarray:
+        return self.rng.standard_normal(shape, dtype=np.float32)
 
 
 def _dense(keys: _Keys, fan_in: int, fan_out: int) -> Params:
     scale = 1.0 / math.sqrt(fan_in)
-    return {"w": jax.random.normal(keys(), (fan_in, fan_out)) * scale, "b": jnp.zeros(fan_out)}
+    return {"w": keys.normal((fan_in, fan_out)) * scale, "b": np.zeros(fan_out, np.float32)}
 
 
 def _conv(keys: _Keys, kh: int, kw: int, cin: int, cout: int) -> Params:
     scale = 1.0 / math.sqrt(kh * kw * cin)
-    return {"w": jax.random.normal(keys(), (kh, kw, cin, cout)) * scale}
+    return {"w": keys.normal((kh, kw, cin, cout)) * scale}
 
 
 def _norm(channels: int) -> Params:
-    return {"scale": jnp.ones(channels), "shift": jnp.zeros(channels)}
+    return {"scale": np.ones(channels, np.float32), "shift": np.zeros(channels, np.float32)}
 
 
 def dense(p: Params, x: Any) -> Any:
@@ -85,33 +86,33 @@ def layer_norm(p: Params, x: Any, eps: float = 1e-5) -> Any:
 
 
 def _images(batch: int, size: int, channels: int, classes: int):
-    def make(key: Any) -> Tuple[Any, Any]:
-        k1, k2 = jax.random.split(key)
-        return (jax.random.normal(k1, (batch, size, size, channels)),
-                jax.random.randint(k2, (batch,), 0, classes))
+    def make(seed: int) -> Tuple[Any, Any]:
+        rng = np.random.default_rng(seed)
+        return (rng.standard_normal((batch, size, size, channels), dtype=np.float32),
+                rng.integers(0, classes, batch).astype(np.int32))
     return make
 
 
 def _vectors(batch: int, width: int, classes: int):
-    def make(key: Any) -> Tuple[Any, Any]:
-        k1, k2 = jax.random.split(key)
-        return (jax.random.normal(k1, (batch, width)),
-                jax.random.randint(k2, (batch,), 0, classes))
+    def make(seed: int) -> Tuple[Any, Any]:
+        rng = np.random.default_rng(seed)
+        return (rng.standard_normal((batch, width), dtype=np.float32),
+                rng.integers(0, classes, batch).astype(np.int32))
     return make
 
 
 def _tokens(batch: int, length: int, width: int, classes: int):
-    def make(key: Any) -> Tuple[Any, Any]:
-        k1, k2 = jax.random.split(key)
-        return (jax.random.normal(k1, (batch, length, width)),
-                jax.random.randint(k2, (batch,), 0, classes))
+    def make(seed: int) -> Tuple[Any, Any]:
+        rng = np.random.default_rng(seed)
+        return (rng.standard_normal((batch, length, width), dtype=np.float32),
+                rng.integers(0, classes, batch).astype(np.int32))
     return make
 
 
 # ---------------------------------------------------------------- ResNet (He et al. 2016)
 
-def _resnet_init(key: Any, widths=(16, 32, 64), classes: int = 10) -> Params:
-    keys = _Keys(key)
+def _resnet_init(seed: int, widths=(16, 32, 64), classes: int = 10) -> Params:
+    keys = _Keys(seed)
     p: Params = {"stem": _conv(keys, 3, 3, 3, widths[0]), "stem_bn": _norm(widths[0])}
     cin = widths[0]
     for i, w in enumerate(widths):
@@ -136,9 +137,9 @@ def _resnet_apply(p: Params, x: Any) -> Any:
 
 # ------------------------------------------------------- MobileNetV2 (Sandler et al. 2018)
 
-def _mobilenet_init(key: Any, blocks=((16, 24, 2), (24, 32, 2), (32, 32, 1)),
+def _mobilenet_init(seed: int, blocks=((16, 24, 2), (24, 32, 2), (32, 32, 1)),
                     expand: int = 4, classes: int = 10) -> Params:
-    keys = _Keys(key)
+    keys = _Keys(seed)
     p: Params = {"stem": _conv(keys, 3, 3, 3, 16), "stem_bn": _norm(16)}
     for i, (cin, cout, _) in enumerate(blocks):
         hidden = cin * expand
@@ -169,9 +170,9 @@ def _mobilenet_apply(p: Params, x: Any, strides=(2, 2, 1), act: Callable = jax.n
 
 # ------------------------------------------------------- EfficientNet (Tan & Le 2019)
 
-def _efficientnet_init(key: Any) -> Params:
-    p = _mobilenet_init(key, blocks=((16, 24, 2), (24, 40, 2), (40, 40, 1)), expand=4)
-    keys = _Keys(jax.random.fold_in(key, 1))
+def _efficientnet_init(seed: int) -> Params:
+    p = _mobilenet_init(seed, blocks=((16, 24, 2), (24, 40, 2), (40, 40, 1)), expand=4)
+    keys = _Keys(seed + 1)
     for i, hidden in enumerate((64, 96, 160)):
         p[f"b{i}"]["se"] = {"down": _dense(keys, hidden, hidden // 4),
                             "up": _dense(keys, hidden // 4, hidden)}
@@ -214,8 +215,8 @@ def _pre_ln_layer(p: Params, x: Any, heads: int = 4, causal: bool = True) -> Any
     return x + dense(p["down"], jax.nn.gelu(dense(p["up"], layer_norm(p["ln2"], x))))
 
 
-def _encoder_init(key: Any, width: int = 128, ffn: int = 512, classes: int = 10) -> Params:
-    keys = _Keys(key)
+def _encoder_init(seed: int, width: int = 128, ffn: int = 512, classes: int = 10) -> Params:
+    keys = _Keys(seed)
     return {"layer": _attention_init(keys, width, ffn), "head": _dense(keys, width, classes)}
 
 
@@ -229,9 +230,9 @@ def _gpt2_apply(p: Params, x: Any) -> Any:
 
 # ------------------------------------------------------- ViT (Dosovitskiy et al. 2021)
 
-def _vit_init(key: Any, patch: int = 4, width: int = 128, classes: int = 10) -> Params:
-    keys = _Keys(key)
-    return {"embed": _conv(keys, patch, patch, 3, width), "pos": jnp.zeros((64, width)),
+def _vit_init(seed: int, patch: int = 4, width: int = 128, classes: int = 10) -> Params:
+    keys = _Keys(seed)
+    return {"embed": _conv(keys, patch, patch, 3, width), "pos": np.zeros((64, width), np.float32),
             "layer": _attention_init(keys, width, 2 * width), "ln": _norm(width),
             "head": _dense(keys, width, classes)}
 
@@ -246,8 +247,8 @@ def _vit_apply(p: Params, x: Any) -> Any:
 
 # --------------------------------------------------- MLP-Mixer (Tolstikhin et al. 2021)
 
-def _mixer_init(key: Any, tokens: int = 64, width: int = 128, classes: int = 10) -> Params:
-    keys = _Keys(key)
+def _mixer_init(seed: int, tokens: int = 64, width: int = 128, classes: int = 10) -> Params:
+    keys = _Keys(seed)
     p: Params = {"embed": _conv(keys, 4, 4, 3, width), "head": _dense(keys, width, classes)}
     for i in range(2):
         p[f"m{i}"] = {"ln1": _norm(width), "tok1": _dense(keys, tokens, 2 * tokens),
@@ -270,8 +271,8 @@ def _mixer_apply(p: Params, x: Any) -> Any:
 
 # ------------------------------------------------------ UNet (Ronneberger et al. 2015)
 
-def _unet_init(key: Any, c: int = 16) -> Params:
-    keys = _Keys(key)
+def _unet_init(seed: int, c: int = 16) -> Params:
+    keys = _Keys(seed)
     return {"d1": _conv(keys, 3, 3, 3, c), "d2": _conv(keys, 3, 3, c, 2 * c),
             "mid": _conv(keys, 3, 3, 2 * c, 2 * c), "up": _conv(keys, 2, 2, 2 * c, c),
             "u1": _conv(keys, 3, 3, 2 * c, c), "out": _conv(keys, 1, 1, c, 1)}
@@ -286,15 +287,16 @@ def _unet_apply(p: Params, x: Any) -> Any:
     return conv(p["out"], y)[..., 0]
 
 
-def _unet_batch(key: Any) -> Tuple[Any, Any]:
-    k1, k2 = jax.random.split(key)
-    return jax.random.normal(k1, (2, 32, 32, 3)), jax.random.normal(k2, (2, 32, 32))
+def _unet_batch(seed: int) -> Tuple[Any, Any]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((2, 32, 32, 3), dtype=np.float32),
+            rng.standard_normal((2, 32, 32), dtype=np.float32))
 
 
 # --------------------------------------------------- LSTM (Hochreiter & Schmidhuber 1997)
 
-def _lstm_init(key: Any, inputs: int = 64, hidden: int = 128, classes: int = 10) -> Params:
-    keys = _Keys(key)
+def _lstm_init(seed: int, inputs: int = 64, hidden: int = 128, classes: int = 10) -> Params:
+    keys = _Keys(seed)
     return {"x": _dense(keys, inputs, 4 * hidden), "h": _dense(keys, hidden, 4 * hidden),
             "head": _dense(keys, hidden, classes)}
 
@@ -317,9 +319,9 @@ def _lstm_apply(p: Params, x: Any) -> Any:
 
 # ----------------------------------------------------- DLRM (Naumov et al. 2019)
 
-def _dlrm_init(key: Any, tables: int = 4, rows: int = 1000, dim: int = 32) -> Params:
-    keys = _Keys(key)
-    return {"tables": jax.random.normal(keys(), (tables, rows, dim)) * 0.01,
+def _dlrm_init(seed: int, tables: int = 4, rows: int = 1000, dim: int = 32) -> Params:
+    keys = _Keys(seed)
+    return {"tables": keys.normal((tables, rows, dim)) * 0.01,
             "bot1": _dense(keys, 16, 64), "bot2": _dense(keys, 64, dim),
             "top1": _dense(keys, dim + (tables + 1) * tables // 2, 128),
             "top2": _dense(keys, 128, 2)}
@@ -337,17 +339,17 @@ def _dlrm_apply(p: Params, x: Any) -> Any:
     return dense(p["top2"], jax.nn.relu(dense(p["top1"], z)))
 
 
-def _dlrm_batch(key: Any, batch: int = 128) -> Tuple[Any, Any]:
-    k1, k2, k3 = jax.random.split(key, 3)
-    ids = jax.random.randint(k2, (batch, 4), 0, 1000).astype(jnp.float32)
-    return (jnp.concatenate([jax.random.normal(k1, (batch, 16)), ids], -1),
-            jax.random.randint(k3, (batch,), 0, 2))
+def _dlrm_batch(seed: int, batch: int = 128) -> Tuple[Any, Any]:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 1000, (batch, 4)).astype(np.float32)
+    return (np.concatenate([rng.standard_normal((batch, 16), dtype=np.float32), ids], -1),
+            rng.integers(0, 2, batch).astype(np.int32))
 
 
 # ----------------------------------------------------------------- MLP
 
-def _mlp_init(key: Any, sizes=(1024, 512, 256, 10)) -> Params:
-    keys = _Keys(key)
+def _mlp_init(seed: int, sizes=(1024, 512, 256, 10)) -> Params:
+    keys = _Keys(seed)
     return {f"l{i}": _dense(keys, a, b) for i, (a, b) in enumerate(zip(sizes, sizes[1:]))}
 
 
@@ -360,8 +362,8 @@ def _mlp_apply(p: Params, x: Any) -> Any:
 
 # ---------------------------------------------------- WaveNet (van den Oord et al. 2016)
 
-def _wavenet_init(key: Any, channels: int = 32, layers: int = 4) -> Params:
-    keys = _Keys(key)
+def _wavenet_init(seed: int, channels: int = 32, layers: int = 4) -> Params:
+    keys = _Keys(seed)
     p: Params = {"in": _conv(keys, 1, 1, 1, channels), "out": _dense(keys, channels, 10)}
     for i in range(layers):
         p[f"l{i}"] = {"filter": _conv(keys, 1, 2, channels, channels),
@@ -382,9 +384,10 @@ def _wavenet_apply(p: Params, x: Any) -> Any:
     return dense(p["out"], y.mean((1, 2)))
 
 
-def _wave_batch(key: Any) -> Tuple[Any, Any]:
-    k1, k2 = jax.random.split(key)
-    return jax.random.normal(k1, (8, 1024)), jax.random.randint(k2, (8,), 0, 10)
+def _wave_batch(seed: int) -> Tuple[Any, Any]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((8, 1024), dtype=np.float32),
+            rng.integers(0, 10, 8).astype(np.int32))
 
 
 MODELS: Dict[str, Model] = {m.name: m for m in (
