@@ -119,13 +119,13 @@ def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureS
             progress.add(1, int("error" in result))
             progress.show(name)
     rows = read_jsonl(str(journal))
-    write_npz(root, saved, rows, runner)
+    write_program_npz(root, saved, rows, runner)
     summary = summarize(saved, rows)
     say(summary_line(name, summary))
     return summary
 
 
-def write_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runner: ProgramRunner) -> None:
+def write_program_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runner: ProgramRunner) -> None:
     """One layout npz per search, the measured configs that compiled."""
     from extract.hlo_graph import featurize_module, read_hlo_module
     from extract.tpugraphs_npz import layout_arrays, write_arrays
