@@ -16,7 +16,8 @@ files under ROOT (extract/xla/collect.py); then
 
 Options: `--measure-core N` (default −1: the last core of the process's affinity, so
 `taskset -c 1 python -m …` measures on core 1), `--repeats`, `--min-repeat-ms`,
-`--remeasure` (share of configs timed twice), `--configs`, `--seed`, `--max-probe`,
+`--clock wall|cpu` (wall time on a core of its own, or the process's CPU time on a
+shared core), `--remeasure` (share of configs timed twice), `--configs`, `--seed`, `--max-probe`,
 `--min-effect`. A killed run continues where it stopped when started again with the same
 command. Exit status: 0; 1 if some program failed (one line each on stderr); 2 if the
 input or ROOT cannot be used.
@@ -37,6 +38,9 @@ def _options(parser: argparse.ArgumentParser) -> None:
                         help="core to measure on (default: the last one this process may use)")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per config")
     parser.add_argument("--min-repeat-ms", type=float, default=20.0, help="shortest repeat")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time (a core of its own; default) or the process's CPU time "
+                             "(a core shared with other work)")
     parser.add_argument("--remeasure", type=float, default=0.1,
                         help="share of each program's configs measured twice (noise ceiling)")
     parser.add_argument("--max-probe", type=int, default=48, help="candidates probed per program")
@@ -89,7 +93,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from extract.xla.measure import MeasureSettings, pin_process
     from extract.xla.plan import PlanSettings
     try:
-        settings = MeasureSettings(args.measure_core, args.repeats, args.min_repeat_ms, args.remeasure)
+        settings = MeasureSettings(args.measure_core, args.repeats, args.min_repeat_ms,
+                                   args.remeasure, clock=args.clock)
         plan = PlanSettings(configs=args.configs, seed=args.seed, max_probe=args.max_probe,
                             min_effect=args.min_effect)
         pinned = pin_process(settings)  # before JAX starts its backend
