@@ -1,7 +1,7 @@
 """The measured XLA layout collection on the command line (the code: extract/xla/).
 
     python -m extract.xla_collect list
-    python -m extract.xla_collect summary ROOT
+    python -m extract.xla_collect summary ROOT [--probes]
     python -m extract.xla_collect zoo --out ROOT [--programs NAME,…|all] [options]
     python -m extract.xla_collect function MODULE:FUNCTION --shapes f32[8,64] f32[64,32]
                                   --out ROOT [--name NAME] [--split train] [options]
@@ -55,6 +55,7 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     commands.add_parser("list", help="the zoo's programs")
     summary = commands.add_parser("summary", help="one line per measured program of ROOT")
     summary.add_argument("out", type=Path, metavar="ROOT")
+    summary.add_argument("--probes", action="store_true", help="and each program's probe")
     zoo = commands.add_parser("zoo", help="measure programs of the zoo")
     zoo.add_argument("--programs", default="all", help="comma-separated names, or all")
     _options(zoo)
@@ -88,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.command == "summary":
         from extract.xla.collect import print_summary
-        return print_summary(args.out)
+        return print_summary(args.out, args.probes)
     from extract.fileio import OutputBusyError, output_lock
     from extract.xla.measure import MeasureSettings, pin_process
     from extract.xla.plan import PlanSettings

@@ -206,8 +206,20 @@ def collect(jobs: Sequence[Job], root: Path, plan: PlanSettings, settings: Measu
 
 
 
-def print_summary(root: Path) -> int:
-    """One summary line per program planned under ROOT; 2 if ROOT holds none."""
+def probe_line(saved: Dict[str, Any]) -> str:
+    """The probe of a plan in one line: noise, threshold, each probed node's effect."""
+    probed = saved["probe"]
+    kinds = {c["id"]: f"{c['kind']}{c['shape']}" for c in saved["candidates"]}
+    effects = ", ".join(f"{k} {kinds[k]} " + ("error" if v is None else f"{100 * v:+.1f}%")
+                        for k, v in probed["effects"].items())
+    return (f"  probe: XLA's layout {', '.join(f'{1e3 * t:.3f}' for t in probed['default_s'])} ms "
+            f"(noise {100 * probed['noise']:.1f}%), threshold {100 * saved['threshold']:.1f}%; "
+            f"{effects}; configurable: {', '.join(saved['nodes'])}")
+
+
+def print_summary(root: Path, probes: bool = False) -> int:
+    """One summary line per program planned under ROOT (with `probes`, and its probe);
+    2 if ROOT holds none."""
     plans = sorted((Path(root) / "measurements").glob("*.plan.json"))
     if not plans:
         print(f"error: {root}: no measurements/*.plan.json (not a collection root)", file=sys.stderr)
@@ -216,4 +228,6 @@ def print_summary(root: Path) -> int:
         saved = json.loads(path.read_text())
         rows = read_jsonl(str(path.with_name(path.name.replace(".plan.json", ".jsonl"))))
         print(summary_line(saved["program"], summarize(saved, rows)))
+        if probes:
+            print(probe_line(saved))
     return 0
