@@ -244,7 +244,7 @@ def parse_config_key(key: str) -> Config:
 
 def sample_configs(space: Space, count: int, search: str, seed: int) -> List[Config]:
     """`count` distinct configs of one search ("random" or "default"), XLA's own
-    assignment (the empty config) first."""
+    assignment (the empty config) first; fewer when the space holds fewer."""
     rng = np.random.default_rng(seed)
     configs, seen = [{}], {""}
     draw = space.random_config if search == "random" else space.near_default
