@@ -192,3 +192,19 @@ def test_features_are_minor_to_major_of_node_and_operands():
     assert list(features[0]) == [0, 1, -1, -1, -1, -1] + [-1] * 12
     assert list(features[1]) == [1, 0, 2, -1, -1, -1] + [0, 1, -1, -1, -1, -1] + [-1] * 6
     assert list(features[2]) == [0, 1, -1, -1, -1, -1] + [1, 0, 2, -1, -1, -1] + [-1] * 6
+
+
+def test_measuring_settings_refuse_what_cannot_be_measured():
+    from extract.xla.measure import MeasureSettings, measuring_core, time_call
+    allowed = sorted(os.sched_getaffinity(0))
+    assert measuring_core(-1) == allowed[-1]
+    with pytest.raises(ValueError, match="core 999 is not one this process may run on"):
+        measuring_core(999)
+    with pytest.raises(ValueError, match="clock 'gpu'"):
+        MeasureSettings(clock="gpu")
+    with pytest.raises(ValueError, match="remeasure fraction 1.5"):
+        MeasureSettings(remeasure_fraction=1.5)
+    timing = time_call(lambda: time.sleep(0.001), MeasureSettings(repeats=3, min_repeat_ms=5))
+    assert len(timing["repeats_s"]) == 3 and timing["number"] * timing["repeats_s"][0] >= 0.005
+    assert timing["runtime_s"] == min(timing["repeats_s"]) >= 0.001
+    assert max(timing["cpu_repeats_s"]) < timing["runtime_s"]  # sleeping costs no CPU time
