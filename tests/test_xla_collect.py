@@ -16,6 +16,7 @@ import pytest
 from extract.hlo_graph import OPCODE_IDS
 from extract.ms_logs import read_jsonl
 from extract.tpugraphs_npz import TpuGraphsFile, read_npz
+from extract.xla.collect import results
 from extract.xla.layouts import Candidate, Space, config_key, sample_configs
 from extract.xla.plan import PlanSettings, remeasured, select_nodes
 
@@ -60,7 +61,7 @@ def collection(tmp_path_factory):
 def test_function_is_measured_into_layout_npz(collection):
     root, done = collection
     plan = json.loads((root / "measurements/tinyprog.mlp.plan.json").read_text())
-    rows = read_jsonl(str(root / "measurements/tinyprog.mlp.jsonl"))
+    rows = results(read_jsonl(str(root / "measurements/tinyprog.mlp.jsonl")))
     assert "1 of 1 programs measured" in done.stdout
     keys = list(dict.fromkeys(plan["configs"]["random"] + plan["configs"]["default"]))
     assert sorted(Counter((r["config"], r["pass"]) for r in rows).values()) == [1] * len(rows)
@@ -80,7 +81,7 @@ def test_function_is_measured_into_layout_npz(collection):
 def test_npz_reads_back_with_configurable_nodes_at_their_instructions(collection):
     root, _ = collection
     plan = json.loads((root / "measurements/tinyprog.mlp.plan.json").read_text())
-    rows = {r["config"]: r for r in read_jsonl(str(root / "measurements/tinyprog.mlp.jsonl"))
+    rows = {r["config"]: r for r in results(read_jsonl(str(root / "measurements/tinyprog.mlp.jsonl")))
             if r["pass"] == 1}
     candidates = {c["id"]: c for c in plan["candidates"]}
     for search in ("random", "default"):
@@ -118,6 +119,15 @@ def test_collection_trains_through_the_tpugraphs_source(collection, tmp_path):
     assert "kendall_tau" in json.dumps(metrics["val"])
 
 
+def test_a_config_that_kills_the_collector_twice_is_recorded_as_failed():
+    from extract.xla.collect import _given_up
+    rows = [{"config": "p0=1,0", "pass": 1, "started": 1.0}, {"config": "", "pass": 1, "runtime_s": 1e-3}]
+    assert not _given_up(rows, "p0=1,0", 1)
+    rows.append({"config": "p0=1,0", "pass": 1, "started": 2.0})
+    assert _given_up(rows, "p0=1,0", 1) and not _given_up(rows, "p0=1,0", 2)
+    assert results(rows) == [{"config": "", "pass": 1, "runtime_s": 1e-3}]
+
+
 def test_a_killed_run_resumes_where_it_stopped(tmp_path):
     pytest.importorskip("jax")
     root = tmp_path / "root"
@@ -125,16 +135,17 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path):
     journal = root / "measurements/tinyprog.mlp.jsonl"
     child = collect_cli(tmp_path, *args, wait=False)
     deadline = time.monotonic() + 300
-    while len(read_jsonl(str(journal))) < 2 and child.poll() is None and time.monotonic() < deadline:
+    while len(results(read_jsonl(str(journal)))) < 2 and child.poll() is None \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
     child.send_signal(signal.SIGKILL)
     child.communicate()
-    before = read_jsonl(str(journal))
+    before = results(read_jsonl(str(journal)))
     assert 2 <= len(before)
     plan_text = (root / "measurements/tinyprog.mlp.plan.json").read_text()
     done = collect_cli(tmp_path, *args)
     assert done.returncode == 0, done.stderr
-    after = read_jsonl(str(journal))
+    after = results(read_jsonl(str(journal)))
     assert after[:len(before)] == before                      # nothing measured twice
     assert sorted(Counter((r["config"], r["pass"]) for r in after).values()) == [1] * len(after)
     assert (root / "measurements/tinyprog.mlp.plan.json").read_text() == plan_text

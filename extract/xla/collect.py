@@ -13,7 +13,9 @@ trains on it through the TpuGraphs source. A config's runtime in the npz is the 
 of its first measurement's repeats (extract/xla/measure.py); a config XLA refuses is a row with an `error` in
 the jsonl and is left out of the npz. Resuming: the plan is reused (its program must be
 unchanged, and so must the plan's options) and only configs without a row are
-measured; the npz files are rewritten after each program.
+measured; the npz files are rewritten after each program. A `started` marker precedes
+each timing, so a config that crashed or hung the collector twice is recorded as
+failed instead of being tried forever.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from extract.xla.programs import Program
 from extract.xla.runner import ProgramRunner
 
 SPLITS = ("train", "valid", "test")
+MAX_STARTS = 2
 
 
 @dataclass(frozen=True)
@@ -82,14 +85,26 @@ def _plan(job: Job, runner: ProgramRunner, path: Path, plan: PlanSettings,
     return made
 
 
+def results(rows: List[Dict]) -> List[Dict]:
+    """The journal's timing rows (without the markers written before each timing)."""
+    return [r for r in rows if "started" not in r]
+
+
 def _todo(saved: Dict[str, Any], rows: List[Dict], settings: MeasureSettings) -> List[tuple]:
     """(config key, pass) still to measure: every distinct config once, then the
     remeasured share a second time."""
     keys = list(dict.fromkeys(k for search in SEARCHES for k in saved["configs"][search]))
-    done = {(r["config"], r["pass"]) for r in rows}
+    done = {(r["config"], r["pass"]) for r in results(rows)}
     again = remeasured(keys, settings.remeasure_fraction, saved["plan_settings"]["seed"])
     return ([(k, 1) for k in keys if (k, 1) not in done]
             + [(k, 2) for k in again if (k, 2) not in done])
+
+
+def _given_up(rows: List[Dict], key: str, round_: int) -> bool:
+    """Whether a config was started MAX_STARTS times without a result (it crashes the
+    process, or hangs until killed): then it is recorded as failed, not tried again."""
+    return sum(1 for r in rows if "started" in r and r["config"] == key
+               and r["pass"] == round_) >= MAX_STARTS
 
 
 def estimate(plan: PlanSettings, settings: MeasureSettings) -> int:
@@ -108,17 +123,22 @@ def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureS
     saved = _plan(job, runner, folder / f"{name}.plan.json", plan, settings,
                   lambda s: progress.show(f"{name} {s}"))
     journal = folder / f"{name}.jsonl"
-    todo = _todo(saved, read_jsonl(str(journal)), settings)
+    rows = read_jsonl(str(journal))
+    todo = _todo(saved, rows, settings)
     progress.counts.planned += len(todo) - estimate(plan, settings)
     with JsonlLog(str(journal)) as log, JsonlLog(str(root / "reference.jsonl")) as ref_log:
         for key, round_ in todo:
             if reference.due():
                 ref_log.append(reference.measure())
-            result = runner.measure(parse_config_key(key), settings)
+            if _given_up(rows, key, round_):
+                result = {"error": f"no result in {MAX_STARTS} tries (it crashed or hung the collector)"}
+            else:
+                log.append({"config": key, "pass": round_, "started": time.time()})
+                result = runner.measure(parse_config_key(key), settings)
             log.append({"config": key, "pass": round_, "time": time.time(), **result})
             progress.add(1, int("error" in result))
             progress.show(name)
-    rows = read_jsonl(str(journal))
+    rows = results(read_jsonl(str(journal)))
     write_program_npz(root, saved, rows, runner)
     summary = summarize(saved, rows)
     say(summary_line(name, summary))
@@ -226,7 +246,7 @@ def print_summary(root: Path, probes: bool = False) -> int:
         return 2
     for path in plans:
         saved = json.loads(path.read_text())
-        rows = read_jsonl(str(path.with_name(path.name.replace(".plan.json", ".jsonl"))))
+        rows = results(read_jsonl(str(path.with_name(path.name.replace(".plan.json", ".jsonl")))))
         print(summary_line(saved["program"], summarize(saved, rows)))
         if probes:
             print(probe_line(saved))
