@@ -1,0 +1,253 @@
+"""The collector: programs → plan → measured configs → TpuGraphs layout npz files.
+
+Folder `ROOT` (one collector at a time holds it, extract.fileio.output_lock):
+
+    ROOT/npz/layout/xla/{random,default}/{train,valid,test}/<program>.npz
+    ROOT/measurements/<program>.plan.json   the plan (extract/xla/plan.py)
+    ROOT/measurements/<program>.jsonl       one row per timing: config, pass, every repeat
+    ROOT/reference.jsonl                    the drift kernel's timings
+    ROOT/runs.jsonl                         each run's command, settings and machine
+
+so `python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT`
+trains on it through the TpuGraphs source. A config's runtime in the npz is the fastest
+of its first measurement's repeats (extract/xla/measure.py); a config XLA refuses is a row with an `error` in
+the jsonl and is left out of the npz. Resuming: the plan is reused (its program must be
+unchanged, and so must the plan's options) and only configs without a row are
+measured; the npz files are rewritten after each program. A `started` marker precedes
+each timing, so a config that crashed or hung the collector twice is recorded as
+failed instead of being tried forever.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence
+
+import numpy as np
+
+from extract.fileio import atomic_write
+from extract.ms_logs import JsonlLog, read_jsonl
+from extract.ms_progress import Counts, Progress
+from extract.xla.layouts import parse_config_key
+from extract.xla.measure import MeasureSettings, Reference
+from extract.xla.plan import SEARCHES, PlanSettings, fingerprint, make_plan, remeasured, space_of
+from extract.xla.programs import Program
+from extract.xla.runner import ProgramRunner
+
+SPLITS = ("train", "valid", "test")
+MAX_STARTS = 2
+
+
+@dataclass(frozen=True)
+class Job:
+    program: Program
+    split: str = "train"
+
+
+def npz_path(root: Path, search: str, split: str, name: str) -> Path:
+    return root / "npz" / "layout" / "xla" / search / split / f"{name}.npz"
+
+
+def machine() -> Dict[str, Any]:
+    """The CPU the collection is measured on (one CPU model per collection)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    import jax
+    return {"cpu": model or platform.processor(), "host": platform.node(), "cores": os.cpu_count(),
+            "jax": jax.__version__, "python": platform.python_version()}
+
+
+def _plan(job: Job, runner: ProgramRunner, path: Path, plan: PlanSettings,
+          settings: MeasureSettings, say: Callable[[str], None]) -> Dict[str, Any]:
+    """The saved plan if it is this program's with these options, else a new one."""
+    if path.exists():
+        saved = json.loads(path.read_text())
+        if saved["fingerprint"] != fingerprint(runner):
+            raise ValueError(f"{path}: made for another version of program {job.program.name} "
+                             "(its HLO changed); measure into a new ROOT")
+        if saved["plan_settings"] != asdict(plan) or saved["split"] != job.split:
+            raise ValueError(f"{path}: made with other options ({saved['plan_settings']}, split "
+                             f"{saved['split']}); resume with those or measure into a new ROOT")
+        return saved
+    made = make_plan(runner, {"program": job.program.name, "family": job.program.family,
+                              "split": job.split}, plan, settings, say)
+    with atomic_write(path, "w") as f:
+        json.dump(made, f, indent=1)
+    return made
+
+
+def results(rows: List[Dict]) -> List[Dict]:
+    """The journal's timing rows (without the markers written before each timing)."""
+    return [r for r in rows if "started" not in r]
+
+
+def _todo(saved: Dict[str, Any], rows: List[Dict], settings: MeasureSettings) -> List[tuple]:
+    """(config key, pass) still to measure: every distinct config once, then the
+    remeasured share a second time."""
+    keys = list(dict.fromkeys(k for search in SEARCHES for k in saved["configs"][search]))
+    done = {(r["config"], r["pass"]) for r in results(rows)}
+    again = remeasured(keys, settings.remeasure_fraction, saved["plan_settings"]["seed"])
+    return ([(k, 1) for k in keys if (k, 1) not in done]
+            + [(k, 2) for k in again if (k, 2) not in done])
+
+
+def _given_up(rows: List[Dict], key: str, round_: int) -> bool:
+    """Whether a config was started MAX_STARTS times without a result (it crashes the
+    process, or hangs until killed): then it is recorded as failed, not tried again."""
+    return sum(1 for r in rows if "started" in r and r["config"] == key
+               and r["pass"] == round_) >= MAX_STARTS
+
+
+def estimate(plan: PlanSettings, settings: MeasureSettings) -> int:
+    """Timings a program's configs take (before its plan exists, for the ETA)."""
+    return round(len(SEARCHES) * plan.configs * (1 + settings.remeasure_fraction))
+
+
+def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureSettings,
+                    progress: Progress, reference: Reference) -> Dict[str, Any]:
+    """Plan, measure and write one program; its summary."""
+    name = job.program.name
+    say = progress.message
+    runner = ProgramRunner(job.program.fn, job.program.args())
+    folder = root / "measurements"
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = _plan(job, runner, folder / f"{name}.plan.json", plan, settings,
+                  lambda s: progress.show(f"{name} {s}"))
+    journal = folder / f"{name}.jsonl"
+    rows = read_jsonl(str(journal))
+    todo = _todo(saved, rows, settings)
+    progress.counts.planned += len(todo) - estimate(plan, settings)
+    with JsonlLog(str(journal)) as log, JsonlLog(str(root / "reference.jsonl")) as ref_log:
+        for key, round_ in todo:
+            if reference.due():
+                ref_log.append(reference.measure())
+            if _given_up(rows, key, round_):
+                result = {"error": f"no result in {MAX_STARTS} tries (it crashed or hung the collector)"}
+            else:
+                log.append({"config": key, "pass": round_, "started": time.time()})
+                result = runner.measure(parse_config_key(key), settings)
+            log.append({"config": key, "pass": round_, "time": time.time(), **result})
+            progress.add(1, int("error" in result))
+            progress.show(name)
+    rows = results(read_jsonl(str(journal)))
+    write_program_npz(root, saved, rows, runner)
+    summary = summarize(saved, rows)
+    say(summary_line(name, summary))
+    return summary
+
+
+def write_program_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runner: ProgramRunner) -> None:
+    """One layout npz per search, the measured configs that compiled."""
+    from extract.hlo_graph import featurize_module, read_hlo_module
+    from extract.tpugraphs_npz import layout_arrays, write_arrays
+
+    name = saved["program"]
+    graph = featurize_module(read_hlo_module(runner.pre_fusion, name=name), source=name).arrays()
+    first = {r["config"]: r for r in rows if r["pass"] == 1}
+    space = space_of(saved)
+    ids = np.asarray([c.node for c in space.nodes], np.int64)
+    for search in SEARCHES:
+        keys = [k for k in saved["configs"][search] if k in first and "error" not in first[k]]
+        feats = np.stack([space.features(parse_config_key(k)) for k in keys]) if keys else \
+            np.zeros((0, len(ids), 18), np.float32)
+        runtime = np.asarray([round(first[k]["runtime_s"] * 1e9) for k in keys], np.int64)
+        write_arrays(npz_path(root, search, saved["split"], name),
+                     layout_arrays(graph, ids, feats, runtime), source=name)
+
+
+def summarize(saved: Dict[str, Any], rows: List[Dict]) -> Dict[str, Any]:
+    """Configs measured and failed, spread of the runtimes relative to XLA's assignment,
+    and the noise: Kendall τ and median relative difference of the twice-measured."""
+    from scipy.stats import kendalltau
+
+    first = {r["config"]: r for r in rows if r["pass"] == 1}
+    second = {r["config"]: r for r in rows if r["pass"] == 2}
+    ok = {k: r["runtime_s"] for k, r in first.items() if "error" not in r}
+    out: Dict[str, Any] = {"program": saved["program"], "nodes": len(saved["nodes"]),
+                           "below_noise": saved["below_noise"], "measured": len(first),
+                           "errors": len(first) - len(ok)}
+    if "" in ok:
+        default = ok[""]
+        out.update(default_ms=1e3 * default, best=min(ok.values()) / default,
+                   worst=max(ok.values()) / default)
+    pairs = [(ok[k], r["runtime_s"]) for k, r in second.items() if k in ok and "error" not in r]
+    if pairs:
+        a, b = np.asarray(pairs).T
+        out["remeasured"] = len(pairs)
+        out["noise_rel"] = float(np.median(np.abs(a - b) / a))
+        if len(pairs) >= 3:
+            tau = kendalltau(a, b).statistic
+            out["noise_tau"] = None if np.isnan(tau) else float(tau)
+    return out
+
+
+def summary_line(name: str, s: Dict[str, Any]) -> str:
+    parts = [f"{s['measured']} configs", f"{s['nodes']} configurable nodes"
+             + (" (below noise)" if s["below_noise"] else "")]
+    if s["errors"]:
+        parts.append(f"{s['errors']} refused by XLA")
+    if "default_ms" in s:
+        parts.append(f"XLA's layout {s['default_ms']:.3f} ms, configs {s['best']:.2f}–{s['worst']:.2f}×")
+    if "noise_rel" in s:
+        parts.append(f"noise {100 * s['noise_rel']:.1f}% over {s['remeasured']} remeasured"
+                     + (f", τ {s['noise_tau']:.2f}" if s.get("noise_tau") is not None else ""))
+    return f"{name}: " + ", ".join(parts)
+
+
+def collect(jobs: Sequence[Job], root: Path, plan: PlanSettings, settings: MeasureSettings,
+            pinned: Dict[str, Any], stream: Any = None) -> int:
+    """Every job in turn (one line of errors per failed program); the number failed."""
+    JsonlLog(str(root / "runs.jsonl")).append({
+        "time": time.time(), "command": sys.argv, "machine": machine(), "pinned": pinned,
+        "measure": settings.as_dict(), "plan": asdict(plan), "programs": [j.program.name for j in jobs]})
+    progress = Progress(Counts(tasks_total=len(jobs), planned=len(jobs) * estimate(plan, settings)),
+                        stream=stream)
+    reference = Reference(settings)
+    failed = 0
+    for job in jobs:
+        try:
+            collect_program(job, root, plan, settings, progress, reference)
+        except Exception as e:  # noqa: BLE001 - one program's failure is reported, the run goes on
+            from extract.xla.runner import one_line
+            progress.message(f"error: {job.program.name}: {one_line(e)}")
+            failed += 1
+        progress.counts.tasks_done += 1
+    progress.show(force=True)
+    return failed
+
+
+
+def probe_line(saved: Dict[str, Any]) -> str:
+    """The probe of a plan in one line: noise, threshold, each probed node's effect."""
+    probed = saved["probe"]
+    kinds = {c["id"]: f"{c['kind']}{c['shape']}" for c in saved["candidates"]}
+    effects = ", ".join(f"{k} {kinds[k]} " + ("error" if v is None else f"{100 * v:+.1f}%")
+                        for k, v in probed["effects"].items())
+    return (f"  probe: XLA's layout {', '.join(f'{1e3 * t:.3f}' for t in probed['default_s'])} ms "
+            f"(noise {100 * probed['noise']:.1f}%), threshold {100 * saved['threshold']:.1f}%; "
+            f"{effects}; configurable: {', '.join(saved['nodes'])}")
+
+
+def print_summary(root: Path, probes: bool = False) -> int:
+    """One summary line per program planned under ROOT (with `probes`, and its probe);
+    2 if ROOT holds none."""
+    plans = sorted((Path(root) / "measurements").glob("*.plan.json"))
+    if not plans:
+        print(f"error: {root}: no measurements/*.plan.json (not a collection root)", file=sys.stderr)
+        return 2
+    for path in plans:
+        saved = json.loads(path.read_text())
+        rows = results(read_jsonl(str(path.with_name(path.name.replace(".plan.json", ".jsonl")))))
+        print(summary_line(saved["program"], summarize(saved, rows)))
+        if probes:
+            print(probe_line(saved))
+    return 0

@@ -1,0 +1,117 @@
+"""A program's plan: its graph, candidates, the probe that picks the configurable nodes,
+and the configs of both searches — made once, saved, and reused by a resumed run.
+
+The selection rule (`select_nodes`), measured by `probe`: XLA's own assignment is
+timed `PROBE_ROUNDS` times (each a fresh compile) — their relative spread is the noise;
+then each candidate, largest first (at most `max_probe`), is timed with only its layout
+changed, to the reverse of XLA's (for a matrix, the transpose: the most different
+order). A candidate is configurable when that moves the runtime by more than
+max(`min_effect`, `noise_factor` × noise); at most `max_nodes`, largest effect first.
+If fewer than `min_nodes` pass, the largest effects make up the number and the plan
+says so (`below_noise`), so a program whose layouts barely matter is visible as such.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from extract.xla.layouts import Candidate, Space, config_key, sample_configs
+from extract.xla.measure import MeasureSettings
+from extract.xla.runner import ProgramRunner
+
+PROBE_ROUNDS = 3
+SEARCHES = ("random", "default")
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """How configurable nodes are chosen and configs sampled (module docstring)."""
+
+    configs: int = 100          # per search, XLA's own assignment included
+    seed: int = 0
+    max_probe: int = 48
+    min_effect: float = 0.02
+    noise_factor: float = 2.0
+    max_nodes: int = 32
+    min_nodes: int = 2
+
+    def __post_init__(self) -> None:
+        if self.configs < 1 or self.max_probe < 1 or self.max_nodes < 1 or self.min_nodes < 1:
+            raise ValueError(f"configs ({self.configs}), max_probe ({self.max_probe}), "
+                             f"max_nodes and min_nodes must be ≥ 1")
+
+
+def fingerprint(runner: ProgramRunner) -> str:
+    """The program's identity: its HLO before optimization (a changed program is a new plan)."""
+    return hashlib.sha256(runner.pre_fusion).hexdigest()[:16]
+
+
+def probe(runner: ProgramRunner, settings: MeasureSettings, max_probe: int,
+          say: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+    """Runtime of XLA's assignment (PROBE_ROUNDS times) and each probed candidate's
+    relative effect (module docstring)."""
+    base = [runner.measure({}, settings) for _ in range(PROBE_ROUNDS)]
+    failed = next((b["error"] for b in base if "error" in b), None)
+    if failed:
+        raise RuntimeError(f"XLA's own layout assignment does not compile ({failed})")
+    times = [b["runtime_s"] for b in base]
+    reference = statistics.median(times)
+    order = sorted(runner.candidates.values(), key=lambda c: -c.nbytes_key)[:max_probe]
+    effects: Dict[str, Optional[float]] = {}
+    for i, cand in enumerate(order):
+        result = runner.measure({cand.id: tuple(reversed(cand.default))}, settings)
+        effects[cand.id] = None if "error" in result else result["runtime_s"] / reference - 1.0
+        say(f"probe {i + 1}/{len(order)} {cand.id} ({cand.kind} {list(cand.shape)}): "
+            + ("error" if effects[cand.id] is None else f"{100 * effects[cand.id]:+.1f}%"))
+    return {"default_s": times, "noise": (max(times) - min(times)) / reference, "effects": effects}
+
+
+def select_nodes(probed: Dict[str, Any], plan: PlanSettings) -> Dict[str, Any]:
+    """The configurable nodes the probe picks (module docstring): ids, threshold and
+    whether the rule had to fill up below the noise."""
+    threshold = max(plan.min_effect, plan.noise_factor * probed["noise"])
+    measured = {k: abs(v) for k, v in probed["effects"].items() if v is not None}
+    ranked = sorted(measured, key=lambda k: -measured[k])
+    chosen = [k for k in ranked if measured[k] > threshold][:plan.max_nodes]
+    below = len(chosen) < plan.min_nodes
+    if below:
+        chosen = ranked[:plan.min_nodes]
+    return {"selected": chosen, "threshold": threshold, "below_noise": below}
+
+
+def make_plan(runner: ProgramRunner, program: Dict[str, str], plan: PlanSettings,
+              settings: MeasureSettings, say: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+    """Probe, select, sample: the plan file's contents."""
+    probed = probe(runner, settings, plan.max_probe, say)
+    selection = select_nodes(probed, plan)
+    chosen = set(selection["selected"])
+    nodes = tuple(sorted((c for c in runner.candidates.values() if c.id in chosen),
+                         key=lambda c: c.node))
+    space = Space(nodes)
+    configs = {search: [config_key(c) for c in sample_configs(space, plan.configs, search,
+                                                              plan.seed + i)]
+               for i, search in enumerate(SEARCHES)}
+    return {**program, "fingerprint": fingerprint(runner), "plan_settings": asdict(plan),
+            "candidates": [c.as_dict() for c in runner.candidates.values()],
+            "dropped": runner.dropped, "probe": probed, **selection,
+            "nodes": [c.id for c in nodes], "configs": configs}
+
+
+def space_of(saved: Dict[str, Any]) -> Space:
+    by_id = {c["id"]: Candidate.from_dict(c) for c in saved["candidates"]}
+    return Space(tuple(by_id[i] for i in saved["nodes"]))
+
+
+def remeasured(keys: List[str], fraction: float, seed: int) -> List[str]:
+    """The configs measured twice: ⌈fraction × n⌉ of them, XLA's own assignment first."""
+    count = min(len(keys), math.ceil(fraction * len(keys)))
+    if count == 0:
+        return []
+    rest = [k for k in keys if k != ""]
+    picked = np.random.default_rng([seed, 7]).permutation(len(rest))[:count - 1]
+    return [""] + [rest[int(i)] for i in sorted(picked)]

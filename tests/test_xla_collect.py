@@ -1,0 +1,221 @@
+"""The measured XLA layout collection (extract/xla/, `python -m extract.xla_collect`):
+a tiny JAX program end to end into TpuGraphs layout npz, read back and trained on;
+resume after a kill; one-line errors; the selection rule and the config sampling."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from extract.hlo_graph import OPCODE_IDS
+from extract.ms_logs import read_jsonl
+from extract.tpugraphs_npz import TpuGraphsFile, read_npz
+from extract.xla.collect import results
+from extract.xla.layouts import Candidate, Space, config_key, sample_configs
+from extract.xla.plan import PlanSettings, remeasured, select_nodes
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY_PROGRAM = '''
+import jax.numpy as jnp
+
+def mlp(w1, w2, x):
+    h = jnp.tanh(x @ w1)
+    return (h @ w2).reshape(-1, 8).T.sum(0)
+'''
+SHAPES = ["f32[64,64]", "f32[64,32]", "f32[16,64]"]
+# core 0 is shared with other work here: CPU time, not wall time
+BRIEF = ["--repeats", "2", "--min-repeat-ms", "2", "--max-probe", "4", "--remeasure", "0.5",
+         "--clock", "cpu"]
+NODE_OPCODES = {"parameter": "parameter", "dot_general": "dot", "reshape": "reshape",
+                "transpose": "transpose"}
+
+
+def collect_cli(tmp_path, *args, wait=True):
+    """`python -m extract.xla_collect …` in a child (it pins its own process)."""
+    (tmp_path / "tinyprog.py").write_text(textwrap.dedent(TINY_PROGRAM))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), REPO])}
+    command = [sys.executable, "-m", "extract.xla_collect", *args]
+    if not wait:
+        return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    pytest.importorskip("jax")
+    tmp = tmp_path_factory.mktemp("xla_collect")
+    root = tmp / "root"
+    done = collect_cli(tmp, "function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(root),
+                       "--configs", "3", *BRIEF)
+    assert done.returncode == 0, done.stderr
+    return root, done
+
+
+def test_function_is_measured_into_layout_npz(collection):
+    root, done = collection
+    plan = json.loads((root / "measurements/tinyprog.mlp.plan.json").read_text())
+    rows = results(read_jsonl(str(root / "measurements/tinyprog.mlp.jsonl")))
+    assert "1 of 1 programs measured" in done.stdout
+    keys = list(dict.fromkeys(plan["configs"]["random"] + plan["configs"]["default"]))
+    assert sorted(Counter((r["config"], r["pass"]) for r in rows).values()) == [1] * len(rows)
+    assert {r["config"] for r in rows if r["pass"] == 1} == set(keys)
+    assert {r["config"] for r in rows if r["pass"] == 2} == set(remeasured(keys, 0.5, 0))
+    for row in rows:
+        assert len(row["repeats_s"]) == len(row["cpu_repeats_s"]) == 2 and row["clock"] == "cpu"
+        assert row["runtime_s"] == min(row["cpu_repeats_s"]) > 0
+        assert row["number"] * row["cpu_repeats_s"][0] >= 0.002 * 0.99  # calibrated to ≥ 2 ms
+    assert plan["configs"]["random"][0] == plan["configs"]["default"][0] == ""  # XLA's own
+    assert read_jsonl(str(root / "reference.jsonl"))[0]["runtime_s"] > 0
+    run = read_jsonl(str(root / "runs.jsonl"))[0]
+    assert run["pinned"]["core"] in os.sched_getaffinity(0) and "--xla_cpu_multi_thread_eigen=false" \
+        in run["pinned"]["xla_flags"] and run["machine"]["cpu"]
+
+
+def test_npz_reads_back_with_configurable_nodes_at_their_instructions(collection):
+    root, _ = collection
+    plan = json.loads((root / "measurements/tinyprog.mlp.plan.json").read_text())
+    rows = {r["config"]: r for r in results(read_jsonl(str(root / "measurements/tinyprog.mlp.jsonl")))
+            if r["pass"] == 1}
+    candidates = {c["id"]: c for c in plan["candidates"]}
+    for search in ("random", "default"):
+        path = root / "npz/layout/xla" / search / "train/tinyprog.mlp.npz"
+        file, sample = TpuGraphsFile(path), read_npz(path)
+        assert file.kind == "layout" and file.num_configs == len(plan["configs"][search])
+        expected = [rows[k]["runtime_s"] for k in plan["configs"][search]]
+        np.testing.assert_allclose(sample.runtimes, expected, rtol=0, atol=0.6e-9)  # whole ns
+        nodes = [candidates[i] for i in plan["nodes"]]
+        assert list(sample.node_config_ids) == [c["node"] for c in nodes]
+        for c, node in zip(nodes, sample.node_config_ids):
+            assert sample.node_types[node] == OPCODE_IDS[NODE_OPCODES[c["kind"]]]
+        features = sample.node_config_features
+        for row, c in enumerate(nodes):  # config 0 = XLA's layouts, minor-to-major
+            rank = len(c["shape"])
+            assert list(features[0, row, :rank]) == list(reversed(c["default"]))
+            assert (features[0, row, rank:6] == -1).all()
+        if len(plan["configs"][search]) > 1:
+            assert not np.array_equal(features[0], features[1])
+
+
+def test_collection_trains_through_the_tpugraphs_source(collection, tmp_path):
+    from simulator import train
+    root, _ = collection
+    source = root / "npz/layout/xla/random/train/tinyprog.mlp.npz"
+    data = tmp_path / "data"
+    for split in ("train", "valid", "test"):  # the one program stands in for each split
+        folder = data / "npz/layout/xla/random" / split
+        folder.mkdir(parents=True)
+        (folder / f"tiny_{split}.npz").write_bytes(source.read_bytes())
+    args = ["--data", "tpugraphs:layout:xla:random", "--data-root", str(data), "--out",
+            str(tmp_path / "run"), "--threads", "1", "--epochs", "1", "--width", "8", "--depth", "1"]
+    assert train.main(args) == 0
+    metrics = json.loads((tmp_path / "run/metrics.json").read_text())
+    assert "kendall_tau" in json.dumps(metrics["val"])
+
+
+def test_a_config_that_kills_the_collector_twice_is_recorded_as_failed():
+    from extract.xla.collect import _given_up
+    rows = [{"config": "p0=1,0", "pass": 1, "started": 1.0}, {"config": "", "pass": 1, "runtime_s": 1e-3}]
+    assert not _given_up(rows, "p0=1,0", 1)
+    rows.append({"config": "p0=1,0", "pass": 1, "started": 2.0})
+    assert _given_up(rows, "p0=1,0", 1) and not _given_up(rows, "p0=1,0", 2)
+    assert results(rows) == [{"config": "", "pass": 1, "runtime_s": 1e-3}]
+
+
+def test_a_killed_run_resumes_where_it_stopped(tmp_path):
+    pytest.importorskip("jax")
+    root = tmp_path / "root"
+    args = ["function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(root), "--configs", "6", *BRIEF]
+    journal = root / "measurements/tinyprog.mlp.jsonl"
+    child = collect_cli(tmp_path, *args, wait=False)
+    deadline = time.monotonic() + 300
+    while len(results(read_jsonl(str(journal)))) < 2 and child.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.communicate()
+    before = results(read_jsonl(str(journal)))
+    assert 2 <= len(before)
+    plan_text = (root / "measurements/tinyprog.mlp.plan.json").read_text()
+    done = collect_cli(tmp_path, *args)
+    assert done.returncode == 0, done.stderr
+    after = results(read_jsonl(str(journal)))
+    assert after[:len(before)] == before                      # nothing measured twice
+    assert sorted(Counter((r["config"], r["pass"]) for r in after).values()) == [1] * len(after)
+    assert (root / "measurements/tinyprog.mlp.plan.json").read_text() == plan_text
+    plan = json.loads(plan_text)
+    keys = set(plan["configs"]["random"] + plan["configs"]["default"])
+    assert {r["config"] for r in after if r["pass"] == 1} == keys
+
+
+@pytest.mark.parametrize("spec, shapes, message", [
+    ("nosuchmodule_xyz:f", SHAPES, "nosuchmodule_xyz:f: cannot import module nosuchmodule_xyz"),
+    ("tinyprog:nothere", SHAPES, "tinyprog:nothere: module tinyprog has no attribute nothere"),
+    ("tinyprog", SHAPES, "tinyprog: expected MODULE:FUNCTION"),
+    ("tinyprog:mlp", ["f32[64,x]"], "f32[64,x]: not an argument shape"),
+    ("tinyprog:mlp", ["f32[3,3]", "f32[3,3]", "f32[5,5]"], "tinyprog:mlp: does not run on"),
+])
+def test_bad_function_is_one_line_naming_it(tmp_path, spec, shapes, message):
+    done = collect_cli(tmp_path, "function", spec, "--shapes", *shapes, "--out", str(tmp_path / "o"))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), done.stderr
+
+
+# ---------------------------------------------------------------- selection rule, sampling
+def test_selection_keeps_nodes_above_noise_and_says_when_it_fills_up():
+    probed = {"noise": 0.05, "effects": {"a": 0.5, "b": -0.2, "c": 0.08, "d": None, "e": 0.01}}
+    chosen = select_nodes(probed, PlanSettings(min_nodes=2))
+    assert chosen == {"selected": ["a", "b"], "threshold": pytest.approx(0.1), "below_noise": False}
+    quiet = {"noise": 0.3, "effects": {"a": 0.5, "b": -0.2, "c": 0.08}}
+    chosen = select_nodes(quiet, PlanSettings(min_nodes=2))
+    assert chosen["selected"] == ["a", "b"] and chosen["below_noise"]
+    assert select_nodes(quiet, PlanSettings(min_nodes=1))["selected"] == ["a"]
+
+
+def space():
+    return Space((Candidate("p0", "parameter", (8, 4), node=1, default=(0, 1)),
+                  Candidate("n0", "dot_general", (8, 4, 2), ("p0", ""), node=3, default=(0, 1, 2)),
+                  Candidate("n1", "transpose", (4, 8), ("n0",), node=5, default=(1, 0))))
+
+
+@pytest.mark.parametrize("search", ["random", "default"])
+def test_configs_start_with_xlas_own_and_are_distinct(search):
+    configs = sample_configs(space(), 20, search, seed=3)
+    keys = [config_key(c) for c in configs]
+    assert keys[0] == "" and len(set(keys)) == len(keys) == 20
+    for config in configs[1:]:
+        if search == "default":  # 1..3 nodes moved away from XLA's layout
+            assert 1 <= len(config) <= 3
+            assert all(perm != {c.id: c.default for c in space().nodes}[k] for k, perm in config.items())
+        else:
+            assert set(config) == {"p0", "n0", "n1"}
+
+
+def test_features_are_minor_to_major_of_node_and_operands():
+    features = space().features({"p0": (1, 0), "n0": (2, 0, 1)})
+    assert list(features[0]) == [0, 1, -1, -1, -1, -1] + [-1] * 12
+    assert list(features[1]) == [1, 0, 2, -1, -1, -1] + [0, 1, -1, -1, -1, -1] + [-1] * 6
+    assert list(features[2]) == [0, 1, -1, -1, -1, -1] + [1, 0, 2, -1, -1, -1] + [-1] * 6
+
+
+def test_measuring_settings_refuse_what_cannot_be_measured():
+    from extract.xla.measure import MeasureSettings, measuring_core, time_call
+    allowed = sorted(os.sched_getaffinity(0))
+    assert measuring_core(-1) == allowed[-1]
+    with pytest.raises(ValueError, match="core 999 is not one this process may run on"):
+        measuring_core(999)
+    with pytest.raises(ValueError, match="clock 'gpu'"):
+        MeasureSettings(clock="gpu")
+    with pytest.raises(ValueError, match="remeasure fraction 1.5"):
+        MeasureSettings(remeasure_fraction=1.5)
+    timing = time_call(lambda: time.sleep(0.001), MeasureSettings(repeats=3, min_repeat_ms=5))
+    assert len(timing["repeats_s"]) == 3 and timing["number"] * timing["repeats_s"][0] >= 0.005
+    assert timing["runtime_s"] == min(timing["repeats_s"]) >= 0.001
+    assert max(timing["cpu_repeats_s"]) < timing["runtime_s"]  # sleeping costs no CPU time
