@@ -9,7 +9,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["extract*", "simulator*", "datasets*", "benchmarks*"]),
-    package_data={"datasets": ["**/*.gz", "**/*.md", "**/*.npz"], "extract": ["proto/*.proto"]},
+    package_data={"datasets": ["**/*.gz", "**/*.md", "**/*.npz"], "extract": ["xla/proto/*.proto"]},
     install_requires=[
         # torch 2.13.0 is the CPU wheel on the machine's disk; a looser pin pulls a CUDA build
         "torch==2.13.0",
@@ -32,7 +32,7 @@ setup(
         # MetaSchedule's LocalBuilder/LocalRunner pools pickle their jobs with it (apache-tvm
         # does not depend on it)
         "cloudpickle",
-        # TVM's RPC tracker (python -m tvm.exec.rpc_tracker; extract/rpc_measure.py) needs it
+        # TVM's RPC tracker (python -m tvm.exec.rpc_tracker; extract/autotvm/rpc.py) needs it
         "tornado",
     ],
     extras_require={

@@ -156,7 +156,7 @@ def ordered_unique(groups: Dict[str, List[Dict[str, Any]]], seeds: Sequence[int]
 def suite_plots(args, acc_results, sweep_rows, ceiling) -> None:
     import numpy as np
 
-    from simulator.data import load_data
+    from simulator.data.collection import load_data
 
     from . import plots
     samples = load_data(list(args.data))
@@ -193,7 +193,7 @@ def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
     from datasets import SHIPPED_LOG, SHIPPED_REMEASURE
     from datasets.noise_ceiling import machine_load, noise_ceiling
     from extract.fileio import atomic_write
-    from simulator.data import load_data
+    from simulator.data.collection import load_data
     first, second = args.ceiling_logs or (str(SHIPPED_LOG), str(SHIPPED_REMEASURE))
     third = os.path.join(args.results, "pass3_quiet.jsonl.gz")  # committed compressed
     log_file = third[:-3]  # extract.measure appends to (and resumes) a plain log

@@ -37,7 +37,7 @@ DEFAULT_RUNS = os.path.join("runs", "bench")
 
 def model_name(text: str) -> str:
     """An argparse type: a `simulator.train --model` name."""
-    from simulator.costmodel import model_names
+    from simulator.models.costmodel import model_names
     if text not in model_names():
         raise argparse.ArgumentTypeError(f"unknown model {text!r} (known: {', '.join(model_names())})")
     return text

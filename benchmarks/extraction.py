@@ -25,9 +25,9 @@ from .common import COUNT, output_file, write_json
 
 def stage_times(jobs, repeats: int = 1) -> dict:
     """Median seconds per config of each stage, in this process."""
-    from extract.templates import get_template
-    from extract.tir_graph import lower_for_features, tir_to_graph
-    from extract.tvm_graph import per_store_vector, template_target
+    from extract.autotvm.templates import get_template
+    from extract.tir.graph import lower_for_features, tir_to_graph
+    from extract.tir.schedules import per_store_vector, template_target
 
     stages = {"schedule": [], "lower": [], "graph": [], "per_store": []}
     for job in jobs:
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from extract.tvm_graph import extract_many
+    from extract.tir.schedules import extract_many
     from extract.tvm_log import read_jobs
 
     args = build_parser().parse_args(argv)

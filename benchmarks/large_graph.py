@@ -5,18 +5,18 @@ forward pass of the layout model. Goal: featurise + forward < 60 s and peak RSS 
 
 Stages, each timed (wall clock) with the process RSS after it:
 
-1. build: an `HloModuleProto` (extract/proto) shaped like an XLA program — computations
+1. build: an `HloModuleProto` (extract/xla/proto) shaped like an XLA program — computations
    of ~200 instructions (parameters, constants, broadcasts, reshapes, transposes, 3×3
    convolutions with window and dimension numbers, dots, elementwise ops, slices, pads,
    reduces calling a reducer, fusions calling their own small fused computation), each
    consuming recent outputs, so the graph is long and narrow like real ones. Not part
    of the goal: real modules come from XLA, not from Python.
-2. featurise: `extract.hlo_graph.featurize_module` → TpuGraphs arrays (n × 140
+2. featurise: `extract.xla.hlo_graph.featurize_module` → TpuGraphs arrays (n × 140
    features, edges).
-3. configs: the layout npz arrays (`extract.tpugraphs_npz.layout_arrays`, validated)
+3. configs: the layout npz arrays (`extract.xla.tpugraphs_npz.layout_arrays`, validated)
    with `--configs` random layout configs on `--config-nodes` configurable nodes
    (convolutions, dots, reshapes, transposes).
-4. prepare: `simulator.batching.prepare_graph` on the whole graph (log1p, reverse
+4. prepare: `simulator.data.batching.prepare_graph` on the whole graph (log1p, reverse
    edges, self-loops) and with the default pruning (configurable nodes + `--depth` hops).
 5. forward: `GraphModel` (gcn, width 64, depth 3; torch.no_grad) over the whole graph:
    late join (the graph propagated once for all `--configs` configs) and early join
@@ -75,7 +75,7 @@ class _ModuleBuilder:
     """Adds computations and instructions (fresh ids, random shapes) to one module."""
 
     def __init__(self, name: str, rng: np.random.Generator):
-        from extract import proto
+        from extract.xla import proto
         self.module = proto.HloModuleProto(name=name)
         self.rng = rng
         self.last_id = 1
@@ -300,8 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _layout_file_arrays(graph, args: argparse.Namespace) -> Dict[str, np.ndarray]:
     """The graph's layout npz arrays with `--configs` random layout configs (validated)."""
-    from extract.hlo_graph import OPCODE_IDS
-    from extract.tpugraphs_npz import check_arrays, layout_arrays
+    from extract.xla.hlo_graph import OPCODE_IDS
+    from extract.xla.tpugraphs_npz import check_arrays, layout_arrays
     rng = np.random.default_rng(args.seed)
     kinds = [OPCODE_IDS[o] for o in ("convolution", "dot", "reshape", "transpose")]
     configurable = np.flatnonzero(np.isin(graph.node_opcode, kinds))
@@ -320,9 +320,9 @@ def _forward_passes(args: argparse.Namespace, arrays: Dict[str, np.ndarray], who
     """Time the three forward passes (module docstring, stage 5)."""
     import dataclasses
     import torch
-    from simulator.batching import config_tensors, make_batch
+    from simulator.data.batching import config_tensors, make_batch
     from simulator.config import Normalization
-    from simulator.model import GraphModel
+    from simulator.models.model import GraphModel
 
     def with_configs(item, count):
         fields = config_tensors(None, arrays["node_config_feat"][:count], "log1p")
@@ -358,9 +358,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
-    from extract.hlo_graph import OPCODE_IDS, featurize_module
+    from extract.xla.hlo_graph import OPCODE_IDS, featurize_module
     from simulator.dgl_compat import dgl  # noqa: F401  (import cost outside the timings)
-    from simulator.batching import prepare_graph
+    from simulator.data.batching import prepare_graph
 
     out: Dict[str, Any] = {"nodes": args.nodes, "threads": args.threads, "width": args.width,
                            "depth": args.depth, "seconds": {}, "cpu_seconds": {}, "rss_gb_after": {},

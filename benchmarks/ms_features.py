@@ -5,7 +5,7 @@ to end, beside MetaSchedule's own cost model (PerStoreFeature + XGBoost), in one
         [--workers 1 2] [--es-trials 64] [--es-workloads matmul_512] [--out FILE.json]
         [--filter-workloads NAME ... [--filter-keep 0.25] [--filter-es-trials 128]]
 
-Candidates: for each operator of `extract.ms_candidates.WORKLOADS` (matmul 512³, a
+Candidates: for each operator of `extract.metaschedule.candidates.WORKLOADS` (matmul 512³, a
 ResNet conv2d, a depthwise conv2d, a batch matmul, softmax, layer norm), `--count`
 schedules drawn from MetaSchedule's own llvm design space with fresh sampling
 decisions and its postprocessors applied — what its evolutionary search hands a cost
@@ -18,7 +18,7 @@ Per case:
     the forward pass of a freshly built `simulator` GraphModel (gcn, 64 wide, 3 layers;
     timing does not depend on its weights) in batches of 256 (torch at 1 thread);
   * end to end, candidates/s (wall): Schedule → score for every candidate, by the
-    featurization path with each of `--workers` processes (`extract.featurize`: forked
+    featurization path with each of `--workers` processes (`extract.tir.featurize`: forked
     for each call);
   * MetaSchedule's XGBModel.predict (PerStoreFeature rows + booster; trained first on
     64 candidates with made-up runtimes, so that it predicts rather than guesses), its
@@ -30,7 +30,7 @@ scoring with the simulator (fast path, forked workers, graph cache) and once wit
 XGBModel, and reports the time inside the cost model against the search's own.
 
 `--filter-workloads NAME ...` rates two-stage scoring (`GNNCostModel(filter_keep=…)`,
-`simulator.ms_filter`) with the GNN of `--checkpoint` (default: the shipped pre-trained
+`simulator.metaschedule.prefilter`) with the GNN of `--checkpoint` (default: the shipped pre-trained
 gcn): candidates/s of `--filter-count` fresh candidates by the GNN alone, by the two stages
 (warmed up first on twice as many others) and by PerStoreFeature + XGB, with τ and top-64
 recall of the first stage against the GNN on them; and (`--filter-es-trials N`) an
@@ -74,7 +74,7 @@ class Case:
 
 # ---------------------------------------------------------------- candidates
 def metaschedule_case(name: str, count: int, cuda: bool = False, seed: int = 0) -> Case:
-    from extract import ms_candidates as msc
+    from extract.metaschedule import candidates as msc
 
     target = msc.cuda_target() if cuda else msc.llvm_target()
     ctx = msc.tune_context(msc.workload_module(name), target, seed=seed)
@@ -83,8 +83,8 @@ def metaschedule_case(name: str, count: int, cuda: bool = False, seed: int = 0) 
 
 
 def template_case(template_name: str, count: int, seed: int = 0) -> Case:
-    from extract.templates import Conv2dWorkload, get_template
-    from extract.templates.conv2d_cuda import InvalidGpuConfig
+    from extract.autotvm.templates import Conv2dWorkload, get_template
+    from extract.autotvm.templates.conv2d_cuda import InvalidGpuConfig
 
     template = get_template(template_name)
     wl = Conv2dWorkload(1, 64, 56, 56, 64, 3, 3, 1, 1)  # ResNet-18's C2
@@ -105,8 +105,8 @@ def template_case(template_name: str, count: int, seed: int = 0) -> Case:
 def fresh_model():
     import torch
 
-    from extract.tir_graph import FEATURE_NAMES, VOCABULARY
-    from simulator.model import GraphModel
+    from extract.tir.graph import FEATURE_NAMES, VOCABULARY
+    from simulator.models.model import GraphModel
 
     torch.manual_seed(0)
     return GraphModel("gcn", len(FEATURE_NAMES), len(VOCABULARY)).eval()
@@ -117,8 +117,8 @@ def score(model, samples, stages: Optional[Dict[str, float]] = None) -> np.ndarr
     added to `stages`)."""
     import torch
 
-    from extract.tir_graph import VOCABULARY
-    from simulator.batching import make_batch, prepare
+    from extract.tir.graph import VOCABULARY
+    from simulator.data.batching import make_batch, prepare
 
     clock = time.process_time
     t0 = clock()
@@ -141,8 +141,8 @@ def score(model, samples, stages: Optional[Dict[str, float]] = None) -> np.ndarr
 # ---------------------------------------------------------------- measurements
 def stage_times(case: Case, model) -> Dict[str, Any]:
     """CPU ms per candidate of each stage, one process."""
-    from extract.featurize import to_sample
-    from extract.tir_graph import feature_passes, tir_to_graph
+    from extract.tir.featurize import to_sample
+    from extract.tir.graph import feature_passes, tir_to_graph
 
     clock = time.process_time
     passes = feature_passes()
@@ -182,7 +182,7 @@ def cpu_seconds() -> float:
 def end_to_end(case: Case, model, workers: int) -> Dict[str, float]:
     """Schedule → score for every candidate: candidates/s (wall) and CPU ms per
     candidate (all processes)."""
-    from extract.featurize import featurize_schedules
+    from extract.tir.featurize import featurize_schedules
 
     start, cpu = time.perf_counter(), cpu_seconds()
     samples = featurize_schedules(case.schedules, case.target, case.name, workers=workers)
@@ -196,7 +196,7 @@ def xgb_model(case: Case, threads: int, train: int = 64):
     the TuneContext it predicts in."""
     from tvm.s_tir import meta_schedule as ms
 
-    from extract import ms_candidates as msc
+    from extract.metaschedule import candidates as msc
 
     ctx = msc.tune_context(case.schedules[0].mod, case.target, num_threads=threads)
     model = ms.cost_model.XGBModel(extractor=ms.feature_extractor.PerStoreFeature(), num_warmup_samples=0,
@@ -249,7 +249,7 @@ def gnn_cost_model(model, workers: int):
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
-    from extract.featurize import GraphCache, featurize_schedules
+    from extract.tir.featurize import GraphCache, featurize_schedules
 
     @derived_object
     class TimedGNN(ms.cost_model.PyCostModel):
@@ -324,7 +324,7 @@ def search(name: str, trials: int, cost_model, threads: int, seed: int = 0,
     building and measuring."""
     from tvm.s_tir import meta_schedule as ms
 
-    from extract import ms_candidates as msc
+    from extract.metaschedule import candidates as msc
 
     target = msc.llvm_target()
     ctx = msc.tune_context(msc.workload_module(name), target, seed=seed, num_threads=threads,
@@ -393,9 +393,9 @@ def two_stage_rates(name: str, model, keep: float, count: int, warmup: int, work
     """Candidates/s, Schedule → score, of `count` fresh candidates: the GNN alone, the
     two stages (warmed up first on 2 × `count` others) and PerStoreFeature + XGB; and the
     filter's quality on them (τ, top-64 recall against the GNN's own scores)."""
-    from extract import ms_candidates as msc
-    from simulator.ms_costmodel import GNNCostModel
-    from simulator.ms_filter import filter_order
+    from extract.metaschedule import candidates as msc
+    from simulator.metaschedule.cost_model import GNNCostModel
+    from simulator.metaschedule.prefilter import filter_order
 
     target = msc.llvm_target()
     ctx = msc.tune_context(msc.workload_module(name), target, seed=0)
@@ -445,8 +445,8 @@ def observed_gnn(cm, keep: Optional[float] = None, warmup: int = 256, floor: int
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
-    from simulator.ms_costmodel import task_group
-    from simulator.ms_filter import DecisionFilter, filter_order, trace_features
+    from simulator.metaschedule.cost_model import task_group
+    from simulator.metaschedule.prefilter import DecisionFilter, filter_order, trace_features
 
     @derived_object
     class Observed(ms.cost_model.PyCostModel):
@@ -492,7 +492,7 @@ def es_two_stage(name: str, trials: int, model, keep: float, warmup: int, worker
     """MetaSchedule's evolutionary search (made-up runtimes, GNN not fine-tuned) scored
     by the GNN alone (with a shadow first stage rating the filter on every call), by the
     two stages, and by XGBModel."""
-    from simulator.ms_costmodel import GNNCostModel
+    from simulator.metaschedule.cost_model import GNNCostModel
 
     log(f"evolutionary search on {name}, {trials} trials: gnn (+ shadow filter), two-stage, xgb")
     alone = observed_gnn(GNNCostModel(model, workers=workers, update_steps=0), keep, warmup, kind=kind)
@@ -512,7 +512,7 @@ def es_two_stage(name: str, trials: int, model, keep: float, warmup: int, worker
 
 
 def two_stage_section(args, workers: int) -> Dict[str, Any]:
-    from simulator.costmodel import load_trained
+    from simulator.models.costmodel import load_trained
 
     if args.checkpoint is None:
         from datasets.networks import pretrained_path
@@ -586,7 +586,7 @@ def table(result: Dict[str, Any]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from extract import ms_candidates as msc
+    from extract.metaschedule import candidates as msc
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.ms_features", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -614,7 +614,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from extract.featurize import usable_cores
+    from extract.tir.featurize import usable_cores
 
     cores = usable_cores()
     workers = sorted({w for w in args.workers if 1 <= w <= cores}) or [1]

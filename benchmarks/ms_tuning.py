@@ -11,16 +11,16 @@ Also the `ms-tuning` stage of `python -m benchmarks.all`.
    (`datasets/networks_<cpu>`). A snapshot of them is taken first (at most `--pretrain-records` records of
    each database, evenly spaced in file order so that every workload contributes; a last
    line still being written is left out), so every cost model pre-trains on the same records.
-2. **Held-out operators** (`--operators`, `extract.workloads` specs): refused if their
+2. **Held-out operators** (`--operators`, `extract.tir.workloads` specs): refused if their
    workload key is among the pre-training data's (so "not in the pre-training data" is
    checked, not assumed).
 3. **Pre-training.** gnn: `simulator.train` (gcn, random split, `--epochs`, `--pretrain-loss`:
    the ranking recipe of `benchmarks.networks`, pairwise-hinge for 30 epochs by default) on the
-   snapshot's graph samples; xgb-pretrained: TenSet's recipe (`simulator.ms_costmodel.
+   snapshot's graph samples; xgb-pretrained: TenSet's recipe (`simulator.metaschedule.cost_model.
    pretrain_xgb`: MetaSchedule's XGBModel on PerStoreFeature rows of the same records).
    Both are reused when present under `--runs` (the gnn run only if made with the same
    loss and epochs: its folder is named by them).
-4. **Tuning.** For each seed, operator and cost model, one `simulator.tune.tune` run of
+4. **Tuning.** For each seed, operator and cost model, one `simulator.metaschedule.tune.tune` run of
    `--trials` trials (64 per round, MetaSchedule's evolutionary search defaults), one
    builder for all runs; the best latency after each of `--points` trials is read from the
    run's best-so-far history (so the 64-trial point of a 128-trial run is its state after
@@ -97,7 +97,7 @@ def snapshot(databases: Sequence[str], out: str, records: int) -> List[str]:
     """At most `records` complete lines of each database's records, evenly spaced in file
     order (every workload of the database contributes; workloads copied whole), as plain
     JSON files (the shipped databases are gzipped)."""
-    from extract.ms_database import RECORD_FILE, WORKLOAD_FILE, database_files, database_lines, find_databases
+    from extract.metaschedule.database import RECORD_FILE, WORKLOAD_FILE, database_files, database_lines, find_databases
 
     found = [db for path in databases for db in find_databases(path)]
     if not found:
@@ -119,7 +119,7 @@ def snapshot(databases: Sequence[str], out: str, records: int) -> List[str]:
 
 
 def pretrain_groups(databases: Sequence[str]) -> set:
-    from extract.ms_database import read_databases
+    from extract.metaschedule.database import read_databases
 
     jobs, _ = read_databases(list(databases), skip_bad=True)
     return {job.group for job in jobs}
@@ -127,8 +127,8 @@ def pretrain_groups(databases: Sequence[str]) -> set:
 
 def held_out(operators: Sequence[str], groups: set, target) -> Dict[str, str]:
     """Operator → workload key; SystemExit if one is in the pre-training data."""
-    from extract.ms_workload import workload_key
-    from extract.workloads import parse_workload
+    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workloads import parse_workload
 
     keys = {op: workload_key(parse_workload(op).prim_func(), target) for op in operators}
     seen = [op for op, key in keys.items() if key in groups]
@@ -147,7 +147,7 @@ def pretrain_argv(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETR
 def pretrain(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETRAIN_LOSS) -> Dict[str, str]:
     """The pre-trained gnn run folder and xgb tar (made unless present)."""
     from simulator import train
-    from simulator.ms_costmodel import pretrain_xgb
+    from simulator.metaschedule.cost_model import pretrain_xgb
 
     argv = pretrain_argv(snap, runs, epochs, loss)
     gnn = argv[argv.index("--out") + 1]
@@ -175,9 +175,9 @@ def best_at(history: Sequence[Dict[str, Any]], points: Sequence[int]) -> Dict[st
 
 def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: int, pre: Dict[str, str],
              measure, builder, runner, target, filter_keep: float = 0.25) -> Dict[str, Any]:
-    from extract.workloads import parse_workload
-    from simulator import tune
-    from simulator.ms_costmodel import make_cost_model
+    from extract.tir.workloads import parse_workload
+    from simulator.metaschedule import tune
+    from simulator.metaschedule.cost_model import make_cost_model
 
     summary = os.path.join(work, tune.SUMMARY)
     if os.path.exists(summary):
@@ -198,7 +198,7 @@ def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: in
 
 
 def tune_all(args, prefix, pre, target, deadline: Optional[float]) -> Dict[str, Any]:
-    from extract.ms_runner import MeasureConfig, make_builder, make_runner
+    from extract.metaschedule.runner import MeasureConfig, make_builder, make_runner
 
     measure = MeasureConfig.for_machine()
     builder, runner = make_builder(measure, target), make_runner(measure)
@@ -262,8 +262,8 @@ def topk_slowdown(score, runtime, k: int) -> Optional[float]:
 
 
 def xgb_scores(path: str, jobs) -> List[float]:
-    from extract.ms_database import target_of, workload_module
-    from simulator.ms_costmodel import feature_context, load_pretrained_xgb, measure_candidate
+    from extract.metaschedule.database import target_of, workload_module
+    from simulator.metaschedule.cost_model import feature_context, load_pretrained_xgb, measure_candidate
 
     model = load_pretrained_xgb(path)
     context = feature_context(workload_module(jobs[0].workload), target_of(jobs[0].target))
@@ -274,9 +274,9 @@ def rank_quality(runs: Sequence[Dict[str, Any]], pre: Dict[str, str], k: int) ->
     """τ and top-k recall of each pre-trained cost model (and random) on the held-out records."""
     import numpy as np
 
-    from extract.ms_database import read_databases
-    from extract.tvm_graph import extract_many
-    from simulator.costmodel import load_trained
+    from extract.metaschedule.database import read_databases
+    from extract.tir.schedules import extract_many
+    from simulator.models.costmodel import load_trained
 
     gnn = load_trained(pre["gnn"], "best_model")[0]
     out: Dict[str, Any] = {}
@@ -432,7 +432,7 @@ def _pct(v: Optional[float]) -> str:
 
 # ---------------------------------------------------------------- driver
 def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str = "") -> Dict[str, Any]:
-    from extract.ms_runner import host_target, load_tensor_intrinsics
+    from extract.metaschedule.runner import host_target, load_tensor_intrinsics
 
     start = time.time()
     minutes = _opt(args, "deadline-min", prefix)
@@ -465,7 +465,7 @@ def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str =
 
 
 def _records(snap: Sequence[str]) -> int:
-    from extract.ms_database import RECORD_FILE
+    from extract.metaschedule.database import RECORD_FILE
 
     return sum(sum(1 for _ in open(os.path.join(d, RECORD_FILE), encoding="utf-8")) for d in snap)
 

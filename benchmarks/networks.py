@@ -81,7 +81,7 @@ def model_flags(name: str) -> tuple:
     """(simulator.train --model, its other flags) of a benchmark model name: a simulator
     model's own name trains with its defaults (the argv of the runs before named command
     lines existed); any other name is its `benchmarks.transfer.specs.MODEL_SPECS` command line."""
-    from simulator.costmodel import model_names
+    from simulator.models.costmodel import model_names
 
     from .transfer.specs import MODEL_SPECS
 
@@ -276,10 +276,10 @@ def run(args) -> Dict[str, Any]:
 
 def knob_cuts(data: str) -> Dict[str, int]:
     """How many of the dataset's training records have trace decision values beyond the
-    knob vector's width (`extract.knob_features.count_trace_cuts`; cut, and counted here)."""
+    knob vector's width (`extract.autotvm.knob_features.count_trace_cuts`; cut, and counted here)."""
     from datasets.networks import open_text, training_databases
-    from extract.knob_features import count_trace_cuts
-    from extract.ms_database import database_files
+    from extract.autotvm.knob_features import count_trace_cuts
+    from extract.metaschedule.database import database_files
 
     total: Dict[str, int] = {}
     for db in training_databases(data):
@@ -388,7 +388,7 @@ def _summary_table(res: Dict[str, Any]) -> List[str]:
     header = ["model", "trained with", "kinds", "mean τ", "worst kind τ", "worst task τ", "mean top-5 slowdown",
               "worst kind top-5", "worst task top-5"]
     cut = res.get("knob_cut") or {}
-    note = (f" Knob vectors of the MetaSchedule records (`extract.knob_features.trace_knobs`): "
+    note = (f" Knob vectors of the MetaSchedule records (`extract.autotvm.knob_features.trace_knobs`): "
             f"{cut.get('cut_records', 0)} of {cut.get('records', 0)} traces had decision values cut "
             f"({cut.get('cut_values', 0)} values; at most {cut.get('max_values', 0)} per trace)." if cut else "")
     return ["**Leave one operator kind out, summary per model** (issue 13): over the held-out kinds, the mean "

@@ -83,9 +83,9 @@ def test_predictions(run_dir: str, data: Optional[Sequence[str]] = None, samples
                     "index": np.array([int(r["index"]) for r in rows]),
                     "measured": np.array([float(r["measured_s"]) for r in rows]),
                     "predicted": np.array([float(r["predicted_s"]) for r in rows])}
-    from simulator.costmodel import load_trained
-    from simulator.data import load_data
-    from simulator.splits import group_tags, make_split
+    from simulator.models.costmodel import load_trained
+    from simulator.data.collection import load_data
+    from simulator.data.splits import group_tags, make_split
     model, _ = load_trained(run_dir)
     d = model.config.data
     if samples is None:
@@ -305,7 +305,7 @@ def plot_run(run_dir: str, data: Optional[Sequence[str]] = None, samples=None) -
     config = _run_config(run_dir)
     label = run_label(run_dir, config)
     if samples is None:
-        from simulator.data import load_data
+        from simulator.data.collection import load_data
         samples = load_data(list(data or config.get("data") or ["shipped"]), config.get("cache_dir"))
     files = [plot_runtime_distribution([s.group for s in samples for _ in range(s.num_configs)],
                                        np.concatenate([s.runtimes for s in samples]),
@@ -335,7 +335,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config = _run_config(run)
         key = tuple(args.data or config.get("data") or ["shipped"])
         if key not in cache:
-            from simulator.data import load_data
+            from simulator.data.collection import load_data
             cache[key] = load_data(list(key), config.get("cache_dir"))
         for f in plot_run(run, args.data, cache[key]):
             print(f)

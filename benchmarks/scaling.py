@@ -133,8 +133,8 @@ def synthetic_layout(nodes: int, configs: int, seed: int = 0) -> Dict[str, np.nd
     """A synthetic HLO graph of `nodes` nodes as layout npz arrays, 2% of its nodes
     configurable (convolutions, dots, reshapes, transposes first), random layouts and
     runtimes."""
-    from extract.hlo_graph import OPCODE_IDS, featurize_module
-    from extract.tpugraphs_npz import check_arrays, layout_arrays
+    from extract.xla.hlo_graph import OPCODE_IDS, featurize_module
+    from extract.xla.tpugraphs_npz import check_arrays, layout_arrays
 
     from .large_graph import synthetic_module
 
@@ -177,12 +177,12 @@ def _reset_peak_rss() -> bool:
 def graph_costs(path: Path, k: int, depth: int, width: int, repeats: int) -> Dict[str, Any]:
     """The per-graph costs of one layout npz file (module docstring)."""
     import torch
-    from extract.tpugraphs_npz import TpuGraphsFile
+    from extract.xla.tpugraphs_npz import TpuGraphsFile
     from simulator.config import TrainConfig
-    from simulator.costmodel import build_cost_model
+    from simulator.models.costmodel import build_cost_model
     from simulator.losses import build_loss
     from simulator.sgd import sgd_step
-    from simulator.tpugraphs_source import TpuGraphsSource, tpugraphs_model_info
+    from simulator.data.tpugraphs import TpuGraphsSource, tpugraphs_model_info
 
     from .common import peak_rss_mib
 
@@ -220,8 +220,8 @@ def graph_costs(path: Path, k: int, depth: int, width: int, repeats: int) -> Dic
 def per_graph(nodes: Sequence[int], k: int, depth: int, width: int, repeats: int, configs: int,
               raw: Optional[Path]) -> Dict[str, Any]:
     import torch
-    from extract.tpugraphs_npz import write_arrays
-    from extract.tuning_data import read_tuning_file
+    from extract.xla.tpugraphs_npz import write_arrays
+    from extract.xla.convert_tuning import read_tuning_file
 
     torch.set_num_threads(1)
     out: Dict[str, Any] = {"threads": 1, "model": f"gcn width {width} depth {depth}, early join, listmle",

@@ -22,7 +22,7 @@ DEFAULT_TEMPLATE = "conv2d_NCHWc.x86"
 
 
 def space_path(out: str, workload: str) -> str:
-    from extract.tir_graph import EXTRACTOR_VERSION
+    from extract.tir.graph import EXTRACTOR_VERSION
     return os.path.join(out, f"{workload}-{EXTRACTOR_VERSION}.npz")
 
 
@@ -30,8 +30,8 @@ def space_samples(workload: str, out: str, template: str = DEFAULT_TEMPLATE, wor
                   chunk: int = 32, progress: Optional[bool] = None) -> List[GraphSample]:
     """All configs of `workload` (C1…C12 or a key) as samples, in index order; cached.
     `progress`: a bar (default: only when stderr is a terminal)."""
-    from extract.tvm_graph import TIR_EXTRACTOR, extract_configs
-    from extract.workloads import parse_workload
+    from extract.tir.schedules import TIR_EXTRACTOR, extract_configs
+    from extract.tir.workloads import parse_workload
     from simulator.engine import stderr_is_terminal
 
     if progress is None:

@@ -40,11 +40,11 @@ from .common import (COUNT, DEFAULT_RESULTS, MODELS, busy_measuring, cli, locked
 
 def child(args) -> Dict[str, Any]:
     """One model's figures, in this process (see the module docstring)."""
-    from simulator.costmodel import TorchCostModel, build_cost_model
-    from simulator.data import load_data
+    from simulator.models.costmodel import TorchCostModel, build_cost_model
+    from simulator.data.collection import load_data
     from simulator.engine import setup_determinism
-    from simulator.samples_source import SampleSource
-    from simulator.splits import make_split
+    from simulator.data.in_memory import SampleSource
+    from simulator.data.splits import make_split
     from simulator.train import build_parser as train_parser, config_from_flags, validate
 
     config = validate(config_from_flags(vars(train_parser().parse_args(

@@ -12,7 +12,7 @@ For each held-out workload W:
 2. its top max(ks) configs, the shipped dataset's best config of W, the template's config 0
    (all tiles 1) and the unscheduled default (the template's compute, no packing blocks
    (ic_bn = oc_bn = 1) and no schedule at all: TVM's default lowering) are built and timed
-   exactly as the dataset was (`extract.timing.measure_one`: one runtime thread,
+   exactly as the dataset was (`extract.autotvm.timing.measure_one`: one runtime thread,
    `time_evaluator(number=1, repeat, min_repeat_ms)`, checked against NumPy), in a spawned
    worker; this is repeated `--passes` times, each pass in a new shuffled order over all
    workloads, so the spread between passes is the measurement noise;
@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from extract.timing import MeasureResult, Worker
+from extract.autotvm.timing import MeasureResult, Worker
 from extract.cli import Float
 from simulator.registry import SimulatorError
 
@@ -54,10 +54,10 @@ def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> MeasureRe
     """The conv2d of the template's compute with ic_bn = oc_bn = 1 and no schedule applied,
     built by TVM's default lowering; timed and checked as `measure_one` does."""
     import tvm
-    from extract import records as rec
-    from extract.timing import check_and_time
-    from extract.templates import get_template
-    from extract.workloads import parse_workload
+    from extract.autotvm import records as rec
+    from extract.autotvm.timing import check_and_time
+    from extract.autotvm.templates import get_template
+    from extract.tir.workloads import parse_workload
 
     start = time.time()
     template, wl = get_template(TEMPLATE), parse_workload(spec)
@@ -70,8 +70,8 @@ def measure_unscheduled(spec: str, repeat: int, min_repeat_ms: int) -> MeasureRe
 
 
 def measure_config(spec: str, index: int, repeat: int, min_repeat_ms: int) -> MeasureResult:
-    from extract.timing import measure_one
-    from extract.workloads import parse_workload
+    from extract.autotvm.timing import measure_one
+    from extract.tir.workloads import parse_workload
     return measure_one(TEMPLATE, parse_workload(spec), index, repeat, min_repeat_ms)
 
 
@@ -98,7 +98,7 @@ def train_jobs(workloads: Sequence[str], mode: str, model: str, runs: str, data:
 
 def rank_space(run: str, samples) -> np.ndarray:
     """Predicted log runtimes of the space samples (index order) by the run's best weights."""
-    from simulator.costmodel import load_trained
+    from simulator.models.costmodel import load_trained
     from simulator.engine import setup_determinism
     model, _ = load_trained(run)
     if model.config.model.model == "xgb":
@@ -110,7 +110,7 @@ def rank_space(run: str, samples) -> np.ndarray:
 
 def dataset_runtimes(data: Sequence[str]) -> Dict[str, Dict[int, float]]:
     """{workload: {config index: runtime s}} of the training data (pass 1)."""
-    from simulator.data import load_data
+    from simulator.data.collection import load_data
     out: Dict[str, Dict[int, float]] = {}
     for s in load_data(list(data)):
         idx = s.meta.get("index")

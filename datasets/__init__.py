@@ -3,10 +3,10 @@
 `load_dataset(data)` turns any of these into a list of `GraphSample`s:
   * "shipped" — ResNet-18's twelve conv2d workloads measured on this project's machines
     (`datasets/resnet18_x86/`, see its README); groups are named C1…C12;
-  * AutoTVM log files or folders of them (any template `extract.templates` knows);
+  * AutoTVM log files or folders of them (any template `extract.autotvm.templates` knows);
   * MetaSchedule tuning databases: a database folder (`database_workload.json` +
     `database_tuning_record.json`, plain or .gz), or a folder of them (a pass folder of
-    the MetaSchedule dataset); groups are `extract.ms_workload` workload keys;
+    the MetaSchedule dataset); groups are `extract.metaschedule.workload_key` workload keys;
   * a folder of sample collections (`*.npz` written by `extract.tvm_log --out`), or
     such files.
 What a folder stands for is the rule of every reader (`extract.inputs.find_inputs`, as in
@@ -41,7 +41,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from extract.inputs import InputError, database_files, find_all, find_inputs, is_record_file, passed_over_lines
 from extract.sample import ExtractorInfo, GraphSample, load_info, load_samples, save_samples
-from extract.tir_graph import EXTRACTOR_VERSION
+from extract.tir.graph import EXTRACTOR_VERSION
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE / "resnet18_x86"
@@ -70,8 +70,8 @@ class Collection:
 
 
 def tir_extractor() -> ExtractorInfo:
-    """The extractor AutoTVM logs are read with (extract.tvm_graph's)."""
-    from extract.tvm_graph import TIR_EXTRACTOR
+    """The extractor AutoTVM logs are read with (extract.tir.schedules's)."""
+    from extract.tir.schedules import TIR_EXTRACTOR
     return TIR_EXTRACTOR
 
 
@@ -105,9 +105,9 @@ def _logs_key(files: Iterable[str]) -> str:
     files = list(files)
     digest = hashlib.sha256(EXTRACTOR_VERSION.encode())
     if any(map(is_record_file, files)):  # MetaSchedule samples carry trace knobs too
-        from extract.knob_features import TRACE_KNOB_VERSION
-        from extract.ms_database import READER_VERSION
-        from extract.ms_workload import KEY_VERSION
+        from extract.autotvm.knob_features import TRACE_KNOB_VERSION
+        from extract.metaschedule.database import READER_VERSION
+        from extract.metaschedule.workload_key import KEY_VERSION
         digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}-reader-v{READER_VERSION}-{KEY_VERSION}".encode())
     for path in sorted(files):
         digest.update(os.path.basename(path).encode())

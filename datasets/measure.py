@@ -110,7 +110,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--work-dir", required=True, help="the measuring work folder (made or resumed)")
     ap.add_argument("-h", "--help", action="store_true")
     args, rest = ap.parse_known_args(argv)
-    from extract import ms_measure
+    from extract.metaschedule import campaign as ms_measure
 
     if args.help:
         ap.print_help()

@@ -7,7 +7,7 @@ Writes (every JSON/JSONL file gzipped, deterministically: same input → same by
     tasks.json.gz, reference.jsonl.gz, meta.json, reference_kernel.json
     passN/{random,evolutionary}/database_{workload,tuning_record}.json.gz   (MetaSchedule
         JSONDatabases, readable by `ms.database.JSONDatabase` once gunzipped, and by
-        `extract.ms_database` / `datasets.load_collection` as they are)
+        `extract.metaschedule.database` / `datasets.load_collection` as they are)
     passN/records.jsonl.gz   the sidecar: every repeat, min, median, time, load, error
     passN/state.json         the (task, method) pairs whose design space ran out
     summary.json             the per-task table and the agreement of the passes
@@ -36,7 +36,7 @@ import numpy as np
 
 from extract.cli import output_folder
 from extract.fileio import OutputBusyError, atomic_write, output_lock
-from extract.ms_workload import shared_readable_names
+from extract.metaschedule.workload_key import shared_readable_names
 
 from .networks import (FIRST_PASS, HERE, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
                        dataset_cpu, dataset_folder, find_file, is_dataset, iter_jsonl, named_cpu, open_text, pretrain_commands,
@@ -197,7 +197,7 @@ def task_table(work: Path, report: ShipReport, raw: Dict[str, TaskAgreement],
 # ---------------------------------------------------------------- README
 def commands(meta: Dict[str, Any]) -> List[str]:
     """The measuring commands, in order (from meta.json's sessions). No `taskset`: the command
-    pins its own builder and measuring cores (`extract.ms_runner`)."""
+    pins its own builder and measuring cores (`extract.metaschedule.runner`)."""
     out = []
     for s in meta.get("sessions", []):
         argv = [str(a) for a in s.get("argv", [])]
@@ -280,9 +280,9 @@ def readme(meta: Dict[str, Any], summary: Dict[str, Any], out: Path, work: Path)
     rel = os.path.relpath(out, HERE.parent)
     lines = [f"# Operators of real networks on `{m.get('llvm_cpu', '?')}`, tuned with MetaSchedule", "",
              f"Tasks that `ms.relax_integration.extract_tasks` gives for the networks "
-             f"{', '.join(_network_names(summary['tasks']))} (float32; `extract/networks/`), each sampled "
+             f"{', '.join(_network_names(summary['tasks']))} (float32; `extract/metaschedule/networks/`), each sampled "
              "half uniformly from its design space (random) and half by evolutionary search with a cost "
-             "model, measured one core, single-threaded (`extract/ms_measure.py`). One CPU model only: "
+             "model, measured one core, single-threaded (`extract/metaschedule/campaign.py`). One CPU model only: "
              "a dataset is never extended on another (`datasets.measure`).", "",
              f"**Machine.** {m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, LLVM cpu "
              f"`{m.get('llvm_cpu', '?')}`, {m.get('platform', '')}; Python {m.get('python')}, TVM {m.get('tvm')}.",

@@ -5,7 +5,7 @@ A dataset folder is `extract.ms_measure`'s work folder or its compacted copy
 (`datasets/networks_<cpu>/`, made by `python -m datasets.ms_ship`); every file may be
 gzipped (`.gz`):
 
-    tasks.json        the task table (`extract.ms_tasks`): key, operator kind, shapes,
+    tasks.json        the task table (`extract.metaschedule.tasks`): key, operator kind, shapes,
                       networks of origin with their weights, the task's IRModule
     reference.jsonl   the reference kernel, timed every few minutes (drift)
     pass1/{random,evolutionary}/database_{workload,tuning_record}.json   the dataset
@@ -17,7 +17,7 @@ only (`training_databases`; pass 2 re-times schedules pass 1 already has) and ta
 sample whose workload group is a task of the table (`annotate`): `meta["networks"]`
 (sorted names), `meta["kind"]` (operator kind) and `meta["weight"]` (calls per
 inference, summed over its networks). The leave-network-out and leave-op-kind-out splits
-(`simulator.splits`) read those tags.
+(`simulator.data.splits`) read those tags.
 
 One dataset per CPU model: `datasets/networks_<cpu>/`, named by LLVM's name for the CPU
 (`rocketlake`, `znver4`); its table's target, every measuring session in its meta.json and
@@ -28,7 +28,7 @@ the default (`default_dataset`), and its `pretrained/gcn.pt` the default pre-tra
 The noise ceiling (`agreement`) joins pass 2's records with pass 1's by (workload,
 sampling method, schedule hash) and gives, per task, Kendall τ between the two passes'
 runtimes and the median |t₂ − t₁| / t₁, raw and drift-corrected (each runtime divided by
-`extract.ms_reference.drift_factor` at the time it was measured).
+`extract.metaschedule.drift.drift_factor` at the time it was measured).
 """
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ def pretrain_commands(folder: os.PathLike) -> Tuple[str, str]:
 
 def training_databases(folder: os.PathLike) -> List[str]:
     """The database folders a dataset folder trains on: its first pass's."""
-    from extract.ms_database import find_databases
+    from extract.metaschedule.database import find_databases
 
     found = find_databases(str(Path(folder) / FIRST_PASS))
     if not found:
@@ -327,8 +327,8 @@ def agreement(folder: os.PathLike, second: str = "pass2", corrected: bool = Fals
               stat: str = "median") -> Dict[str, TaskAgreement]:
     """Per task: pass 1 against pass `second` on the records both timed ({} when the
     second pass is missing). `corrected`: each runtime divided by the drift factor at its
-    measuring time (extract.ms_reference.drift_factor, reference kernel timings)."""
-    from extract.ms_reference import drift_factor
+    measuring time (extract.metaschedule.drift.drift_factor, reference kernel timings)."""
+    from extract.metaschedule.drift import drift_factor
 
     first_path = find_file(Path(folder) / FIRST_PASS, SIDECAR)
     second_path = find_file(Path(folder) / second, SIDECAR)

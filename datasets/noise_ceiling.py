@@ -27,7 +27,7 @@ from scipy.stats import kendalltau
 
 from extract.cli import POSITIVE
 from extract.fileio import atomic_write
-from extract.records import RecordFormatError, read_records
+from extract.autotvm.records import RecordFormatError, read_records
 
 from . import SHIPPED_LOG, SHIPPED_REMEASURE
 

@@ -1,12 +1,12 @@
 """Re-key a MetaSchedule dataset folder: every task's key and operator kind made again from
-its IRModule with today's `extract.ms_workload`, and every record line that names a task by
+its IRModule with today's `extract.metaschedule.workload_key`, and every record line that names a task by
 its key renamed with it.
 
     python -m datasets.rekey datasets/networks_rocketlake [--check]
 
 The folder is `extract.ms_measure`'s work folder or a shipped dataset (`datasets.ms_ship`),
 plain or gzipped. Rewritten: the task table (`tasks.json[.gz]`, its rows' `key` and `kind`,
-version `extract.ms_tasks.TABLE_VERSION`) and each pass's sidecar (`passN/records.jsonl[.gz]`,
+version `extract.metaschedule.tasks.TABLE_VERSION`) and each pass's sidecar (`passN/records.jsonl[.gz]`,
 its rows' `workload`). The databases name no key (their records point at workload lines),
 so they are left as they are; `summary.json` and `README.md` are `datasets.ms_ship`'s to
 regenerate (`python -m datasets.ms_ship FOLDER --out FOLDER --overwrite`).
@@ -16,7 +16,7 @@ sidecar keys that map to no task are reported, not guessed: the command stops be
 writing anything. `--check` only prints what would change, and whether any old key stood
 for two different computations (it cannot: the table kept one task per old key, so a
 second computation under the same old key would not be in the table at all; that is checked
-by extracting the networks again, `extract.ms_tasks`).
+by extracting the networks again, `extract.metaschedule.tasks`).
 """
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def _sans_kind(key: str) -> str:
 def database_programs(folder: Path, target) -> Dict[str, set]:
     """chain.shapes.dtype.target → the keys of the distinct programs of the folder's
     databases (every workload line of every pass)."""
-    from extract.ms_database import database_files, database_lines, find_databases, workload_module
-    from extract.ms_workload import workload_key
+    from extract.metaschedule.database import database_files, database_lines, find_databases, workload_module
+    from extract.metaschedule.workload_key import workload_key
 
     found: Dict[str, set] = {}
     for database in find_databases(str(folder)):
@@ -78,7 +78,7 @@ def new_keys(doc: Dict[str, Any], path: Path, folder: Path) -> Tuple[Dict[str, T
     programs (it merged them), two tasks becoming one."""
     import tvm
 
-    from extract.ms_workload import describe, parse_workload_key
+    from extract.metaschedule.workload_key import describe, parse_workload_key
 
     if not doc.get("target"):
         raise NetworkDataError(f"{path}: the table names no target")
@@ -129,7 +129,7 @@ def rekey_sidecar(path: Path, mapping: Dict[str, Tuple[str, str]]) -> Tuple[str,
 
 def rekey(folder: Path, check: bool = False) -> Dict[str, Any]:
     """Re-key `folder` (see the module docstring); what changed."""
-    from extract.ms_tasks import TABLE_VERSION
+    from extract.metaschedule.tasks import TABLE_VERSION
 
     table = find_file(folder, TASKS)
     if table is None:

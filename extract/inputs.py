@@ -3,7 +3,7 @@
     found = find_inputs("work/")   # .databases, .logs, .collections, .passed_over
 
 `extract.tvm_log`, `datasets.load_collection` (so `simulator.train --data`, `simulator.predict`)
-and `extract.ms_database.find_databases` all find their inputs here, so a path gives the same
+and `extract.metaschedule.database.find_databases` all find their inputs here, so a path gives the same
 databases and logs through every command. Everything found is read, or named with the reason
 it is not (`Found.passed_over`, printed by the commands and kept in `extract.tvm_log`'s
 report.json):
@@ -18,7 +18,7 @@ report.json):
   a `pass1/` folder): pass 1's databases only. Its other passes re-time schedules pass 1
   has (the noise ceiling), and its side files are no tuning data: passed over.
 * a pass folder's sidecar and state (`records.jsonl`, `state.json` beside the folders of
-  its databases, written by `extract.ms_store`), the `report.json` that `extract.tvm_log`
+  its databases, written by `extract.metaschedule.store`), the `report.json` that `extract.tvm_log`
   writes beside its collections, MetaSchedule's text logs (`logs/tvm.….meta_schedule.logging.….log`
   in its work folder), and a `.json` file holding one JSON document that is not a record
   (a summary, a config): passed over.
@@ -45,20 +45,20 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .records import GZIP_MAGIC, RecordFormatError, is_log_name, is_output_report
+from .autotvm.records import GZIP_MAGIC, RecordFormatError, is_log_name, is_output_report
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
 DATABASE_NAMES = {WORKLOAD_FILE, WORKLOAD_FILE + ".gz", RECORD_FILE, RECORD_FILE + ".gz"}
-TASK_TABLE = "tasks.json"               # a networks dataset's task table (extract.ms_tasks)
+TASK_TABLE = "tasks.json"               # a networks dataset's task table (extract.metaschedule.tasks)
 FIRST_PASS = "pass1"                    # a networks dataset's training data
-SIDECAR = "records.jsonl"               # a pass folder's sidecar (extract.ms_store)
-PASS_STATE = "state.json"               # a pass folder's state (extract.ms_store)
+SIDECAR = "records.jsonl"               # a pass folder's sidecar (extract.metaschedule.store)
+PASS_STATE = "state.json"               # a pass folder's state (extract.metaschedule.store)
 
 SAME_AS = "the same content as {}: read once"
 OTHER_PASS = "a re-measuring pass of the networks dataset, for its noise ceiling; only pass1 is training data"
 DATASET_FILE = "part of the networks dataset (task table, reference timings, summary), not tuning data"
-PASS_FILE = "the sidecar or state of a measuring pass (extract.ms_store), not a tuning log"
+PASS_FILE = "the sidecar or state of a measuring pass (extract.metaschedule.store), not a tuning log"
 OUTPUT_REPORT = "a report of an earlier run, not a log"
 TEXT_LOG = "MetaSchedule's text log of its tuning messages, not a tuning log"
 JSON_DOCUMENT = "a JSON document, not a tuning log (one record per line)"

@@ -1,5 +1,5 @@
 """What reading tuning logs and databases found: `LogReport`, filled by `extract.tvm_log`
-(AutoTVM logs) and `extract.ms_database` (MetaSchedule databases)."""
+(AutoTVM logs) and `extract.metaschedule.database` (MetaSchedule databases)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
 from .inputs import Found, database_files
-from .ms_workload import shared_readable_names
-from .records import ERROR_NAMES
+from .metaschedule.workload_key import shared_readable_names
+from .autotvm.records import ERROR_NAMES
 
 
 @dataclass

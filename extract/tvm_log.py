@@ -8,8 +8,8 @@ is read as what its name says; a folder is walked, and every MetaSchedule databa
 the Relax integration, `simulator.tune` and `extract.ms_measure` write them; a networks
 dataset folder: its pass 1's) and every AutoTVM log found is read; whatever else is found
 is named with the reason it is not read (`passed over …`, also in report.json). A
-database is read by `extract.ms_database`: each record's trace replayed on its workload
-and checked against the record, groups named by `extract.ms_workload.workload_key`,
+database is read by `extract.metaschedule.database`: each record's trace replayed on its workload
+and checked against the record, groups named by `extract.metaschedule.workload_key.workload_key`,
 failed records counted per group. Both kinds may be given, or found, in one run.
 
 AutoTVM: reads records in both formats (v0.1 of TVM 0.5/0.6, v0.2 of TVM ≥ 0.7), picks the
@@ -57,11 +57,11 @@ from .cli import NONNEGATIVE
 from .fileio import OutputBusyError, atomic_write, output_lock
 from .inputs import find_all, passed_over_lines
 from .log_report import LogReport
-from .records import REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report, read_records, target_kind
+from .autotvm.records import REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report, read_records, target_kind
 from .sample import GraphSample, save_samples
-from .templates import UnknownTemplateError, get_template
-from .tir_graph import EXTRACTOR_VERSION
-from .tvm_graph import TIR_EXTRACTOR, ConfigJob, ExtractionError, JobFailed, extract_many, group_name, one_line
+from .autotvm.templates import UnknownTemplateError, get_template
+from .tir.graph import EXTRACTOR_VERSION
+from .tir.schedules import TIR_EXTRACTOR, ConfigJob, ExtractionError, JobFailed, extract_many, group_name, one_line
 
 TOOL = "extract.tvm_log"
 
@@ -137,9 +137,9 @@ def extract_logs(paths: Sequence[str], skip_bad: bool = False, workers: int = 0,
     (`extract.inputs.find_inputs`: the one rule of every reader; what is found and not
     read is in `LogReport.passed_over`) and extract every successful record; samples
     grouped by workload group. A config whose extraction raises, or a MetaSchedule record
-    whose replay is not the program it measured (`extract.ms_database.replay_mismatch`),
+    whose replay is not the program it measured (`extract.metaschedule.database.replay_mismatch`),
     stops the run naming file:line, or with `skip_bad` is a counted skip."""
-    from .ms_database import count_failures, read_databases
+    from .metaschedule.database import count_failures, read_databases
 
     found = find_all(paths)
     report = LogReport(found=found)

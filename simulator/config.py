@@ -60,7 +60,7 @@ class ModelConfig:
     layer_options: Dict[str, Any] = field(default_factory=dict)  # validated by the layer
     join: str = "early"                      # XLA config features: "early" | "late"
     xgb_objective: str = "auto"              # xgb: "reg" | "rank" | "auto"
-    features: Optional[str] = None           # node-feature columns read (simulator.features; None: the model's)
+    features: Optional[str] = None           # node-feature columns read (simulator.data.features; None: the model's)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 from extract.cli import output_file
 from extract.fileio import atomic_write
 
-from .costmodel import load_trained
+from .models.costmodel import load_trained
 from .registry import SimulatorError, run_cli
 
 

@@ -7,7 +7,7 @@ tpu_graphs/TF-Ranking); `group-huber` fits log runtimes centred per group (each
 group's mean taken out of ŷ and of y), i.e. the per-task normalised target. Their
 predictions are right up to a per-workload shift, so L1/MAPE of a model trained with
 them mean little. Training builds grouped batches for them
-(`simulator.batching.batch_indices`): every loss with `ranking = True`.
+(`simulator.data.batching.batch_indices`): every loss with `ranking = True`.
 """
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .batching import Batch, batch_indices
+from .data.batching import Batch, batch_indices
 from .checkpoint import checkpoint_record, save_checkpoint
 from .distributed import Cluster
 from .engine import stderr_is_terminal

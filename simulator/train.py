@@ -20,7 +20,7 @@ Same seed and thread count → the same metrics.json. `--model xgb` and `--model
 curve-mlp` train the baselines through the same command.
 
 XLA / TpuGraphs: the same models and loop on a TpuGraphs collection, read lazily
-(`simulator.tpugraphs_source`: memory strategy, metrics)::
+(`simulator.data.tpugraphs`: memory strategy, metrics)::
 
     python -m simulator.train --data tpugraphs:tile:xla --split official --data-root ROOT
     python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT [--join late]
@@ -42,17 +42,17 @@ from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, 
                        output_folder)
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
-from .costmodel import CostModel, build_cost_model, cost_model_class, model_names
+from .models.costmodel import CostModel, build_cost_model, cost_model_class, model_names
 from .distributed import DEVICES, Cluster, start, stop
-from .features import check_spec, feature_set
+from .data.features import check_spec, feature_set
 from .engine import locked_output, setup_determinism, write_json
-from .layers import POOLINGS, PROPAGATIONS
+from .models.layers import POOLINGS, PROPAGATIONS
 from .losses import LOSSES
 from .metrics import METRICS, format_table
 from .registry import SimulatorError, run_cli
 from .sgd import RunContext, check_resume
-from .sources import DataKind, RunData, data_kind
-from .splits import SPLITS
+from .data.sources import DataKind, RunData, data_kind
+from .data.splits import SPLITS
 
 # flags that say where/how to run, not what the run is: kept out of the recorded config
 RUN_FLAGS = ("out", "resume", "overwrite", "device")
@@ -119,7 +119,7 @@ def _model_flags(add: Add) -> None:
     add("--features", default=None, metavar="SET[,±COLUMN…]",
         help="node-feature columns the model reads: base (the TIR walk's columns, tir-ast-v1's), all (+ the "
              "context columns), invariant (all but the size-scaling ones), then +COLUMN / -COLUMN changes "
-             "(simulator.features; default: the model's, base for all but gcn-inv / mlp-inv)")
+             "(simulator.data.features; default: the model's, base for all but gcn-inv / mlp-inv)")
 
 
 def _fit_flags(add: Add) -> None:

@@ -1,4 +1,4 @@
-"""Shared fixtures: small synthetic GraphSamples (simulator.synthetic) and torch at one thread.
+"""Shared fixtures: small synthetic GraphSamples (simulator.data.synthetic) and torch at one thread.
 
 The synthetic samples keep simulator tests fast and independent of the shipped data;
 they have the GraphSample shape the extractors produce (edges parent → child, node
@@ -22,7 +22,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="session")
 def synthetic_samples():
-    from simulator.synthetic import make_synthetic_samples
+    from simulator.data.synthetic import make_synthetic_samples
     return make_synthetic_samples(num_workloads=12, configs_per_workload=16, nodes=(10, 20), seed=0)
 
 
@@ -77,12 +77,12 @@ def _spying(inner, spy):
 def ms_tuned(tmp_path_factory):
     """One real `python -m simulator.tune` run (in this process) of a tiny dense with a cold
     GNNCostModel that trains after the first 8 measurements, its predict/update calls
-    recorded: 16 trials in 2 rounds of 8, population 32, measured with extract.ms_runner's
+    recorded: 16 trials in 2 rounds of 8, population 32, measured with extract.metaschedule.runner's
     protocol on the last core this process may use (under `taskset -c 0`: core 0).
     Yields (work dir, spy, summary, inner cost model)."""
     from unittest import mock
 
-    from simulator import ms_costmodel, tune
+    from simulator.metaschedule import cost_model as ms_costmodel, tune
 
     work = str(tmp_path_factory.mktemp("ms_tuned") / "dense")
     spy = _Spy()

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extract import tvm_graph, tvm_log
-from extract.records import MAX_COST_S, MIN_COST_S, RecordFormatError, read_records
-from extract.templates import get_template
+from extract.tir import schedules as tvm_graph
+from extract import tvm_log
+from extract.autotvm.records import MAX_COST_S, MIN_COST_S, RecordFormatError, read_records
+from extract.autotvm.templates import get_template
 
 DATA = Path(__file__).parent / "data"
 V02, V01 = DATA / "autotvm_v02.jsonl", DATA / "autotvm_v01.log"
@@ -217,7 +218,7 @@ def test_records_that_raised_deep_inside_are_one_skip(tmp_path, case):
 def cuda_record(values, target="cuda -arch=sm_80"):
     """A measured record of the CUDA tutorial template (1x16x14x14, 32 3x3 kernels, stride 2)."""
     template = get_template("tutorial/conv2d_no_batching")
-    from extract.workloads import Conv2dWorkload
+    from extract.tir.workloads import Conv2dWorkload
     wl = Conv2dWorkload(1, 16, 14, 14, 32, 3, 3, 2, 1)
     entity = [[k, "sp", v] for k, v in zip(("tile_f", "tile_y", "tile_x", "tile_rc", "tile_ry", "tile_rx"), values)]
     entity += [["auto_unroll_max_step", "ot", 0], ["unroll_explicit", "ot", 0]]

@@ -128,7 +128,7 @@ def test_named_bad_values_are_refused(capsys, cli, args):
 
 def test_train_reads_no_data_for_a_bad_flag(tmp_path, capsys, monkeypatch):
     """Through the CLI: exit 2 before any data is opened or any folder made."""
-    import simulator.samples_source as samples_source
+    import simulator.data.in_memory as samples_source
 
     def no_data(*a, **k):
         raise AssertionError("data was read")

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from extract.space import ConfigSpace, OptionKnob, SplitKnob
-from extract.templates import Conv2dWorkload, get_template
-from extract.templates.conv2d_cuda import Conv2dCuda, InvalidGpuConfig
+from extract.autotvm.space import ConfigSpace, OptionKnob, SplitKnob
+from extract.autotvm.templates import Conv2dWorkload, get_template
+from extract.autotvm.templates.conv2d_cuda import Conv2dCuda, InvalidGpuConfig
 
 NAME = "tutorial/conv2d_no_batching"
 RESNET = Conv2dWorkload(1, 512, 7, 7, 512, 3, 3, 1, 1)  # the tutorial's layer
@@ -94,7 +94,7 @@ def test_index_round_trip(template, wl):
 
 
 def _autotvm_split_options(extent, num_outputs):
-    """AutoTVM's split order, independently of extract.space: all inner-factor tuples
+    """AutoTVM's split order, independently of extract.autotvm.space: all inner-factor tuples
     whose product divides the extent, the innermost factor varying slowest."""
     divisors = [d for d in range(1, extent + 1) if extent % d == 0]
     inner = [t for t in itertools.product(divisors, repeat=num_outputs - 1)

@@ -135,8 +135,8 @@ def test_loss_terms_count_what_each_loss_averages():
 
 def test_models_that_train_in_one_cpu_process_say_so(dataset_path):
     from simulator.config import TrainConfig
-    from simulator.costmodel import build_cost_model
-    from simulator.samples_source import SampleSource
+    from simulator.models.costmodel import build_cost_model
+    from simulator.data.in_memory import SampleSource
     from extract.sample import load_samples
     samples = load_samples(os.path.join(dataset_path, "synthetic.npz"))
     info = SampleSource(samples).model_info()

@@ -1,4 +1,4 @@
-"""Feature sets (`simulator.features`, `--features`): which node-feature columns a model
+"""Feature sets (`simulator.data.features`, `--features`): which node-feature columns a model
 reads, taken from the samples by name, so that the context columns of tir-ast-v2 change
 no existing model and a checkpoint trained on tir-ast-v1 reads tir-ast-v2 samples."""
 import copy
@@ -15,7 +15,7 @@ PRETRAINED = os.path.join(ROOT, "datasets", "networks_rocketlake", "pretrained",
 
 def _as_v1(samples, collection):
     """The samples and collection info cut to tir-ast-v1's 24 node-feature columns."""
-    from simulator.data import CollectionInfo
+    from simulator.data.collection import CollectionInfo
 
     cut = []
     for s in samples:
@@ -26,9 +26,9 @@ def _as_v1(samples, collection):
 
 
 def test_feature_sets_on_the_tir_extractor_columns():
-    from extract.tir_context import CONTEXT_NAMES
-    from extract.tir_graph import BASE_FEATURE_NAMES, FEATURE_NAMES
-    from simulator.features import ABSOLUTE_COLUMNS, select_features
+    from extract.tir.context import CONTEXT_NAMES
+    from extract.tir.graph import BASE_FEATURE_NAMES, FEATURE_NAMES
+    from simulator.data.features import ABSOLUTE_COLUMNS, select_features
 
     assert select_features(FEATURE_NAMES, "base") == list(BASE_FEATURE_NAMES) and len(BASE_FEATURE_NAMES) == 24
     assert select_features(FEATURE_NAMES, "all") == list(FEATURE_NAMES)
@@ -59,15 +59,15 @@ def test_models_default_feature_sets_and_validation():
 
 @pytest.fixture(scope="module")
 def shipped():
-    from simulator.data import load_collection
+    from simulator.data.collection import load_collection
     samples, collection = load_collection("shipped")
     return samples[::700][:10], collection
 
 
 def test_shipped_samples_hold_the_base_columns_then_the_context_columns(shipped):
-    from extract.tir_graph import BASE_FEATURE_NAMES, EXTRACTOR_VERSION, FEATURE_NAMES
-    from simulator.batching import BatchSpec
-    from simulator.samples_source import SampleSource
+    from extract.tir.graph import BASE_FEATURE_NAMES, EXTRACTOR_VERSION, FEATURE_NAMES
+    from simulator.data.batching import BatchSpec
+    from simulator.data.in_memory import SampleSource
 
     samples, collection = shipped
     assert collection.extractor == EXTRACTOR_VERSION == "tir-ast-v2" and collection.feature_names == list(FEATURE_NAMES)
@@ -85,8 +85,8 @@ def test_checkpoint_trained_on_tir_ast_v1_predicts_as_before(shipped):
     """datasets/networks_rocketlake/pretrained/gcn.pt (trained on tir-ast-v1's 24 columns) reads
     its columns from tir-ast-v2 samples by name: the predictions main made on the
     tir-ast-v1 shipped samples, and the same as on those samples cut to 24 columns."""
-    from simulator.costmodel import CostModel
-    from simulator.samples_source import SampleSource
+    from simulator.models.costmodel import CostModel
+    from simulator.data.in_memory import SampleSource
 
     samples, collection = shipped
     model = CostModel.load(PRETRAINED)
@@ -103,7 +103,7 @@ def test_checkpoint_trained_on_tir_ast_v1_predicts_as_before(shipped):
 
 
 def test_a_model_reading_a_column_the_data_lacks_is_refused(shipped):
-    from simulator.samples_source import SampleSource
+    from simulator.data.in_memory import SampleSource
 
     samples, collection = shipped
     info = SampleSource(samples, None, "none", collection, "all").info
@@ -115,9 +115,9 @@ def test_a_model_reading_a_column_the_data_lacks_is_refused(shipped):
 def test_samples_naming_tir_ast_v1_get_its_column_names(shipped):
     """Samples saved by tir-ast-v1 (24 columns, meta extractor tir-ast-v1) are named as
     such, so that a model trained on them reads its columns from newer samples."""
-    from extract.tir_graph import BASE_FEATURE_NAMES
-    from simulator.data import collection_info
-    from simulator.samples_source import SampleSource
+    from extract.tir.graph import BASE_FEATURE_NAMES
+    from simulator.data.collection import collection_info
+    from simulator.data.in_memory import SampleSource
 
     samples, collection = shipped
     old = []
@@ -138,9 +138,9 @@ def test_derived_accumulator_register_fill_is_named_never_by_default():
     """acc_reg_fill is computed from `accumulate` and `buffer_bytes` (log2(1 + bytes)):
     log2(1 + bytes ÷ the register file's bytes) on accumulating stores, 0 elsewhere; no
     feature set reads it unless named; data lacking its inputs cannot give it."""
-    from extract.tir_context import REGISTER_FILE_BYTES
-    from extract.tir_graph import FEATURE_NAMES
-    from simulator.features import select_features, with_derived
+    from extract.tir.context import REGISTER_FILE_BYTES
+    from extract.tir.graph import FEATURE_NAMES
+    from simulator.data.features import select_features, with_derived
 
     assert "acc_reg_fill" not in select_features(FEATURE_NAMES, "all")
     assert select_features(FEATURE_NAMES, "invariant,+acc_reg_fill")[-1] == "acc_reg_fill"
@@ -158,8 +158,8 @@ def test_shipped_accumulators_fill_of_the_register_file(shipped):
     """On the shipped x86 conv2d configs the derived column is the register tile's size:
     tile_oc × tile_ow × tile_oh float32 accumulators, against 16 × 32-byte registers; a
     model reading it takes it from data that lacks it, after save and load too."""
-    from simulator.batching import BatchSpec
-    from simulator.samples_source import SampleSource
+    from simulator.data.batching import BatchSpec
+    from simulator.data.in_memory import SampleSource
 
     samples, collection = shipped
     source = SampleSource(samples, None, "none", collection, "invariant,+acc_reg_fill")
@@ -182,8 +182,8 @@ def test_derived_accumulator_lane_share_reads_the_enclosing_vectorized_loop():
     vectorized loop's vector_fill × 32 B, or one element where none is vectorized) ÷ the
     accumulator's bytes, at most 1; 0 elsewhere; the enclosing loop is found through the
     edges (not the parent only), and without edges it is refused."""
-    from extract.tir_context import REGISTER_FILE_BYTES
-    from simulator.features import nearest_enclosing, select_features, with_derived
+    from extract.tir.context import REGISTER_FILE_BYTES
+    from simulator.data.features import nearest_enclosing, select_features, with_derived
 
     assert "acc_lane_share" not in select_features(
         ["accumulate", "buffer_bytes", "dtype_bits", "kind_vectorized", "vector_fill"], "all")
@@ -210,8 +210,8 @@ def test_derived_accumulator_lane_share_reads_the_enclosing_vectorized_loop():
 def test_shipped_accumulators_lane_share_is_one_over_the_rows(shipped):
     """On the shipped x86 conv2d configs acc_lane_share is 1 ÷ (tile_ow × tile_oh): the
     accumulator's rows of tile_oc lanes, whatever tile_oc is (1 included: no vectorized loop)."""
-    from simulator.batching import BatchSpec
-    from simulator.samples_source import SampleSource
+    from simulator.data.batching import BatchSpec
+    from simulator.data.in_memory import SampleSource
 
     samples, collection = shipped
     source = SampleSource(samples, None, "none", collection, "invariant,+acc_reg_fill,+acc_lane_share")

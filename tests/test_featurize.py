@@ -13,10 +13,11 @@ import random
 import numpy as np
 import pytest
 
-from extract import ms_candidates as msc
-from extract.featurize import FeaturizeError, GraphCache, featurize_arrays, featurize_schedules
-from extract.tir_graph import (CURVE_POINTS, EXTRACTOR_VERSION, _print_key, _reuse_curve, _same_print,
-                               lower_for_features, tir_to_graph)
+from extract.metaschedule import candidates as msc
+from extract.tir.featurize import FeaturizeError, GraphCache, featurize_arrays, featurize_schedules
+from extract.tir.graph import (
+    CURVE_POINTS, EXTRACTOR_VERSION, _print_key, _reuse_curve, _same_print, lower_for_features, tir_to_graph,
+)
 from tir_reference import _Loop, tir_to_graph_reference
 from tir_reference import _reuse_curve as reference_reuse_curve
 
@@ -66,8 +67,8 @@ def test_fast_walk_matches_reference_on_cuda_candidates():
 
 
 def test_fast_walk_matches_reference_on_conv2d_templates():
-    from extract.templates import Conv2dWorkload, get_template
-    from extract.templates.conv2d_cuda import InvalidGpuConfig
+    from extract.autotvm.templates import Conv2dWorkload, get_template
+    from extract.autotvm.templates.conv2d_cuda import InvalidGpuConfig
 
     rng = random.Random(0)
     cases = [("conv2d_NCHWc.x86", Conv2dWorkload(1, 64, 56, 56, 64, 3, 3, 1, 1)),
@@ -141,9 +142,9 @@ def test_shipped_samples_are_reproduced():
     """The fast walk rebuilds shipped samples (made by the reference walk) exactly, with the
     hardware of the target each record was measured on."""
     from datasets import SHIPPED_LOG, SHIPPED_SAMPLES
-    from extract.hardware import hardware_of
+    from extract.tir.hardware import hardware_of
     from extract.sample import load_samples
-    from extract.templates import get_template
+    from extract.autotvm.templates import get_template
     from extract.tvm_log import read_jobs
 
     stored = {s.name: s for s in load_samples(str(SHIPPED_SAMPLES))}
@@ -249,7 +250,7 @@ def test_fast_reuse_curve_matches_reference():
 def test_a_dead_worker_has_its_share_redone_here(llvm_candidates, monkeypatch):
     import os
 
-    import extract.featurize as fz
+    import extract.tir.featurize as fz
 
     parent, real = os.getpid(), fz._arrays_of
 
@@ -267,7 +268,7 @@ def test_a_dead_worker_has_its_share_redone_here(llvm_candidates, monkeypatch):
 
 
 def test_workers_zero_means_one_per_usable_core(llvm_candidates, monkeypatch):
-    import extract.featurize as fz
+    import extract.tir.featurize as fz
 
     forks = []
     monkeypatch.setattr(fz, "usable_cores", lambda: 3)

@@ -1,4 +1,4 @@
-"""extract.hlo_graph / extract.hlo: TpuGraphs node features, opcodes, edges and kernels
+"""extract.xla.hlo_graph / extract.hlo: TpuGraphs node features, opcodes, edges and kernels
 of XLA HLO modules, and their npz files.
 
 Feature values are checked by hand against instructions of the real TpuGraphs raw
@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from extract import hlo, hlo_graph, proto, tpugraphs_npz
+from extract.xla import convert_hlo as hlo, hlo_graph, proto, tpugraphs_npz
 
 from tpugraphs_raw import LAYOUT_PB, REPO, TILE_PB, needs_raw
 

@@ -3,10 +3,10 @@ import json
 
 import numpy as np
 
-from extract import measure, timing
-from extract.records import RUN_TIMEOUT, read_records
-from extract.templates import get_template
-from extract.workloads import parse_workload
+from extract.autotvm import measure, timing
+from extract.autotvm.records import RUN_TIMEOUT, read_records
+from extract.autotvm.templates import get_template
+from extract.tir.workloads import parse_workload
 
 TINY = "1x8x8x8_8x3x3_s1_p1"
 
@@ -124,7 +124,7 @@ def test_bad_log_or_workload_is_one_line_before_any_work(tmp_path, capsys):
 def test_resume_after_a_kill_mid_line(tmp_path, capsys):
     """A log whose last line was cut by a kill: that line is passed over (said once), the
     config measured again, and the new record starts a line of its own."""
-    from extract.records import MeasureRecord
+    from extract.autotvm.records import MeasureRecord
     log = tmp_path / "run.jsonl"
     wl = parse_workload(TINY)
     template = get_template("conv2d_NCHWc.x86")

@@ -58,7 +58,7 @@ def test_replayed_record_is_the_module_the_cost_model_scored(ms_tuned):
     does not."""
     from tvm.s_tir import Schedule
 
-    from extract.ms_database import read_databases, workload_module
+    from extract.metaschedule.database import read_databases, workload_module
 
     work, spy, _, _ = ms_tuned
     scored = {_script(mod) for mods, _ in spy.predicted for mod in mods}
@@ -74,10 +74,10 @@ def test_replayed_record_is_the_module_the_cost_model_scored(ms_tuned):
 
 
 def test_tuned_database_gives_one_sample_per_measured_record(ms_tuned):
-    from extract.ms_workload import workload_key
+    from extract.metaschedule.workload_key import workload_key
     from extract.tvm_log import extract_logs
-    from extract.workloads import parse_workload
-    from extract.ms_runner import host_target
+    from extract.tir.workloads import parse_workload
+    from extract.metaschedule.runner import host_target
 
     work, spy, summary, _ = ms_tuned
     by_group, report = extract_logs([work], workers=1, progress=False, per_store=False)
@@ -98,7 +98,7 @@ def test_tuned_database_gives_one_sample_per_measured_record(ms_tuned):
 def test_any_database_object_reads_like_its_folder(ms_tuned):
     from tvm.s_tir import meta_schedule as ms
 
-    from extract.ms_database import database_samples
+    from extract.metaschedule.database import database_samples
 
     work = ms_tuned[0]
     from_folder, _ = database_samples(work)
@@ -129,7 +129,7 @@ def test_error_records_bad_lines_and_stale_traces_are_counted(tmp_path):
     """1e10 and missing run_secs: error records of their workload; a line that is no
     record: RecordFormatError naming file:line (or a counted skip with skip_bad); a trace
     of another workload: a counted skip naming its line; a cut-off last line: skipped."""
-    from extract.records import RecordFormatError
+    from extract.autotvm.records import RecordFormatError
     from extract.tvm_log import extract_logs
 
     db = _plain_copy(os.path.join(MS_SMALL, "random"), str(tmp_path / "db"))

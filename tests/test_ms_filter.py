@@ -1,4 +1,4 @@
-"""Two-stage scoring in GNNCostModel (simulator.ms_filter): trace decisions → features on
+"""Two-stage scoring in GNNCostModel (simulator.metaschedule.prefilter): trace decisions → features on
 a real MetaSchedule design space, warm-up, the ordering contract, and the option off
 giving exactly the GNN's scores."""
 import math
@@ -20,7 +20,7 @@ def space():
     import torch
 
     import tvm
-    from extract import ms_candidates as msc
+    from extract.metaschedule import candidates as msc
 
     torch.set_num_threads(1)
     ctx = msc.tune_context(tvm.IRModule({"main": msc.WORKLOADS["matmul_512"](N, N, N)}), msc.llvm_target(1))
@@ -29,7 +29,7 @@ def space():
 
 @pytest.fixture(scope="module")
 def model():
-    from simulator.costmodel import load_trained
+    from simulator.models.costmodel import load_trained
 
     if not os.path.exists(PRETRAINED):
         pytest.skip("no pretrained checkpoint")
@@ -37,13 +37,13 @@ def model():
 
 
 def measure_candidates(schedules):
-    from simulator.ms_costmodel import measure_candidate
+    from simulator.metaschedule.cost_model import measure_candidate
 
     return [measure_candidate(s) for s in schedules]
 
 
 def test_trace_features_read_the_sampled_decisions(space):
-    from simulator.ms_filter import trace_features
+    from simulator.metaschedule.prefilter import trace_features
 
     ctx, schedules = space
     spaces = len(ctx.generate_design_space())
@@ -77,7 +77,7 @@ def test_trace_features_read_the_sampled_decisions(space):
 
 @pytest.mark.parametrize("kind,fit", [("ridge", 0.99), ("xgb", 0.9)])
 def test_decision_filter_learns_a_function_of_the_decisions_and_warms_up(kind, fit):
-    from simulator.ms_filter import DecisionFilter
+    from simulator.metaschedule.prefilter import DecisionFilter
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 6, size=(400, 5)).astype(float)
@@ -101,7 +101,7 @@ def test_decision_filter_learns_a_function_of_the_decisions_and_warms_up(kind, f
 
 
 def test_filter_order_and_merged_scores():
-    from simulator.ms_filter import filter_order, merge_scores
+    from simulator.metaschedule.prefilter import filter_order, merge_scores
 
     stage1 = np.array([0.5, np.nan, 3.0, 1.0, 2.0, np.nan, -1.0, 0.0])
     full = filter_order(stage1, keep=0.25, floor=1)
@@ -119,8 +119,8 @@ def test_filter_order_and_merged_scores():
 
 
 def test_option_off_gives_exactly_the_gnn_scores(space, model):
-    from extract.featurize import featurize_schedules
-    from simulator.ms_costmodel import GNNCostModel, task_group
+    from extract.tir.featurize import featurize_schedules
+    from simulator.metaschedule.cost_model import GNNCostModel, task_group
 
     ctx, schedules = space
     candidates = measure_candidates(schedules[:48])
@@ -134,8 +134,8 @@ def test_option_off_gives_exactly_the_gnn_scores(space, model):
 
 
 def test_two_stage_ordering_contract(space, model):
-    from simulator import ms_filter
-    from simulator.ms_costmodel import GNNCostModel, task_group
+    from simulator.metaschedule import prefilter as ms_filter
+    from simulator.metaschedule.cost_model import GNNCostModel, task_group
 
     ctx, schedules = space
     candidates = measure_candidates(schedules)
@@ -178,7 +178,7 @@ def test_two_stage_ordering_contract(space, model):
 
 
 def test_tune_flag_filter_keep_is_a_share():
-    from simulator.tune import build_parser
+    from simulator.metaschedule.tune import build_parser
 
     parser = build_parser()
     base = ["matmul", "--trials", "4", "--work-dir", "/tmp/x"]
@@ -215,8 +215,8 @@ def test_benchmark_rates_two_stage_scoring(tmp_path):
 
 
 def test_tune_table_reports_the_filter():
-    from simulator.ms_costmodel import CostModelStats
-    from simulator.tune import TuneResult, table
+    from simulator.metaschedule.cost_model import CostModelStats
+    from simulator.metaschedule.tune import TuneResult, table
 
     stats = CostModelStats(predict_s=2.0, update_s=1.0, scored=1000, filtered=700, filter_s=0.25)
     task = {"name": "t", "key": "k", "weight": 1, "flops": 1e9, "trials": 8, "errors": 0, "best_s": 1e-3}

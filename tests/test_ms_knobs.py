@@ -1,5 +1,5 @@
 """The transfer study on the MetaSchedule dataset: knob features of MetaSchedule traces
-(`extract.knob_features.trace_knobs`, `vectors["knob"]` of every database sample),
+(`extract.autotvm.knob_features.trace_knobs`, `vectors["knob"]` of every database sample),
 knob-xgb / itervar-xgb on MetaSchedule samples, and the leave-one-operator-kind-out
 summary of `benchmarks.networks`."""
 import argparse
@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from extract.knob_features import (DECISION_WIDTH, SHAPE_WIDTH, count_trace_cuts, trace_decisions, trace_knob_names,
-                                   trace_knobs)
-from extract.ms_workload import parse_workload_key
+from extract.autotvm.knob_features import (
+    DECISION_WIDTH, SHAPE_WIDTH, count_trace_cuts, trace_decisions, trace_knob_names, trace_knobs,
+)
+from extract.metaschedule.workload_key import parse_workload_key
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "networks_tiny"
@@ -76,7 +77,7 @@ def tiny(tmp_path_factory):
 
 def test_metaschedule_samples_carry_their_trace_knobs(tiny):
     from datasets.networks import training_databases
-    from extract.ms_database import read_databases
+    from extract.metaschedule.database import read_databases
 
     assert all(s.vectors["knob"].shape == (1, WIDTH) and s.meta["knob_cut"] == 0 for s in tiny.samples)
     assert all(s.vectors["itervar"].shape[0] == 1 and s.vectors["itervar"].any() for s in tiny.samples)
@@ -100,7 +101,7 @@ def test_metaschedule_samples_carry_their_trace_knobs(tiny):
 
 def test_cache_key_of_databases_follows_the_trace_knob_layout(monkeypatch):
     import datasets
-    import extract.knob_features as kf
+    import extract.autotvm.knob_features as kf
     from extract.tvm_log import input_files
 
     db_files = input_files([str(MS_SMALL)])
@@ -114,8 +115,8 @@ def test_cache_key_of_databases_follows_the_trace_knob_layout(monkeypatch):
 @pytest.mark.parametrize("name,objective", [("knob-xgb", "reg"), ("knob-xgb", "rank"), ("itervar-xgb", "reg"),
                                             ("itervar-xgb", "rank")])
 def test_autotvm_baselines_train_and_predict_on_metaschedule_samples(tiny, name, objective):
-    from simulator.costmodel import build_cost_model
-    from simulator.samples_source import SampleSource
+    from simulator.models.costmodel import build_cost_model
+    from simulator.data.in_memory import SampleSource
     from simulator.train import build_parser, config_from_flags, validate
 
     samples = tiny.samples

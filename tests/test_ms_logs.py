@@ -1,9 +1,9 @@
-"""Append-only logs that survive kill -9 (extract.ms_logs) and the progress line (extract.ms_progress)."""
+"""Append-only logs that survive kill -9 (extract.metaschedule.jsonl) and the progress line (extract.metaschedule.progress)."""
 import io
 import json
 
-from extract.ms_logs import JsonlLog, read_jsonl, repair_truncated
-from extract.ms_progress import Counts, Progress
+from extract.metaschedule.jsonl import JsonlLog, read_jsonl, repair_truncated
+from extract.metaschedule.progress import Counts, Progress
 
 
 def test_cut_off_line_is_ignored_then_repaired(tmp_path):

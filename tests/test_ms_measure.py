@@ -35,7 +35,7 @@ def _cli(*argv, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def _rows(path):
-    from extract.ms_logs import read_jsonl
+    from extract.metaschedule.jsonl import read_jsonl
 
     return read_jsonl(path)
 
@@ -77,9 +77,9 @@ def run(tmp_path_factory):
 
 
 def _store(work, pass_no=1):
-    from extract.ms_runner import host_target
-    from extract.ms_store import PassStore
-    from extract.ms_tasks import load_tasks
+    from extract.metaschedule.runner import host_target
+    from extract.metaschedule.store import PassStore
+    from extract.metaschedule.tasks import load_tasks
 
     tasks = load_tasks(os.path.join(work, "tasks.json"))
     (task,) = [t for t in tasks if "layer_norm" in t.key]
@@ -158,7 +158,7 @@ def test_errors_are_kept_as_records(run, tmp_path):
     done = _cli("--work-dir", work, *COMMON, "--trials-per-task", "4", "--batch", "2", "--build-timeout", "0.001")
     rows = _rows(os.path.join(work, "pass1", "records.jsonl"))
     assert len(rows) == 4 and all(r["stage"] == "build" and "Timeout" in r["error"] for r in rows)
-    from extract.ms_store import record_secs
+    from extract.metaschedule.store import record_secs
 
     store, task = _store(work)
     for method in ("random", "evolutionary"):
@@ -168,8 +168,8 @@ def test_errors_are_kept_as_records(run, tmp_path):
 
 
 def test_refuses_a_busy_measuring_core(run, tmp_path, monkeypatch):
-    from extract import ms_measure
-    from extract.ms_load import CoreLoad
+    from extract.metaschedule import campaign as ms_measure
+    from extract.metaschedule.cpu_load import CoreLoad
 
     monkeypatch.setattr(ms_measure, "measure_load", lambda core, seconds: CoreLoad(core, 95.0, 0.0, seconds))
     work = str(tmp_path / "busy")
@@ -190,8 +190,8 @@ def test_refuses_a_busy_measuring_core(run, tmp_path, monkeypatch):
 
 
 def test_task_order_is_seeded_and_leaves_one_schedule_tasks_last():
-    from extract.ms_measure import select_tasks
-    from extract.ms_tasks import TaskInfo
+    from extract.metaschedule.campaign import select_tasks
+    from extract.metaschedule.tasks import TaskInfo
 
     tasks = [TaskInfo(f"k{i}", "elementwise" if i % 3 == 0 else "conv2d", [[1]], "float32", 1.0, {"n": 1}, {}, "")
              for i in range(30)]

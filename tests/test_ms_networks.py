@@ -1,10 +1,10 @@
-"""The networks of the MetaSchedule dataset (extract.networks): layer structure as in their
+"""The networks of the MetaSchedule dataset (extract.metaschedule.networks): layer structure as in their
 papers, consistent registry, and one network imported into Relax end to end."""
 import pytest
 import torch
 from torch import nn
 
-from extract.networks import NETWORKS, SERVED_BATCH, NetworkSpec, get_network
+from extract.metaschedule.networks import NETWORKS, SERVED_BATCH, NetworkSpec, get_network
 
 OUTPUT_SHAPES = {  # batch-1 output of every network
     "resnet50": (1, 1000), "mobilenet_v2": (1, 1000), "bert": (1, 128, 768), "vit": (1, 197, 768),
@@ -131,7 +131,7 @@ def test_transformer_layers(name, pre_norm, eps, hidden, heads):
 
 
 def test_unet_upsampling_choices():
-    from extract.networks.unet import UNet
+    from extract.metaschedule.networks.unet import UNet
 
     assert _count(UNet("transposed"), nn.ConvTranspose2d) == 4
     assert _count(UNet("bilinear"), nn.Upsample) == 4 and _count(UNet("bilinear"), nn.ConvTranspose2d) == 0
@@ -144,7 +144,7 @@ def _run_relax(mod, inputs):
     import tvm
     from tvm import relax
 
-    from extract.ms_runner import host_target
+    from extract.metaschedule.runner import host_target
 
     vm = relax.VirtualMachine(tvm.compile(mod, target=host_target()), tvm.cpu())
     (out,) = vm["main"](*(tvm.runtime.tensor(x.numpy()) for x in inputs))
@@ -154,8 +154,8 @@ def _run_relax(mod, inputs):
 def test_batch_norm_imports_with_its_statistics_and_eps():
     """Batch norm after a convolution (folded into it) and before one (kept as a
     scale-and-shift) compute what torch computes, eps included."""
-    from extract.ms_runner import host_target
-    from extract.ms_tasks import import_module
+    from extract.metaschedule.runner import host_target
+    from extract.metaschedule.tasks import import_module
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(4, 8, 3, bias=False), nn.BatchNorm2d(8, eps=1e-3), nn.ReLU(),
@@ -177,8 +177,8 @@ def test_dlrm_tasks_end_to_end():
     import tvm
     from tvm import relax
 
-    from extract.ms_runner import host_target
-    from extract.ms_tasks import import_network, network_tasks
+    from extract.metaschedule.runner import host_target
+    from extract.metaschedule.tasks import import_network, network_tasks
 
     target = host_target()
     with target:

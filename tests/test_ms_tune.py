@@ -3,7 +3,7 @@ MetaSchedule database that the reader (§1) reads back; GNNCostModel's save/load
 
 The command line itself (`tune.run`, a cold gnn) is the `ms_tuned` fixture of conftest;
 here the other cost models share one builder (its workers start once: ~20 s), with
-4 trials each. Measuring: extract.ms_runner's protocol on the last core this process may
+4 trials each. Measuring: extract.metaschedule.runner's protocol on the last core this process may
 use (under `taskset -c 0`: core 0)."""
 import json
 import os
@@ -32,9 +32,9 @@ def gnn_run(tmp_path_factory):
 def tuned_each(tmp_path_factory, gnn_run):
     """{cost model: (work dir, TuneResult)} for xgb, xgb-pretrained (on the committed
     database), mlp, random and gnn from `gnn_run`, one shared builder."""
-    from extract.ms_runner import MeasureConfig, make_builder, make_runner
-    from extract.workloads import parse_workload
-    from simulator import ms_costmodel, tune
+    from extract.metaschedule.runner import MeasureConfig, make_builder, make_runner
+    from extract.tir.workloads import parse_workload
+    from simulator.metaschedule import cost_model as ms_costmodel, tune
 
     target = tune.parse_target(None)
     measure = MeasureConfig.for_machine()
@@ -57,7 +57,7 @@ def tuned_each(tmp_path_factory, gnn_run):
 
 @pytest.mark.parametrize("name", ["xgb", "xgb-pretrained", "mlp", "random", "gnn"])
 def test_each_cost_model_tunes_and_writes_a_readable_database(tuned_each, name):
-    from extract.ms_database import database_samples
+    from extract.metaschedule.database import database_samples
 
     work, result, model = tuned_each[name]
     (task,) = result.tasks
@@ -90,7 +90,7 @@ def test_cold_gnn_trains_after_min_measured_and_scores_higher_is_faster(ms_tuned
 
 
 def test_gnn_cost_model_save_load_round_trip(ms_tuned, tmp_path):
-    from simulator.ms_costmodel import GNNCostModel
+    from simulator.metaschedule.cost_model import GNNCostModel
 
     inner = ms_tuned[3]
     path = str(tmp_path / "gnn.pt")
@@ -105,7 +105,7 @@ def test_gnn_cost_model_save_load_round_trip(ms_tuned, tmp_path):
 
 
 def test_tune_summary_and_refused_rerun(ms_tuned, capsys):
-    from simulator import tune
+    from simulator.metaschedule import tune
 
     work, _, summary, _ = ms_tuned
     saved = json.loads(open(os.path.join(work, tune.SUMMARY)).read())
@@ -120,7 +120,7 @@ def test_tune_summary_and_refused_rerun(ms_tuned, capsys):
 def test_search_keeps_off_the_measuring_core_and_gets_its_cores_back():
     import threading
 
-    from extract.ms_runner import MeasureConfig, off_measure_core
+    from extract.metaschedule.runner import MeasureConfig, off_measure_core
 
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
@@ -143,7 +143,7 @@ def test_search_keeps_off_the_measuring_core_and_gets_its_cores_back():
 def test_torch_threads_inside_and_restored_after():
     import torch
 
-    from simulator.ms_costmodel import torch_threads
+    from simulator.metaschedule.cost_model import torch_threads
 
     before = torch.get_num_threads()
     with torch_threads(before + 1):

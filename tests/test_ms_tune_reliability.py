@@ -1,10 +1,10 @@
-"""No silent failure on the MetaSchedule tuning side (`simulator.tune`, `simulator.ms_costmodel`):
+"""No silent failure on the MetaSchedule tuning side (`simulator.tune`, `simulator.metaschedule.cost_model`):
 options a cost model would ignore, one-line errors, Ctrl-C and kill -9 (resumed with
 nothing measured twice, on a real tiny tuning run), results that cannot mean anything,
 and online updates that would drop or double data. `docs/RELIABILITY.md`, MetaSchedule
 table, lists what each test proves.
 
-The real runs measure with extract.ms_runner's protocol on the last core this process may
+The real runs measure with extract.metaschedule.runner's protocol on the last core this process may
 use (under `taskset -c 0`: core 0)."""
 import json
 import os
@@ -51,7 +51,7 @@ def _one_line_error(capsys, code, *needles):
     (["--cost-model", "random", "--tasks", "tasks.json"], "--tasks: read only to look up a workload key"),
 ])
 def test_an_option_the_cost_model_would_ignore_is_refused_before_anything_is_made(tmp_path, capsys, extra, needle):
-    from simulator import tune
+    from simulator.metaschedule import tune
 
     work = tmp_path / "work"
     code = tune.main([TINY, "--trials", "4", "--work-dir", str(work), *extra])
@@ -60,7 +60,7 @@ def test_an_option_the_cost_model_would_ignore_is_refused_before_anything_is_mad
 
 
 def test_gnn_cost_model_options_are_checked_when_it_is_made():
-    from simulator.ms_costmodel import CostModelOptionError, GNNCostModel
+    from simulator.metaschedule.cost_model import CostModelOptionError, GNNCostModel
 
     for options, needle in [({"threads": 0}, "threads"), ({"workers": 0}, "workers"),
                             ({"min_measured": 0}, "min_measured"), ({"lr": float("nan")}, "lr"),
@@ -80,7 +80,7 @@ def _database(folder, records):
 
 
 def test_pretraining_on_nothing_usable_is_an_error_that_counts_what_was_skipped(tmp_path):
-    from simulator.ms_costmodel import pretrain_xgb
+    from simulator.metaschedule.cost_model import pretrain_xgb
     from simulator.registry import SimulatorError
 
     empty = tmp_path / "empty"
@@ -103,7 +103,7 @@ def _write(path, text, mode="w"):
 @pytest.mark.parametrize("case", ["script_syntax", "script_python", "key", "gz_table", "bad_table",
                                   "empty_pretrain", "num_cores"])
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys, case):
-    from simulator import tune
+    from simulator.metaschedule import tune
 
     shipped = os.path.join(ROOT, "datasets", "networks_rocketlake", "tasks.json.gz")
     (tmp_path / "empty").mkdir()
@@ -128,7 +128,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys, case):
 
 def test_work_dir_busy_read_only_or_a_file(tmp_path, capsys, monkeypatch):
     from extract import fileio
-    from simulator import tune
+    from simulator.metaschedule import tune
 
     work = tmp_path / "work"
     with fileio.output_lock(work):
@@ -148,7 +148,7 @@ def test_work_dir_busy_read_only_or_a_file(tmp_path, capsys, monkeypatch):
 
 
 def test_unknown_network_in_ms_measure_is_refused_at_parse_time(tmp_path, capsys):
-    from extract.ms_measure import parse_args
+    from extract.metaschedule.campaign import parse_args
 
     with pytest.raises(SystemExit) as stop:
         parse_args(["--work-dir", str(tmp_path / "m"), "--networks", "resnet50", "resnet51"])
@@ -162,8 +162,8 @@ def tiny_space():
     """A 16³ matmul's TuneContext and 12 distinct postprocessed candidates."""
     import tvm
     import tvm_ffi
-    from extract import ms_candidates as msc
-    from simulator.ms_costmodel import measure_candidate
+    from extract.metaschedule import candidates as msc
+    from simulator.metaschedule.cost_model import measure_candidate
 
     ctx = msc.tune_context(tvm.IRModule({"main": msc.WORKLOADS["matmul_512"](16, 16, 16)}), msc.llvm_target(1))
     schedules, seen = [], set()
@@ -177,7 +177,7 @@ def tiny_space():
 
 
 def test_gnn_cost_model_api_misuse(tiny_space, tmp_path):
-    from simulator.ms_costmodel import GNNCostModel
+    from simulator.metaschedule.cost_model import GNNCostModel
     from simulator.registry import SimulatorError
 
     ctx, _ = tiny_space
@@ -197,7 +197,7 @@ def _results(n, start=1e-5):
 
 
 def _trained_gnn(tiny_space):
-    from simulator.ms_costmodel import GNNCostModel
+    from simulator.metaschedule.cost_model import GNNCostModel
 
     ctx, candidates = tiny_space
     model = GNNCostModel(min_measured=4, cold_steps=2, update_steps=1)
@@ -210,7 +210,7 @@ def _trained_gnn(tiny_space):
 def test_update_refuses_unequal_lists_and_stores_a_candidate_once(tiny_space):
     from tvm.s_tir.meta_schedule.cost_model import RandomModel
 
-    from simulator.ms_costmodel import GNNCostModel, TimedCostModel
+    from simulator.metaschedule.cost_model import GNNCostModel, TimedCostModel
 
     ctx, candidates = tiny_space
     for model in (GNNCostModel(min_measured=100), TimedCostModel(RandomModel())):
@@ -231,7 +231,7 @@ def test_update_refuses_unequal_lists_and_stores_a_candidate_once(tiny_space):
 def test_resuming_search_drops_what_was_measured_and_stops_at_the_trials_left(tiny_space):
     """A search that proposes 4 already-measured candidates, then 4 new ones on every call
     (as EvolutionarySearch does when asked again without a result): 4 of 6 trials done."""
-    from simulator.ms_resume import ResumingSearch, schedule_key
+    from simulator.metaschedule.resume import ResumingSearch, schedule_key
 
     ctx, candidates = tiny_space
 
@@ -263,7 +263,7 @@ def test_resuming_search_drops_what_was_measured_and_stops_at_the_trials_left(ti
 
 
 def test_ctrl_c_is_raised_only_where_asked_and_waits_while_a_batch_is_stored():
-    from simulator.ms_interrupt import Interrupts
+    from simulator.metaschedule.interrupt import Interrupts
 
     before = signal.getsignal(signal.SIGINT)
     interrupts = Interrupts()
@@ -310,7 +310,7 @@ def stopped_and_resumed(tmp_path_factory):
     """One tiny gnn tuning command, three times in one work dir: Ctrl-C after its first
     round, kill -9 after a later one (plus a record line cut off as a kill mid-write
     leaves it), then run to the end (in this process)."""
-    from simulator import tune
+    from simulator.metaschedule import tune
 
     work = str(tmp_path_factory.mktemp("stopped") / "dense")
     records = os.path.join(work, "database_tuning_record.json")
@@ -338,8 +338,8 @@ def test_ctrl_c_exits_130_with_a_summary_of_what_the_database_holds(stopped_and_
 
 
 def test_a_killed_run_resumes_to_the_same_trials_measuring_nothing_twice(stopped_and_resumed):
-    from extract.ms_database import replay, workload_module
-    from extract.ms_store import schedule_hash
+    from extract.metaschedule.database import replay, workload_module
+    from extract.metaschedule.store import schedule_hash
 
     work, summary = stopped_and_resumed["work"], stopped_and_resumed["summary"]
     earlier = stopped_and_resumed["before_resume"]
@@ -361,7 +361,7 @@ def test_a_killed_run_resumes_to_the_same_trials_measuring_nothing_twice(stopped
 
 
 def test_another_command_is_refused_and_overwrite_clears_the_earlier_run(stopped_and_resumed, capsys, tmp_path):
-    from simulator import ms_resume, tune
+    from simulator.metaschedule import resume as ms_resume, tune
 
     work = stopped_and_resumed["work"]
     again = [*COMMAND, "--work-dir", work]
@@ -386,7 +386,7 @@ def test_another_command_is_refused_and_overwrite_clears_the_earlier_run(stopped
     ('{"kind": "llvm", "mtriple": "aarch64-linux-gnu", "num-cores": 1}', "builds for aarch64"),
 ])
 def test_a_target_that_cannot_run_here_is_refused_before_measuring(tmp_path, capsys, target, needle):
-    from simulator import tune
+    from simulator.metaschedule import tune
 
     work = tmp_path / "work"
     code = tune.main([TINY, "--trials", "4", "--cost-model", "random", "--target", target, "--work-dir", str(work)])
@@ -399,8 +399,8 @@ def test_no_valid_measurement_is_an_error_and_a_busy_measuring_core_a_warning(tm
     the measuring core reads 90% busy."""
     from tvm.s_tir.meta_schedule.builder import BuilderResult
 
-    from extract import ms_load, ms_runner
-    from simulator import tune
+    from extract.metaschedule import cpu_load as ms_load, runner as ms_runner
+    from simulator.metaschedule import tune
 
     class FailingBuilder:
         class pool:  # noqa: N801 - what tune() shuts down

@@ -22,9 +22,9 @@ def test_rank_metrics():
 
 def test_an_operator_in_the_pretraining_data_is_refused():
     from benchmarks.ms_tuning import held_out
-    from extract.ms_runner import host_target
-    from extract.ms_workload import workload_key
-    from extract.workloads import parse_workload
+    from extract.metaschedule.runner import host_target
+    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workloads import parse_workload
 
     target = host_target(1)
     key = workload_key(parse_workload("dense_16x16x32").prim_func(), target)
@@ -58,9 +58,9 @@ def test_gnn_filter_is_the_pretrained_gnn_with_two_stage_scoring(tmp_path, monke
     import argparse
     import types
 
-    import simulator.ms_costmodel as ms_costmodel
+    import simulator.metaschedule.cost_model as ms_costmodel
     from benchmarks import ms_tuning
-    from simulator import tune
+    from simulator.metaschedule import tune
 
     ap = argparse.ArgumentParser()
     ms_tuning.add_arguments(ap)

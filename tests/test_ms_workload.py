@@ -1,4 +1,4 @@
-"""Stable workload keys and operator kinds (extract.ms_workload), task tables (extract.ms_tasks)."""
+"""Stable workload keys and operator kinds (extract.metaschedule.workload_key), task tables (extract.metaschedule.tasks)."""
 import json
 import os
 import subprocess
@@ -72,13 +72,13 @@ def _prim_funcs():
 
 @pytest.fixture(scope="module")
 def target():
-    from extract.ms_runner import host_target
+    from extract.metaschedule.runner import host_target
 
     return host_target()
 
 
 def test_every_operator_kind_is_recognised_from_the_computation():
-    from extract.ms_workload import KINDS, operator_kind
+    from extract.metaschedule.workload_key import KINDS, operator_kind
 
     funcs = _prim_funcs()
     assert set(funcs) == set(KINDS)
@@ -91,7 +91,7 @@ def test_kind_does_not_come_from_block_names():
     depthwise convolution called "conv2d_nchw" is still depthwise."""
     from tvm import te, topi
 
-    from extract.ms_workload import operator_kind
+    from extract.metaschedule.workload_key import operator_kind
 
     x, w = te.placeholder((1, 8, 12), name="x"), te.placeholder((8, 8, 3), name="w")
     out = te.compute((1, 8, 10), lambda n, c, i: x[n, c, i], name="conv2d_nchw")
@@ -119,7 +119,7 @@ def _same_shape_pairs():
 
 
 def test_same_shapes_different_computation_get_distinct_keys(target):
-    from extract.ms_workload import describe, parse_workload_key, workload_key
+    from extract.metaschedule.workload_key import describe, parse_workload_key, workload_key
 
     for one, other in _same_shape_pairs():
         a, b = describe(one, target), describe(other, target)
@@ -133,7 +133,7 @@ def test_names_do_not_change_the_key(target):
     of one operator from two networks meet)."""
     from tvm import te, topi
 
-    from extract.ms_workload import workload_key
+    from extract.metaschedule.workload_key import workload_key
 
     def conv(data, kernel, block):
         x, w = te.placeholder((1, 8, 10, 10), name=data), te.placeholder((16, 8, 3, 3), name=kernel)
@@ -146,7 +146,7 @@ def test_names_do_not_change_the_key(target):
 
 
 def test_key_parts_and_round_trip(target):
-    from extract.ms_workload import describe, parse_workload_key, workload_key
+    from extract.metaschedule.workload_key import describe, parse_workload_key, workload_key
 
     conv = _conv(2, 1, False)
     key = workload_key(conv, target)
@@ -160,8 +160,8 @@ def test_key_parts_and_round_trip(target):
 
 
 def _bert_keys_in_subprocess():
-    code = ("import json; from extract.ms_runner import host_target; "
-            "from extract.ms_tasks import network_tasks; "
+    code = ("import json; from extract.metaschedule.runner import host_target; "
+            "from extract.metaschedule.tasks import network_tasks; "
             "print(json.dumps([t.key for t in network_tasks('bert', host_target())]))")
     env = {**os.environ, "PYTHONPATH": ROOT}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
@@ -170,7 +170,7 @@ def _bert_keys_in_subprocess():
 
 
 def test_bert_tasks_stable_across_extractions(target):
-    from extract.ms_tasks import network_tasks
+    from extract.metaschedule.tasks import network_tasks
 
     tasks = network_tasks("bert", target)
     keys = [t.key for t in tasks]
@@ -187,7 +187,7 @@ def test_bert_tasks_stable_across_extractions(target):
 
 
 def test_merge_keeps_every_origin_and_table_round_trip(tmp_path):
-    from extract.ms_tasks import TaskInfo, load_tasks, merge_tasks, save_tasks, summary
+    from extract.metaschedule.tasks import TaskInfo, load_tasks, merge_tasks, save_tasks, summary
 
     def task(key, net, weight):
         return TaskInfo(key, key.split(".")[0], [[1, 4]], "float32", 8.0, {net: weight},
@@ -228,7 +228,7 @@ def _database_of(folder, funcs, target, records_each=3):
 
 
 def _last_block(func):
-    from extract.ms_workload import blocks_of
+    from extract.metaschedule.workload_key import blocks_of
 
     return blocks_of(func)[-1].name
 
@@ -238,8 +238,8 @@ def test_same_shape_programs_are_separate_groups_in_every_reader(tmp_path, targe
     reads) and the `extract.tvm_log` report: two groups, and the report says the two share a
     readable name."""
     from datasets import load_collection
-    from extract.ms_database import read_databases
-    from extract.ms_workload import parse_workload_key
+    from extract.metaschedule.database import read_databases
+    from extract.metaschedule.workload_key import parse_workload_key
     from extract.tvm_log import LogReport
 
     (one, other), _ = _same_shape_pairs()

@@ -17,7 +17,7 @@ from datasets.ms_ship import ship
 from datasets.networks import NetworkDataError, agreement, is_dataset, summarize_agreement
 from extract.sample import GraphSample
 from simulator.registry import SimulatorError
-from simulator.splits import GroupTags, group_tags, make_split
+from simulator.data.splits import GroupTags, group_tags, make_split
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "networks_tiny"
@@ -337,7 +337,7 @@ def test_combined_table_compares_with_the_networks_alone_run():
 def test_export_keeps_the_model_and_drops_the_run_state(tmp_path):
     import torch
 
-    from simulator.costmodel import CostModel, load_trained
+    from simulator.models.costmodel import CostModel, load_trained
     from simulator.export import main as export_main
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")

@@ -21,8 +21,8 @@ TOY_MODEL = '''"""`toy-linear`: ŷ = w·ṽ + b on the standardised curve vector
 import torch
 from torch import nn
 
-from .batching import BatchSpec
-from .costmodel import TorchCostModel, register_cost_model, require_vector
+from simulator.data.batching import BatchSpec
+from simulator.models.costmodel import TorchCostModel, register_cost_model, require_vector
 
 
 class LinearNet(nn.Module):
@@ -54,7 +54,7 @@ class ToyLinearCostModel(TorchCostModel):
     def batch_spec(self):
         return BatchSpec(graph=False, vector="curve")
 '''
-REGISTRATION = "from . import toy_linear  # noqa: F401\n"
+REGISTRATION = "from .models import toy_linear  # noqa: F401\n"
 
 
 def _train(package_root, dataset_path, out):
@@ -71,7 +71,7 @@ def test_a_toy_cost_model_is_one_file_and_one_line(tmp_path, dataset_path):
     package_root = tmp_path / "copy"
     package = package_root / "simulator"
     shutil.copytree(SIMULATOR, package, ignore=shutil.ignore_patterns("__pycache__"))
-    (package / "toy_linear.py").write_text(TOY_MODEL, encoding="utf-8")
+    (package / "models" / "toy_linear.py").write_text(TOY_MODEL, encoding="utf-8")
 
     # the file alone registers nothing: nothing imports it
     alone = _train(str(package_root), dataset_path, tmp_path / "alone")
@@ -80,7 +80,7 @@ def test_a_toy_cost_model_is_one_file_and_one_line(tmp_path, dataset_path):
 
     # one line in the cost-model list of the registration lists
     init = (package / "__init__.py").read_text(encoding="utf-8")
-    anchor = "from . import invariant  # noqa: F401\n"
+    anchor = "from .models import invariant  # noqa: F401\n"
     assert init.count(anchor) == 1
     (package / "__init__.py").write_text(init.replace(anchor, anchor + REGISTRATION), encoding="utf-8")
     run = _train(str(package_root), dataset_path, tmp_path / "run")
@@ -101,29 +101,35 @@ def test_a_toy_cost_model_is_one_file_and_one_line(tmp_path, dataset_path):
 # ---------------------------------------------------------------- interfaces and lists
 # each interface module and the modules of its registered implementations (layers, losses,
 # metrics and splits hold their built-in ones themselves)
-IMPLEMENTATIONS_OF = {"costmodel": ("curve_mlp", "baselines", "autotvm_baselines", "invariant"),
-                      "sources": ("samples_source", "tpugraphs_source")}
+IMPLEMENTATIONS_OF = {"models.costmodel": ("models.curve_mlp", "models.xgb", "models.autotvm_xgb", "models.invariant"),
+                      "data.sources": ("data.in_memory", "data.tpugraphs")}
 IMPLEMENTATIONS = tuple(m for modules in IMPLEMENTATIONS_OF.values() for m in modules)
 
 
 def _imported_modules(path):
-    """The simulator modules a file imports (relative or absolute), anywhere in it."""
+    """The simulator modules a file imports (relative or absolute), anywhere in it, as
+    dotted names inside `simulator` ("models.costmodel")."""
+    package = os.path.relpath(os.path.dirname(path), SIMULATOR).replace(os.sep, ".")
+    package = [] if package == "." else package.split(".")
     names = set()
     for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
         if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level == 1:
-                names.update([module.split(".")[0]] if module else [a.name for a in node.names])
-            elif module.startswith("simulator."):
-                names.add(module.split(".")[1])
+            if node.level:
+                base = package[:len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            elif (node.module or "").startswith("simulator"):
+                base = node.module.split(".")[1:]
+            else:
+                continue
+            names.add(".".join(base))
+            names.update(".".join(base + [a.name]) for a in node.names)
         elif isinstance(node, ast.Import):
-            names.update(a.name.split(".")[1] for a in node.names if a.name.startswith("simulator."))
+            names.update(a.name.split(".", 1)[1] for a in node.names if a.name.startswith("simulator."))
     return names
 
 
 def test_interfaces_import_no_implementation():
     for interface, implementations in IMPLEMENTATIONS_OF.items():
-        imported = _imported_modules(os.path.join(SIMULATOR, interface + ".py"))
+        imported = _imported_modules(os.path.join(SIMULATOR, *interface.split(".")) + ".py")
         assert not imported & set(implementations), (interface, imported & set(implementations))
 
 
@@ -132,8 +138,8 @@ def test_the_registration_lists_register_every_implementation():
     CLIs offer: `--model` names every registered cost model, `--data` the data kinds."""
     listed = _imported_modules(os.path.join(SIMULATOR, "__init__.py"))
     assert set(IMPLEMENTATIONS) <= listed
-    from simulator.costmodel import COST_MODELS, model_names
-    from simulator.sources import DATA_KINDS
+    from simulator.models.costmodel import COST_MODELS, model_names
+    from simulator.data.sources import DATA_KINDS
     assert {"curve-mlp", "xgb", "knob-xgb", "itervar-xgb", "gcn-inv", "mlp-inv"} <= set(COST_MODELS.names())
     assert set(COST_MODELS.names()) <= set(model_names())
     assert set(DATA_KINDS.names()) == {"samples", "tpugraphs"}

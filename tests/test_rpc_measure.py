@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from extract import rpc_measure
-from extract.measure import sample_jobs
-from extract.records import RUN_TIMEOUT, read_records
-from extract.workloads import parse_workloads
+from extract.autotvm import rpc as rpc_measure
+from extract.autotvm.measure import sample_jobs
+from extract.autotvm.records import RUN_TIMEOUT, read_records
+from extract.tir.workloads import parse_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = "1x8x8x8_8x3x3_s1_p1"
@@ -179,7 +179,7 @@ def _check_log(log: Path, planned):
     records = list(read_records(str(log)))
     final = [r for r in records if not r.extra.get("rpc_retried")]
     retried = [r for r in records if r.extra.get("rpc_retried")]
-    from extract.templates import get_template
+    from extract.autotvm.templates import get_template
     template = get_template("conv2d_NCHWc.x86")
     key = lambda r: (template.parse_task_args(r.task_args), r.config_index)  # noqa: E731
     counts = Counter(key(r) for r in final)
@@ -260,7 +260,7 @@ def test_rpc_flags_are_checked():
 
 
 def test_measure_cli_refuses_bad_rpc_flags(tmp_path, capsys):
-    from extract import measure
+    from extract.autotvm import measure
     log = str(tmp_path / "x.jsonl")
     base = ["--log", log, "--workloads", TINY, "--per-workload", "1"]
     with pytest.raises(SystemExit):
@@ -276,8 +276,8 @@ def test_measure_cli_refuses_bad_rpc_flags(tmp_path, capsys):
 
 
 def test_log_state_knows_final_records_and_pending_retries(tmp_path):
-    from extract.records import MeasureRecord
-    from extract.templates import get_template
+    from extract.autotvm.records import MeasureRecord
+    from extract.autotvm.templates import get_template
     template = get_template("conv2d_NCHWc.x86")
     wl = next(iter(parse_workloads([TINY]).values()))
     space = template.space(wl)
@@ -345,8 +345,8 @@ def test_metaschedule_rpc_runner_measures_on_a_farm_server(farm, tmp_path):
 def test_simulator_tune_measures_through_the_tracker(farm, tmp_path):
     """`simulator.tune --tracker --rpc-key`: MetaSchedule tuning whose candidates are timed
     on the farm's servers, written to a database the reader takes back."""
-    from extract.ms_database import read_databases
-    from simulator import tune
+    from extract.metaschedule.database import read_databases
+    from simulator.metaschedule import tune
 
     work = str(tmp_path / "tune")
     summary = tune.run(["dense_32x32x48", "--cost-model", "random", "--trials", "4", "--trials-per-iter", "4",

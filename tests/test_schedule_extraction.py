@@ -7,14 +7,16 @@ from typing import List, Optional
 import numpy as np
 import pytest
 
-from extract import records, timing, tvm_graph, tvm_log
+from extract.autotvm import records, timing
+from extract.tir import schedules as tvm_graph
+from extract import tvm_log
 from extract.sample import ExtractorInfo, load_info, load_samples, save_samples
-from extract.space import ConfigSpace, OptionKnob, SplitKnob
-from extract.templates import Template, get_template
-from extract.templates import base as template_base
-from extract.tir_graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY
-from extract.workloads import TensorSpec, Workload, parse_workload, register_workload
-from extract.workloads import base as workload_base
+from extract.autotvm.space import ConfigSpace, OptionKnob, SplitKnob
+from extract.autotvm.templates import Template, get_template
+from extract.autotvm.templates import base as template_base
+from extract.tir.graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY
+from extract.tir.workloads import TensorSpec, Workload, parse_workload, register_workload
+from extract.tir.workloads import base as workload_base
 
 X86 = "conv2d_NCHWc.x86"
 TINY = "1x8x8x8_8x3x3_s1_p1"

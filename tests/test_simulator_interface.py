@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from simulator.batching import BatchSpec
+from simulator.data.batching import BatchSpec
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from simulator.costmodel import CostModel, build_cost_model
-from simulator.data import CollectionInfo
-from simulator.layers import PROPAGATIONS, GATLayer, build_layer
+from simulator.models.costmodel import CostModel, build_cost_model
+from simulator.data.collection import CollectionInfo
+from simulator.models.layers import PROPAGATIONS, GATLayer, build_layer
 from simulator.registry import SimulatorError
-from simulator.samples_source import SampleSource
-from simulator.sources import Source
+from simulator.data.in_memory import SampleSource
+from simulator.data.sources import Source
 from simulator.train import build_parser, config_from_flags, explicit_flags, validate
 
 
@@ -181,8 +181,8 @@ def test_the_checkpoint_keeps_the_datas_vocabulary(synthetic_samples):
 
 
 def test_the_lazy_source_follows_the_protocol(tmp_path):
-    from simulator.synthetic import write_tpugraphs_collection
-    from simulator.tpugraphs_source import TpuGraphsData
+    from simulator.data.synthetic import write_tpugraphs_collection
+    from simulator.data.tpugraphs import TpuGraphsData
     write_tpugraphs_collection(str(tmp_path), "tile:xla", graphs=(3, 1, 1), seed=0)
     config = make_config(data=["tpugraphs:tile:xla"], data_root=str(tmp_path))
     kind = TpuGraphsData()
@@ -208,8 +208,8 @@ def test_vocabulary_comes_from_the_collection_and_maps_other_data_on_load(tmp_pa
 
     from extract.sample import ExtractorInfo, save_samples
     from simulator import train
-    from simulator.data import load_collection
-    from simulator.synthetic import FEATURE_NAMES
+    from simulator.data.collection import load_collection
+    from simulator.data.synthetic import FEATURE_NAMES
     vocab = [f"t{i}" for i in range(8)]
     save_samples(str(tmp_path / "a.npz"), synthetic_samples,
                  extractor=ExtractorInfo("toy-v1", tuple(vocab), tuple(FEATURE_NAMES)))

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from simulator.batching import batch_indices, make_batch
-from simulator.costmodel import build_cost_model
-from simulator.layers import POOLINGS, PROPAGATIONS
+from simulator.data.batching import batch_indices, make_batch
+from simulator.models.costmodel import build_cost_model
+from simulator.models.layers import POOLINGS, PROPAGATIONS
 from simulator.losses import LOSSES, build_loss
 from simulator.registry import UnknownNameError
-from simulator.samples_source import SampleSource
+from simulator.data.in_memory import SampleSource
 from simulator.train import build_parser, config_from_flags, validate
 
 GRAPH_MODELS = ["gcn", "sage", "gat", "cheb", "mlp"]

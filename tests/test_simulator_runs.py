@@ -323,7 +323,7 @@ def test_data_of_another_shape_than_the_model_is_a_clear_error(tmp_path, dataset
 
 
 def test_a_tvm_model_given_tpugraphs_files_is_a_clear_error(tmp_path, finished, capsys):
-    from simulator.synthetic import write_tpugraphs_collection
+    from simulator.data.synthetic import write_tpugraphs_collection
     write_tpugraphs_collection(str(tmp_path), "tile:xla", graphs=(1, 1, 1), seed=0)
     for main, args in ((predict.main, [str(finished), str(tmp_path / "npz")]),
                        (evaluate.main, [str(finished), "--data", str(tmp_path / "npz")]),
@@ -336,9 +336,9 @@ def test_a_graph_without_nodes_is_named(tmp_path, synthetic_samples, finished, c
     """In memory (a list of samples to predict, a source) the simulator names the sample;
     from a file, the collection reader already does (file and sample)."""
     from extract.sample import save_samples
-    from simulator.batching import BatchSpec
-    from simulator.costmodel import CostModel
-    from simulator.samples_source import SampleSource
+    from simulator.data.batching import BatchSpec
+    from simulator.models.costmodel import CostModel
+    from simulator.data.in_memory import SampleSource
     samples = [copy.copy(s) for s in synthetic_samples]
     empty = samples[40]
     empty.node_features, empty.node_types = empty.node_features[:0], empty.node_types[:0]

@@ -12,7 +12,7 @@ import pytest
 
 from simulator import evaluate, predict, train
 from simulator.checkpoint import load_checkpoint
-from simulator.splits import DEFAULT_TEST
+from simulator.data.splits import DEFAULT_TEST
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--threads", "1", "--epochs", "3", "--width", "16", "--depth", "2", "--batch-size", "16"]
@@ -118,10 +118,10 @@ def test_predict_ranks_measured_data(trained, dataset_path, capsys):
 
 def test_predict_unmeasured_workload_real_extractor(tmp_path):
     """Train on two measured-looking workloads, rank a third's unmeasured configs."""
-    from extract import tvm_graph
+    from extract.tir import schedules as tvm_graph
     from extract.sample import save_samples
-    from extract.templates import get_template
-    from extract.workloads import parse_workload
+    from extract.autotvm.templates import get_template
+    from extract.tir.workloads import parse_workload
     samples = []
     rng = np.random.default_rng(0)
     for spec in ("1x16x14x14_16x3x3_s1_p1", "1x16x14x14_32x1x1_s1_p0"):
@@ -216,9 +216,9 @@ def test_existing_run_is_not_overwritten_silently(trained, dataset_path, capsys)
 def test_train_on_a_users_autotvm_log(tmp_path):
     """--data with an AutoTVM log (extracted through datasets.load_dataset, cached under
     --cache-dir), workloads named from the records."""
-    from extract.records import MeasureRecord
-    from extract.templates import get_template
-    from extract.workloads import parse_workload
+    from extract.autotvm.records import MeasureRecord
+    from extract.autotvm.templates import get_template
+    from extract.tir.workloads import parse_workload
     template = get_template("conv2d_NCHWc.x86")
     rng = np.random.default_rng(0)
     lines = []

@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator import train
-from simulator.batching import BatchSpec
-from simulator.costmodel import build_cost_model
+from simulator.data.batching import BatchSpec
+from simulator.models.costmodel import build_cost_model
 from simulator.engine import write_json
 from simulator.metrics import evaluate, format_table
 from simulator.registry import SimulatorError
-from simulator.samples_source import SampleSource
-from simulator.statistics import RunningStats
+from simulator.data.in_memory import SampleSource
+from simulator.data.statistics import RunningStats
 from simulator.train import build_parser, config_from_flags, validate
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -231,8 +231,8 @@ def test_write_json_refuses_nan_instead_of_writing_null(tmp_path):
 
 def test_a_non_finite_prediction_of_a_tpugraphs_graph_is_named(tmp_path):
     from datasets import tpugraphs_collections as tg
-    from simulator.synthetic import write_tpugraphs_collection
-    from simulator.tpugraphs_source import TpuGraphsSource, tpugraphs_model_info
+    from simulator.data.synthetic import write_tpugraphs_collection
+    from simulator.data.tpugraphs import TpuGraphsSource, tpugraphs_model_info
     write_tpugraphs_collection(str(tmp_path), "tile:xla", graphs=(3, 1, 1), seed=0)
     files = tg.open_split(str(tmp_path), "tile:xla", "train")
     source = TpuGraphsSource(files, config().data, tpugraphs_model_info("tile:xla", files))

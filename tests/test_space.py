@@ -4,9 +4,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from extract.space import ConfigSpace, OptionKnob, SplitKnob, factors
-from extract.templates import get_template
-from extract.workloads import RESNET18, parse_workload
+from extract.autotvm.space import ConfigSpace, OptionKnob, SplitKnob, factors
+from extract.autotvm.templates import get_template
+from extract.tir.workloads import RESNET18, parse_workload
 
 
 def test_factors():

@@ -4,9 +4,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from extract.templates import Conv2dWorkload, get_template
-from extract.tir_graph import (COLUMN, CURVE_NAMES, FEATURE_NAMES, TYPE_ID, VOCABULARY,
-                               linear_coefficients, lower_for_features, tir_to_graph)
+from extract.autotvm.templates import Conv2dWorkload, get_template
+from extract.tir.graph import (
+    COLUMN, CURVE_NAMES, FEATURE_NAMES, TYPE_ID, VOCABULARY, linear_coefficients, lower_for_features,
+    tir_to_graph,
+)
 
 TINY = Conv2dWorkload(1, 4, 6, 6, 8, 3, 3, 1, 1)
 TINY_CONFIG = {"tile_ic": [-1, 2], "tile_oc": [-1, 4], "tile_ow": [-1, 3], "unroll_kw": True,
@@ -89,7 +91,7 @@ def test_linear_coefficients_of_tiled_index():
 
 
 def test_unknown_node_kind_maps_to_unk_and_is_counted():
-    from extract.tir_graph import UNK, _Builder
+    from extract.tir.graph import UNK, _Builder
 
     builder = _Builder()
     root, _ = builder.add("PrimFunc", None)

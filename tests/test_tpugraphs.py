@@ -1,4 +1,4 @@
-"""extract.tpugraphs_npz, extract.tuning_data, extract.tpugraphs: TpuGraphs npz
+"""extract.xla.tpugraphs_npz, extract.xla.convert_tuning, extract.tpugraphs: TpuGraphs npz
 reader/writer, lazy access, raw protos, the command line, bad input."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from google.protobuf import descriptor_pb2
 
-from extract import proto, tpugraphs, tpugraphs_npz
-from extract.tuning_data import read_raw
+from extract.xla import proto, tpugraphs_cli as tpugraphs, tpugraphs_npz
+from extract.xla.convert_tuning import read_raw
 from extract.sample import GraphSample
 
 from tpugraphs_raw import LAYOUT_PB, REPO, TILE_PB, needs_raw
@@ -57,10 +57,10 @@ def tile_samples():
 
 @pytest.mark.skipif(shutil.which("protoc") is None, reason="protoc not installed")
 def test_python_descriptors_equal_protoc_output(tmp_path):
-    """The descriptors extract/proto builds are the compiled .proto files."""
+    """The descriptors extract/xla/proto builds are the compiled .proto files."""
     out = tmp_path / "set.pb"
     subprocess.run(["protoc", f"--descriptor_set_out={out}", "--include_imports",
-                    "tpugraphs_tuning_minimal.proto"], cwd=REPO / "extract/proto", check=True)
+                    "tpugraphs_tuning_minimal.proto"], cwd=REPO / "extract/xla/proto", check=True)
     compiled = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
 
     def without_json_names(file):

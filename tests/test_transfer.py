@@ -12,8 +12,8 @@ from simulator.registry import SimulatorError
 
 # ---------------------------------------------------------------- knob features
 def test_knob_vector_fills_the_outer_factor_and_lines_up_across_workloads():
-    from extract.knob_features import knob_names, knob_vector, knob_vector_of_meta
-    from extract.workloads import parse_workload
+    from extract.autotvm.knob_features import knob_names, knob_vector, knob_vector_of_meta
+    from extract.tir.workloads import parse_workload
 
     template = "conv2d_NCHWc.x86"
     c2, c3 = parse_workload("C2"), parse_workload("C3")  # 3×3 (has unroll_kw) and 1×1 (has not)
@@ -42,7 +42,7 @@ def _lowered_add():
     """C[i, j] = A[i, j] + B[j], i < 4, j < 8, lowered for features."""
     from tvm import te
 
-    from extract.tir_graph import lower_for_features
+    from extract.tir.graph import lower_for_features
     a = te.placeholder((4, 8), name="A")
     b = te.placeholder((8,), name="B")
     c = te.compute((4, 8), lambda i, j: a[i, j] + b[j], name="C")
@@ -52,7 +52,7 @@ def _lowered_add():
 
 
 def test_itervar_rows_by_hand():
-    from extract.itervar import ANNOTATIONS, LOOP_FIELDS, TOUCH_FIELDS, itervar_rows
+    from extract.autotvm.itervar import ANNOTATIONS, LOOP_FIELDS, TOUCH_FIELDS, itervar_rows
 
     rows = itervar_rows(_lowered_add())
     assert len(rows) == 2  # i, j
@@ -75,7 +75,7 @@ def test_itervar_rows_by_hand():
 
 
 def test_itervar_vector_is_fixed_width_and_padded():
-    from extract.itervar import ITERVAR_NAMES, ROW, WIDTH, itervar_rows, itervar_vector
+    from extract.autotvm.itervar import ITERVAR_NAMES, ROW, WIDTH, itervar_rows, itervar_vector
 
     func = _lowered_add()
     v = itervar_vector(func)
@@ -86,11 +86,11 @@ def test_itervar_vector_is_fixed_width_and_padded():
 
 
 def test_extraction_stores_knob_and_itervar_vectors():
-    from extract.itervar import WIDTH
-    from extract.knob_features import knob_names, knob_vector
-    from extract.templates import get_template
-    from extract.tvm_graph import config_sample
-    from extract.workloads import parse_workload
+    from extract.autotvm.itervar import WIDTH
+    from extract.autotvm.knob_features import knob_names, knob_vector
+    from extract.autotvm.templates import get_template
+    from extract.tir.schedules import config_sample
+    from extract.tir.workloads import parse_workload
 
     template, wl = get_template("conv2d_NCHWc.x86"), parse_workload("C11")
     config = template.space(wl).get(3)
@@ -119,8 +119,8 @@ def _with_vectors(samples):
 @pytest.mark.parametrize("name", ["knob-xgb", "itervar-xgb"])
 @pytest.mark.parametrize("objective", ["reg", "rank"])
 def test_autotvm_baselines_fit_predict_save_load(synthetic_samples, tmp_path, name, objective):
-    from simulator.costmodel import CostModel, build_cost_model, model_names
-    from simulator.samples_source import SampleSource
+    from simulator.models.costmodel import CostModel, build_cost_model, model_names
+    from simulator.data.in_memory import SampleSource
     from simulator.train import build_parser, config_from_flags, validate
 
     assert name in model_names()
@@ -140,8 +140,8 @@ def test_autotvm_baselines_fit_predict_save_load(synthetic_samples, tmp_path, na
 
 
 def test_autotvm_baseline_without_its_vector_says_so(synthetic_samples):
-    from simulator.costmodel import build_cost_model
-    from simulator.samples_source import SampleSource
+    from simulator.models.costmodel import build_cost_model
+    from simulator.data.in_memory import SampleSource
     from simulator.train import build_parser, config_from_flags, validate
 
     config = validate(config_from_flags(dict(vars(build_parser().parse_args([])), model="knob-xgb")))
@@ -382,10 +382,10 @@ def test_transfer_train_only_and_members_keep_predictions(dataset_path, tmp_path
 
 # ---------------------------------------------------------------- context features (tir_context)
 def _x86_graph(workload: str, index: int):
-    from extract.hardware import hardware_of
-    from extract.templates import get_template
-    from extract.tir_graph import lower_for_features, tir_to_graph
-    from extract.workloads import parse_workload
+    from extract.tir.hardware import hardware_of
+    from extract.autotvm.templates import get_template
+    from extract.tir.graph import lower_for_features, tir_to_graph
+    from extract.tir.workloads import parse_workload
 
     template, wl = get_template("conv2d_NCHWc.x86"), parse_workload(workload)
     config = template.space(wl).get(index)
@@ -394,7 +394,7 @@ def _x86_graph(workload: str, index: int):
 
 
 def test_context_columns_of_an_x86_config():
-    from extract.tir_graph import COLUMN, TYPE_ID
+    from extract.tir.graph import COLUMN, TYPE_ID
 
     config, g = _x86_graph("C11", 7)
     f, types = g.node_features, g.node_types
@@ -414,7 +414,7 @@ def test_context_columns_of_an_x86_config():
 
 
 def test_hardware_of_targets():
-    from extract.hardware import hardware_of
+    from extract.tir.hardware import hardware_of
 
     zen3 = hardware_of('{"kind": "llvm", "mcpu": "znver3", "num-cores": 1}')
     assert (zen3.kind, zen3.l1_bytes, zen3.l2_bytes, zen3.vector_bits) == ("cpu", 32768, 524288, 256)
@@ -429,10 +429,10 @@ def test_cuda_configs_that_cannot_launch_are_known_from_the_graph(monkeypatch):
     too much shared memory), built anyway, are flagged by the graph's root; valid ones not."""
     import random
 
-    from extract.hardware import hardware_of
-    from extract.templates import Conv2dWorkload, get_template
-    from extract.templates.conv2d_cuda import Conv2dCuda, InvalidGpuConfig
-    from extract.tir_graph import COLUMN, lower_for_features, tir_to_graph
+    from extract.tir.hardware import hardware_of
+    from extract.autotvm.templates import Conv2dWorkload, get_template
+    from extract.autotvm.templates.conv2d_cuda import Conv2dCuda, InvalidGpuConfig
+    from extract.tir.graph import COLUMN, lower_for_features, tir_to_graph
 
     template = get_template("tutorial/conv2d_no_batching")
     hw = hardware_of(template.make_target())
@@ -474,9 +474,9 @@ def test_invariant_models_ignore_the_absolute_columns(synthetic_samples, tmp_pat
 
     import torch
 
-    from simulator.costmodel import CostModel, build_cost_model
-    from simulator.data import CollectionInfo
-    from simulator.samples_source import SampleSource
+    from simulator.models.costmodel import CostModel, build_cost_model
+    from simulator.data.collection import CollectionInfo
+    from simulator.data.in_memory import SampleSource
     from simulator.train import build_parser, config_from_flags, validate
 
     samples = list(synthetic_samples[:32])

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from extract.sample import GraphSample
-from simulator.batching import BatchSpec
-from simulator.data import CollectionInfo
+from simulator.data.batching import BatchSpec
+from simulator.data.collection import CollectionInfo
 from simulator.registry import SimulatorError
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results")
@@ -68,7 +68,7 @@ def test_feature_shift_by_hand():
 
 def test_data_columns_add_the_derived_columns(synthetic_samples):
     from benchmarks.transfer.analysis import data_columns
-    from simulator.features import DERIVED, with_derived
+    from simulator.data.features import DERIVED, with_derived
     names = ["accumulate", "buffer_bytes", "dtype_bits", "kind_vectorized", "vector_fill"]
     samples = synthetic_samples[:5]
     cut = [GraphSample(edges=s.edges, node_features=np.abs(s.node_features[:, :5]), node_types=s.node_types,
@@ -126,7 +126,7 @@ def _keyed_samples():
 
 def test_ablating_a_column_sets_it_to_the_training_mean_of_its_node_type():
     from benchmarks.transfer.analysis import ablated, type_means
-    from simulator.samples_source import SampleSource
+    from simulator.data.in_memory import SampleSource
     items = SampleSource(_keyed_samples()).items(BatchSpec())
     means = type_means(items[:12])
     assert means.shape[1] == 3 and means[0].tolist() == [0.0, 0.0, 1.0]
@@ -139,7 +139,7 @@ def test_ablating_a_column_sets_it_to_the_training_mean_of_its_node_type():
 
 def test_ablation_finds_what_the_model_relies_on_and_what_misleads_it():
     from benchmarks.transfer.analysis import ablate_model
-    from simulator.samples_source import SampleSource
+    from simulator.data.in_memory import SampleSource
     source = SampleSource(_keyed_samples())
     parts = {"train": source.subset(range(0, 8)), "val": source.subset(range(8, 12)),
              "test": source.subset(range(12, 36))}
@@ -163,7 +163,7 @@ def test_analysis_of_a_spec_reads_its_columns_and_matches_the_transfer_run(tmp_p
     column of the data; the whole model's τ on the others is the transfer matrix's own run's."""
     from benchmarks.transfer import matrix as transfer
     from benchmarks.transfer.analysis import run
-    from simulator.features import select_features
+    from simulator.data.features import select_features
     result = run(["shipped"], str(tmp_path), "gcn-inv-arf-noext-lane", epochs=1, seed=0, train_workloads=["C3"],
                  tag="t")
     assert (tmp_path / "transfer_features_t.png").stat().st_size > 0

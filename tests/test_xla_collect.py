@@ -13,9 +13,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from extract.hlo_graph import OPCODE_IDS
-from extract.ms_logs import read_jsonl
-from extract.tpugraphs_npz import TpuGraphsFile, read_npz
+from extract.xla.hlo_graph import OPCODE_IDS
+from extract.metaschedule.jsonl import read_jsonl
+from extract.xla.tpugraphs_npz import TpuGraphsFile, read_npz
 from extract.xla.collect import results
 from extract.xla.layouts import Candidate, Space, config_key, sample_configs
 from extract.xla.plan import PlanSettings, remeasured, select_nodes

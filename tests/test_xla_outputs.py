@@ -1,6 +1,6 @@
 """docs/RELIABILITY.md, classes 2, 3 and 9, for the XLA converters' command lines
 (`python -m extract.hlo … --out DIR`, `python -m extract.tpugraphs convert … --out DIR`,
-extract/npz_output.py): one writer per output folder, no stale npz files from an earlier
+extract/xla/npz_output.py): one writer per output folder, no stale npz files from an earlier
 run mixed in (refused unless --overwrite, which replaces them), no input silently
 overwriting another's file, and progress as a bar on a terminal, a few lines otherwise;
 npz inputs read once each, whatever the case of their suffix."""
@@ -19,7 +19,7 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-from extract import hlo, proto, tpugraphs
+from extract.xla import convert_hlo as hlo, proto, tpugraphs_cli as tpugraphs
 
 from tpugraphs_raw import REPO
 
@@ -195,8 +195,8 @@ def test_progress_on_a_terminal_is_a_bar(tmp_path):
 
 def test_npz_inputs_are_read_once_whatever_the_suffix_case(tmp_path):
     from datasets import tpugraphs_collections as tg
-    from extract import tpugraphs_npz
-    from extract.tuning_data import read_tuning_file
+    from extract.xla import tpugraphs_npz
+    from extract.xla.convert_tuning import read_tuning_file
     raw = tmp_path / "g.pb"
     raw.write_bytes(raw_layout([100, 200]))
     [graph] = read_tuning_file(raw)

@@ -1,7 +1,7 @@
 """docs/RELIABILITY.md, class 7, XLA side: a protobuf cut short (or damaged) never reads as a
 smaller module. The wire format has no end marker, so a file cut exactly between two
 top-level fields parses; what the message declares is cross-checked instead
-(extract/hlo_graph.py `module_problem`, extract/tuning_data.py): operands, control
+(extract/xla/hlo_graph.py `module_problem`, extract/xla/convert_tuning.py): operands, control
 predecessors, called computations, the entry computation, parameter counts, config
 slots vs `config_index_to_node`. Every cut and every byte flip either raises a one-line
 ValueError naming the file or gives exactly the full file's graphs."""
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from extract import hlo, hlo_graph, proto, tpugraphs_npz
-from extract.tuning_data import read_tuning_file
+from extract.xla import convert_hlo as hlo, hlo_graph, proto, tpugraphs_npz
+from extract.xla.convert_tuning import read_tuning_file
 
 from tpugraphs_raw import LAYOUT_PB, TILE_PB, needs_raw
 

@@ -2,9 +2,9 @@
 the XLA converters load is checked. Non-finite features, negative or absurd runtimes and
 normalizers, a runtime without a normalizer, a 0-node graph: refused with the file, the
 array and the row, the same way by the whole-file reader and by every lazy/chunked read
-the simulator uses (extract/tpugraphs_npz.py); bad runs of raw tuning records are counted
-(extract/tuning_data.py); features an HLO module cannot have are refused
-(extract/hlo_graph.py)."""
+the simulator uses (extract/xla/tpugraphs_npz.py); bad runs of raw tuning records are counted
+(extract/xla/convert_tuning.py); features an HLO module cannot have are refused
+(extract/xla/hlo_graph.py)."""
 from __future__ import annotations
 
 import collections
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extract import hlo, hlo_graph, proto, tpugraphs_npz
-from extract.tpugraphs_npz import MAX_RUNTIME_NS, TpuGraphsFile
-from extract.tuning_data import read_raw
+from extract.xla import convert_hlo as hlo, hlo_graph, proto, tpugraphs_npz
+from extract.xla.tpugraphs_npz import MAX_RUNTIME_NS, TpuGraphsFile
+from extract.xla.convert_tuning import read_raw
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -275,7 +275,7 @@ def test_training_stops_at_a_bad_value_naming_file_and_array(tmp_path, capsys, f
     """End to end: `simulator.train` on a collection with one bad file exits 2 naming it
     (a NaN node feature used to train to NaN weights and report a Kaggle score of 1.0)."""
     from simulator import train
-    from simulator.synthetic import write_tpugraphs_collection
+    from simulator.data.synthetic import write_tpugraphs_collection
     root = tmp_path / "root"
     write_tpugraphs_collection(str(root), "tile:xla", graphs=(4, 2, 1), seed=0)
     victim = root / "npz/tile/xla/train/g2.npz"

@@ -1,11 +1,11 @@
-"""The test oracle of the TIR walk: `tir_to_graph_reference`, what `extract.tir_graph.tir_to_graph`
+"""The test oracle of the TIR walk: `tir_to_graph_reference`, what `extract.tir.graph.tir_to_graph`
 must give for a lowered PrimFunc, bit for bit (`tests/test_featurize.py` compares the two).
 
 A plain walk of the AST, written for clarity: it reads TVM objects as often as it needs
 them (an index once for its coefficients and again for its nodes, a value subtree at each
 level of it), which the product's walk avoids (see its section comment). It shares the
 product's vocabulary, columns, dtype and buffer helpers and context features
-(`extract.tir_context`), and computes every float by the same operations in the same
+(`extract.tir.context`), and computes every float by the same operations in the same
 order.
 """
 from __future__ import annotations
@@ -17,11 +17,13 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from extract.hardware import Hardware
-from extract.tir_context import Records
-from extract.tir_graph import (_EXPR_TYPES, _FOR_KIND, _LEAVES, BASE_FEATURE_NAMES, COLUMN, CURVE_POINTS, LOOP_KINDS,
-                               TYPE_ID, UNK, TirGraph, _buffer_bytes, _children, _const, _dtype_info, _log, _scope,
-                               _with_context, linear_coefficients)
+from extract.tir.hardware import Hardware
+from extract.tir.context import Records
+from extract.tir.graph import (
+    _EXPR_TYPES, _FOR_KIND, _LEAVES, BASE_FEATURE_NAMES, COLUMN, CURVE_POINTS, LOOP_KINDS, TYPE_ID, UNK,
+    TirGraph, _buffer_bytes, _children, _const, _dtype_info, _log, _scope, _with_context,
+    linear_coefficients,
+)
 
 
 @dataclass
@@ -51,7 +53,7 @@ class _Builder:
         self.curves: List[Tuple[bool, np.ndarray]] = []  # (is_store, sampled curve)
         self.loop_counts: Counter = Counter()
         self.total_trips = 0.0
-        self.records = Records()  # for the context columns (extract.tir_context)
+        self.records = Records()  # for the context columns (extract.tir.context)
 
     def add(self, kind: str, parent: Optional[int], loops: List[_Loop]) -> Tuple[int, np.ndarray]:
         node = len(self.types)
@@ -255,7 +257,7 @@ def _is_value(e) -> bool:
 
 
 def tir_to_graph_reference(func, hardware: Optional[Hardware] = None) -> TirGraph:
-    """What `extract.tir_graph.tir_to_graph` must give, bit for bit."""
+    """What `extract.tir.graph.tir_to_graph` must give, bit for bit."""
     builder = _Builder()
     root, _ = builder.add("PrimFunc", None, [])
     builder.stmt(func.body, root, [])

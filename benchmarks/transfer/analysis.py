@@ -15,7 +15,7 @@ RESULTS/transfer_features[_TAG].png:
 
 1. **Which node features shift between workloads**, over every column the data has —
    each extracted column (`node_features`) and each derived column
-   (`simulator.features.DERIVED`) computed from them — each marked `read_by_model` when
+   (`simulator.data.features.DERIVED`) computed from them — each marked `read_by_model` when
    the model reads it. For each column, over the nodes of the types it applies to (the
    types on which it is ever non-zero), each config's graph is summarised by the
    column's mean over those nodes; then
@@ -73,9 +73,9 @@ def model_flags(spec: Optional[str] = None, flags: Optional[Sequence[str]] = Non
 # ---------------------------------------------------------------- 1. which columns shift
 def data_columns(samples, collection) -> Tuple[List[str], List[np.ndarray]]:
     """Every column of the data: its extracted columns (named by `collection`, else f0, f1,
-    …) and the derived columns they give (`simulator.features.DERIVED`); each sample's
+    …) and the derived columns they give (`simulator.data.features.DERIVED`); each sample's
     (nodes, columns) matrix of them."""
-    from simulator.features import derivable, named_columns, with_derived
+    from simulator.data.features import derivable, named_columns, with_derived
     width = int(samples[0].node_features.shape[1])
     names = named_columns(getattr(collection, "feature_names", None), width)
     if names is None:
@@ -333,7 +333,7 @@ def run(data: Sequence[str], results_dir: str, spec: Optional[str] = None, flags
         tag: str = "") -> Dict[str, Any]:
     """Both measurements for transfer spec `spec` (or model flags `flags`; neither:
     `DEFAULT_SPEC`), written to RESULTS/transfer_analysis[_TAG].json and its figure."""
-    from simulator.features import DERIVED
+    from simulator.data.features import DERIVED
 
     from .matrix import _data
     raw = bool(flags)

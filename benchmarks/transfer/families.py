@@ -153,7 +153,7 @@ def summarize(pairs: Sequence[Dict[str, Any]], models: Sequence[str]) -> Dict[st
 
 
 def run(data: Sequence[str], runs: str, models: Sequence[str], repeats: int) -> Dict[str, Any]:
-    from simulator.data import load_collection
+    from simulator.data.collection import load_collection
     samples, _ = load_collection(list(data))
     by: Dict[str, List] = {}
     for s in samples:

@@ -109,7 +109,7 @@ def _data(data: Sequence[str]):
     """(samples, collection info, {feature transform: SampleSource}) loaded once per process."""
     key = tuple(data)
     if key not in _DATA:
-        from simulator.data import load_collection
+        from simulator.data.collection import load_collection
         samples, collection = load_collection(list(data))
         _DATA[key] = (samples, collection, {})
     return _DATA[key]
@@ -171,11 +171,11 @@ def train_model(argv: Sequence[str], log_path: Optional[str] = None):
     """Train the model `simulator.train ARGV` describes, in this process, on data loaded
     once per process; (model, config, {"train", "val", "test": SampleSource}, run summary).
     The training's progress goes to `log_path` (default: nowhere)."""
-    from simulator.costmodel import build_cost_model
+    from simulator.models.costmodel import build_cost_model
     from simulator.engine import setup_determinism
-    from simulator.samples_source import SampleSource
-    from simulator.sources import data_kind
-    from simulator.splits import make_split
+    from simulator.data.in_memory import SampleSource
+    from simulator.data.sources import data_kind
+    from simulator.data.splits import make_split
     from simulator.train import build_parser, config_from_flags, explicit_flags, validate
 
     flags = vars(build_parser().parse_args(list(argv)))
@@ -471,7 +471,7 @@ def add_arguments(ap: argparse.ArgumentParser, prefix: str = "",
 
 
 def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, prefix: str = "") -> Dict[str, Any]:
-    from simulator.data import load_collection
+    from simulator.data.collection import load_collection
     get = lambda name: getattr(args, prefix.replace("-", "_") + name)  # noqa: E731
     asked = set(get("models")) | {m for spec in get("models") if spec in ENSEMBLES for m in ENSEMBLES[spec].members}
     unknown = [m for m in get("sizes_models") or [] if m not in asked]

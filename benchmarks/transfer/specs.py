@@ -3,10 +3,10 @@
 A spec is what `--models` names in `benchmarks.transfer` (and `benchmarks.transfer.analysis`,
 `benchmarks.transfer.families`, `benchmarks.networks`): the flags of one `simulator.train`
 run besides data, split, seed, threads and epochs. Graph models name their feature set
-(`simulator.features`). The specs here are those whose rows docs/RESULTS.md shows.
+(`simulator.data.features`). The specs here are those whose rows docs/RESULTS.md shows.
 
   gcn, mlp                  the graph models on the base columns
-  gcn-inv                   the size-invariant GNN (`simulator.invariant`); `-listmle`: ListMLE loss,
+  gcn-inv                   the size-invariant GNN (`simulator.models.invariant`); `-listmle`: ListMLE loss,
                             `-bb…`: with `buffer_bytes`
   gcn-inv-arf…              with the accumulator's register-file fill (the derived column
                             `acc_reg_fill`); `-noext`: without the loop extents; `-lane`: with the

@@ -1,7 +1,9 @@
-"""The measured XLA layout collection (docs/xla_collection.md): JAX programs, their
-configurable layouts, the single-core measuring protocol and the collector that writes
-TpuGraphs layout npz files. Command line: `python -m extract.xla_collect`.
+"""XLA: HLO → graph arrays, the TpuGraphs npz format, raw TpuGraphs tuning protos and the
+converters' command lines; and the measured XLA layout collection (docs/xla_collection.md,
+`python -m extract.xla_collect`).
 
+    hlo_graph.py, convert_hlo.py, convert_tuning.py, tpugraphs_npz.py, tpugraphs_cli.py,
+    npz_output.py, proto/   HLO and TpuGraphs formats and their converters
     models.py     the models (ResNet, MobileNetV2, …) in JAX
     programs.py   their inference and training steps as `Program`s; the family split
     functions.py  a `module:function` with argument shapes as a `Program`

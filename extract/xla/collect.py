@@ -31,8 +31,8 @@ from typing import Any, Callable, Dict, List, Sequence
 import numpy as np
 
 from extract.fileio import atomic_write
-from extract.ms_logs import JsonlLog, read_jsonl
-from extract.ms_progress import Counts, Progress
+from extract.metaschedule.jsonl import JsonlLog, read_jsonl
+from extract.metaschedule.progress import Counts, Progress
 from extract.xla.layouts import parse_config_key
 from extract.xla.measure import MeasureSettings, Reference
 from extract.xla.plan import SEARCHES, PlanSettings, fingerprint, make_plan, remeasured, space_of
@@ -147,8 +147,8 @@ def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureS
 
 def write_program_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runner: ProgramRunner) -> None:
     """One layout npz per search, the measured configs that compiled."""
-    from extract.hlo_graph import featurize_module, read_hlo_module
-    from extract.tpugraphs_npz import layout_arrays, write_arrays
+    from extract.xla.hlo_graph import featurize_module, read_hlo_module
+    from extract.xla.tpugraphs_npz import layout_arrays, write_arrays
 
     name = saved["program"]
     graph = featurize_module(read_hlo_module(runner.pre_fusion, name=name), source=name).arrays()

@@ -1,0 +1,1 @@
+"""MetaSchedule: tuning databases → samples, workload keys, networks → tasks, and the measuring campaign (runner, store, progress, drift, second pass)."""

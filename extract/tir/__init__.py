@@ -1,0 +1,1 @@
+"""The TIR side: the one TIR walk (`graph`), its node features (`context`, `hardware`), TVM schedules → samples (`schedules`), fast batches of scheduled programs (`featurize`), and the operators (`workloads`)."""

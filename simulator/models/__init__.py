@@ -1,0 +1,1 @@
+"""Cost models: the `CostModel` interface, the graph networks and their layers, and the baselines."""
