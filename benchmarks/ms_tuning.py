@@ -353,7 +353,7 @@ def report_section(results: str) -> List[str]:
         return []
     with open(path, encoding="utf-8") as f:
         res = json.load(f)
-    lines = ["## MetaSchedule tuning of held-out operators (issue 11)", "",
+    lines = ["## MetaSchedule tuning of held-out operators", "",
              f"    {res['command']}", "",
              f"Held-out operators (workload keys absent from the pre-training data, checked): "
              + ", ".join(f"`{op}`" for op in res["held_out"]) + f". Pre-training data: {res['pretrain']['records']} "
@@ -374,7 +374,7 @@ def report_section(results: str) -> List[str]:
                              table), "", f"![MetaSchedule tuning]({res['figure']})", ""]
     goals = goal_lines(res["summary"]) + goal_lines(res["summary"], GNN_FILTER)
     if goals:
-        lines += ["Issue 11's goals, on the means over the seeds (gnn reaches xgb's best at the last point by half "
+        lines += ["The tuning goals, on the means over the seeds (gnn reaches xgb's best at the last point by half "
                   "as many trials; gnn ≥ 10% faster than xgb at the first point):", "", *goals, ""]
     k = res["top_k"]
     rq = [[op, m, _f(v["tau"]), _f(v[f"top{k}_recall"]), _pct(v.get(f"top{k}_slowdown")), str(rank["records"])]

@@ -257,7 +257,7 @@ def agreement_lines(summary: Dict[str, Any]) -> List[str]:
               f"{_fmt(a['median_tau'])} | {pct(a['median_rel_diff'])} |"
               for name, a in (("raw", raw), ("drift-corrected", cor))],
             "", f"τ needs ≥ 3 re-measured records of a task; runtimes are the median of a record's "
-                f"repeats. Goal (issue 12): mean τ ≥ 0.85, median |Δt|/t ≤ 5%."]
+                f"repeats. Goal: mean τ ≥ 0.85, median |Δt|/t ≤ 5%."]
 
 
 def _network_names(rows: Sequence[Dict[str, Any]]) -> List[str]:

@@ -1,4 +1,4 @@
-"""Issue 11 §1: MetaSchedule databases → graph samples, through every reader of the project.
+"""MetaSchedule databases → graph samples, through every reader of the project.
 
 Databases: the one `simulator.tune` writes in the shared `ms_tuned` fixture (a real tuning
 run whose cost model's inputs were recorded), and `tests/data/ms_small` (a committed pass

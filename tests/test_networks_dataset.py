@@ -1,4 +1,4 @@
-"""The MetaSchedule networks dataset (issue 12): compaction of a work folder, loading with
+"""The MetaSchedule networks dataset: compaction of a work folder, loading with
 network / operator-kind tags, and the leave-network-out / leave-op-kind-out splits."""
 import argparse
 import gzip

@@ -121,7 +121,7 @@ def test_extract_configs_in_processes_matches_one_process():
         assert np.isnan(b.runtimes).all() and "per_store" not in b.vectors
 
 
-# ---------------------------------------------------------------- issue 10: the output folder
+# ---------------------------------------------------------------- the output folder
 def _extract(logs, out, *extra):
     return tvm_log.main([*map(str, logs), "--out", str(out), "--workers", "1", "--no-per-store", *extra])
 

@@ -1,4 +1,4 @@
-"""Measure MetaSchedule schedules of real networks' tasks on this CPU (issue 12's dataset).
+"""Measure MetaSchedule schedules of real networks' tasks on this CPU (the networks dataset).
 
     python -m extract.ms_measure --work-dir /work/measure/networks_znver4 --trials-per-task 96
     python -m extract.ms_measure --work-dir /work/measure/networks_znver4 --remeasure 0.12

@@ -1,4 +1,4 @@
-"""MetaSchedule tuning databases → graph samples (issue 11, section 1).
+"""MetaSchedule tuning databases → graph samples.
 
     jobs, report = read_databases(["work_dir/"], report=LogReport())   # parse, validate, count
     samples, unknown = extract_many(jobs, workers=2)                     # replay, lower, walk
@@ -10,7 +10,7 @@ IRModule) and `database_tuning_record.json` (one line per measured candidate: th
 its workload line, and `[trace, run_secs, target, args_info]`); either may be gzipped
 (`.json.gz`, as committed in this repository). Which databases a path stands for is the
 rule of every reader, `extract.inputs.find_inputs` (`find_databases`): a database folder
-and every database below it (a pass folder of issue 12's dataset,
+and every database below it (a pass folder of the networks dataset,
 `pass1/{random,evolutionary}`); of the dataset's whole folder, pass 1's.
 
 **Replaying a record.** A record keeps the candidate's *trace* (its schedule

@@ -1,4 +1,4 @@
-"""The simulator as MetaSchedule's cost model (issue 11, section 2), and its rivals.
+"""The simulator as MetaSchedule's cost model, and its rivals.
 
     from simulator.metaschedule.cost_model import GNNCostModel, make_cost_model
     model = from_checkpoint("runs/ms-gcn")                   # pre-trained by simulator.train
