@@ -132,7 +132,7 @@ def test_train_reads_no_data_for_a_bad_flag(tmp_path, capsys, monkeypatch):
 
     def no_data(*a, **k):
         raise AssertionError("data was read")
-    monkeypatch.setattr(samples_source, "load_collection", no_data)
+    monkeypatch.setattr(samples_source, "samples_and_info", no_data)
     out = tmp_path / "run"
     for bad in (["--eval-batch-size", "0"], ["--depth", "-1"], ["--val-fraction", "-0.5"], ["--lr", "nan"]):
         with pytest.raises(SystemExit) as e:
