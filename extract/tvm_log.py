@@ -53,13 +53,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .autotvm.records import REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report, read_records, target_kind
+from .autotvm.templates import UnknownTemplateError, get_template
 from .cli import NONNEGATIVE
 from .fileio import OutputBusyError, atomic_write, output_lock
 from .inputs import find_all, passed_over_lines
 from .log_report import LogReport
-from .autotvm.records import REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report, read_records, target_kind
 from .sample import GraphSample, save_samples
-from .autotvm.templates import UnknownTemplateError, get_template
 from .tir.graph import EXTRACTOR_VERSION
 from .tir.schedules import TIR_EXTRACTOR, ConfigJob, ExtractionError, JobFailed, extract_many, group_name, one_line
 

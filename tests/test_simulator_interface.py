@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from simulator.data.batching import BatchSpec
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from simulator.models.costmodel import CostModel, build_cost_model
+from simulator.data.batching import BatchSpec
 from simulator.data.collection import CollectionInfo
-from simulator.models.layers import PROPAGATIONS, GATLayer, build_layer
-from simulator.registry import SimulatorError
 from simulator.data.in_memory import SampleSource
 from simulator.data.sources import Source
+from simulator.models.costmodel import CostModel, build_cost_model
+from simulator.models.layers import PROPAGATIONS, GATLayer, build_layer
+from simulator.registry import SimulatorError
 from simulator.train import build_parser, config_from_flags, explicit_flags, validate
 
 

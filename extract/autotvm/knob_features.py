@@ -55,9 +55,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from extract.tir.workloads import Workload, parse_workload
 from .space import SplitKnob
 from .templates import get_template
-from extract.tir.workloads import Workload, parse_workload
 
 # a workload of each kind whose spaces hold every knob a template of that kind defines
 PROBES: Dict[str, str] = {"conv2d": "conv2d_1x64x56x56_64x3x3_s1_p1"}

@@ -74,8 +74,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from extract.inputs import DATABASE_NAMES, RECORD_FILE, WORKLOAD_FILE, database_files, find_inputs  # noqa: F401 (RECORD_FILE)
 from extract.autotvm.records import GZIP_MAGIC, MAX_COST_S, MIN_COST_S, RecordFormatError, is_number
+from extract.inputs import DATABASE_NAMES, RECORD_FILE, WORKLOAD_FILE, database_files, find_inputs  # noqa: F401 (RECORD_FILE)
 
 FAILED_S = 1e10          # MetaSchedule's run_secs of a candidate that did not build or run
 ERROR_NO_RUN_SECS = "no run_secs"

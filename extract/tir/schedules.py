@@ -18,13 +18,13 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Se
 
 import numpy as np
 
-from extract.sample import ExtractorInfo, GraphSample, register_extractor
-from .hardware import Hardware, hardware_of
 from extract.autotvm.itervar import itervar_vector
 from extract.autotvm.knob_features import knob_vector_of_meta
 from extract.autotvm.space import Config
 from extract.autotvm.templates import Template, get_template
+from extract.sample import ExtractorInfo, GraphSample, register_extractor
 from .graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
+from .hardware import Hardware, hardware_of
 from .workloads import Workload, workload_name
 
 PER_STORE_POOLING = ("sum", "max")  # pooled rows of MetaSchedule's PerStoreFeature (164 each)

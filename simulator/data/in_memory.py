@@ -27,12 +27,12 @@ import numpy as np
 
 from extract.sample import GraphSample
 
-from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from .collection import CollectionInfo, collection_info, enumerate_workload, samples_and_info
-from .features import column_map, derivable, feature_set, named_columns, same_columns, with_derived
 from simulator.metrics import evaluate
 from simulator.registry import SimulatorError
+from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
+from .collection import CollectionInfo, collection_info, enumerate_workload, samples_and_info
+from .features import column_map, derivable, feature_set, named_columns, same_columns, with_derived
 from .sources import (
     DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info,
     register_data_kind, type_map,

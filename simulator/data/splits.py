@@ -27,8 +27,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .collection import canonical_workload
 from simulator.registry import Registry, SimulatorError
+from .collection import canonical_workload
 
 SPLITS: Registry = Registry("split")
 register_split = SPLITS.register
