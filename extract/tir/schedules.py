@@ -3,7 +3,7 @@
 * `sample_from_schedule` takes any scheduled PrimFunc — a `tvm.s_tir.Schedule`, an
   `IRModule` or a `PrimFunc`, from a template, a replayed MetaSchedule trace or a user's
   own schedule — lowers it for features, walks the TIR into a graph
-  (`tir_graph.tir_to_graph`), adds the baselines' fixed vectors and the measured runtime.
+  (`extract.tir.graph.tir_to_graph`), adds the baselines' fixed vectors and the measured runtime.
 * `config_sample`: one producer of schedules among others, a template's config.
 * Jobs are self-contained (`ConfigJob`: everything parsed, nothing to look up but the
   template by name); `extract_many` runs any jobs, in order, in one process or a pool of

@@ -60,7 +60,7 @@ writes and prints the summary of what the database holds, and exits 130 with
 "interrupted".
 
 Refused before anything is made or measured (one line, exit 2): an option the chosen
-cost model does not read (the table `ms_costmodel.COST_MODEL_OPTIONS`: e.g. `--checkpoint`
+cost model does not read (the table `cost_model.COST_MODEL_OPTIONS`: e.g. `--checkpoint`
 with xgb, `--workers` with anything but gnn, `--cold-model` with a checkpoint), an
 unknown or unusable `--cold-model`, `--tasks` without a workload key, a target whose
 kernels cannot run on this machine (another device kind, architecture, or a CPU with
@@ -284,7 +284,7 @@ class Recorder:
                           "best_s": self.best[task_id], **row})
 
     def add_earlier(self, earlier) -> None:
-        """The records of an earlier run (`ms_resume.Earlier`), in the order measured."""
+        """The records of an earlier run (`resume.Earlier`), in the order measured."""
         for record in earlier.records:
             self.resumed[record.task] += 1
             self._count(record.task, record.latency, {"elapsed_s": None, "resumed": True})
@@ -625,7 +625,7 @@ def check_arguments(args: argparse.Namespace, target) -> None:
 
 
 def run_settings(args: argparse.Namespace, target) -> Dict[str, Any]:
-    """What makes a rerun the same command (stored in the work dir, `ms_resume`)."""
+    """What makes a rerun the same command (stored in the work dir, `resume`)."""
     return {**{k: v for k, v in sorted(vars(args).items()) if k not in RUN_ONLY}, "target": str(target)}
 
 
