@@ -127,7 +127,7 @@ def pretrain_groups(databases: Sequence[str]) -> set:
 
 def held_out(operators: Sequence[str], groups: set, target) -> Dict[str, str]:
     """Operator → workload key; SystemExit if one is in the pre-training data."""
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
     from extract.tir.workloads import parse_workload
 
     keys = {op: workload_key(parse_workload(op).prim_func(), target) for op in operators}
@@ -275,7 +275,7 @@ def rank_quality(runs: Sequence[Dict[str, Any]], pre: Dict[str, str], k: int) ->
     import numpy as np
 
     from extract.metaschedule.database import read_databases
-    from extract.tir.schedules import extract_many
+    from extract.schedules import extract_many
     from simulator.models.costmodel import load_trained
 
     gnn = load_trained(pre["gnn"], "best_model")[0]

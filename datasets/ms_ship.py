@@ -36,7 +36,7 @@ import numpy as np
 
 from extract.cli import output_folder
 from extract.fileio import OutputBusyError, atomic_write, output_lock
-from extract.metaschedule.workload_key import shared_readable_names
+from extract.tir.workload_key import shared_readable_names
 
 from .networks import (FIRST_PASS, HERE, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
                        dataset_cpu, dataset_folder, find_file, is_dataset, iter_jsonl, named_cpu, open_text, pretrain_commands,

@@ -8,7 +8,7 @@ from typing import Dict, List, Tuple
 
 from .autotvm.records import ERROR_NAMES
 from .inputs import Found, database_files
-from .metaschedule.workload_key import shared_readable_names
+from .tir.workload_key import shared_readable_names
 
 
 @dataclass

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extract import tvm_log
+from extract import schedules as tvm_graph
 from extract.autotvm.records import MAX_COST_S, MIN_COST_S, RecordFormatError, read_records
 from extract.autotvm.templates import get_template
-from extract.tir import schedules as tvm_graph
 
 DATA = Path(__file__).parent / "data"
 V02, V01 = DATA / "autotvm_v02.jsonl", DATA / "autotvm_v01.log"

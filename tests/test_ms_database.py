@@ -74,7 +74,7 @@ def test_replayed_record_is_the_module_the_cost_model_scored(ms_tuned):
 
 
 def test_tuned_database_gives_one_sample_per_measured_record(ms_tuned):
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
     from extract.tvm_log import extract_logs
     from extract.tir.workloads import parse_workload
     from extract.metaschedule.runner import host_target

@@ -46,7 +46,7 @@ from .runner import (
 )
 from .store import METHODS, PassStore, is_valid, record_secs
 from .tasks import TaskInfo, extract_tasks, load_tasks, merge_tasks, save_tasks, summary
-from .workload_key import target_tag
+from extract.tir.workload_key import target_tag
 
 DEFAULT_NETWORKS = ("resnet50", "mobilenet_v2", "bert", "vit")
 

@@ -12,7 +12,7 @@ so a change of those interfaces is fixed here only:
 * `extractor_info()`        -> the installed TIR extractor's (extract.tir.graph)
 * `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
 * `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
-                               space (extract.tir.schedules.extract_configs)
+                               space (extract.schedules.extract_configs)
 * `is_tpugraphs(data)`      -> whether `--data` is `tpugraphs:<collection>`, read lazily
                                (datasets.tpugraphs_collections) by simulator.data.tpugraphs
 """
@@ -164,7 +164,7 @@ def enumerate_workload(spec: str, template: str = DEFAULT_TEMPLATE, max_configs:
     the xgb model reads. Returns (workload name, samples)."""
     try:
         from extract.autotvm.templates import get_template
-        from extract.tir.schedules import extract_configs
+        from extract.schedules import extract_configs
         from extract.tir.workloads import parse_workload, workload_name
     except ImportError as e:
         raise SimulatorError(f"enumerating a config space needs the extractors ({e})") from None

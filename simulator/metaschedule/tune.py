@@ -10,7 +10,7 @@ WORKLOAD_OR_MODEL is one of
     network, as `ms.relax_integration.tune_relax` counts them; `--trials-per-task` caps one);
   * an operator by shape: `dense_128x768x3072` (M×K×N), `batch_matmul_12x128x64x128`,
     `conv2d_1x64x56x56_64x3x3_s1_p1` or ResNet-18's `C1`…`C12` (`extract.tir.workloads`);
-  * a MetaSchedule workload key (`extract.metaschedule.workload_key.workload_key`, e.g. one of the
+  * a MetaSchedule workload key (`extract.tir.workload_key.workload_key`, e.g. one of the
     dataset's tasks), looked up in `--tasks` (a task table `tasks.json` of
     `extract.ms_measure`, or MetaSchedule databases whose workloads hold it);
   * a TVMScript file (a `@T.prim_func`, or an `@I.ir_module` of PrimFuncs: each tuned).
@@ -96,7 +96,7 @@ class Task:
     name: str            # MetaSchedule's task name
     mod: Any             # IRModule holding the PrimFunc
     weight: int = 1      # calls per inference (networks)
-    key: str = ""        # extract.metaschedule.workload_key.workload_key
+    key: str = ""        # extract.tir.workload_key.workload_key
     flops: float = 0.0
 
 
@@ -125,7 +125,7 @@ def _task(name: str, mod, target, weight: int = 1) -> Task:
     import tvm
     from tvm.s_tir.analysis import estimate_tir_flops
 
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
 
     if isinstance(mod, tvm.tirx.PrimFunc):
         mod = tvm.IRModule({"main": mod.with_attr("global_symbol", "main")})
@@ -149,7 +149,7 @@ def keyed_task(key: str, target, tables: Sequence[str]) -> Task:
     without their target part, so a key of the dataset's machine finds its task."""
     from extract.metaschedule.database import find_databases, holds_databases, read_databases, workload_module
     from extract.metaschedule.tasks import load_tasks
-    from extract.metaschedule.workload_key import parse_workload_key
+    from extract.tir.workload_key import parse_workload_key
 
     try:
         want = str(parse_workload_key(key)).rsplit(".", 1)[0]

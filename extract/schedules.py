@@ -23,9 +23,9 @@ from extract.autotvm.knob_features import knob_vector_of_meta
 from extract.autotvm.space import Config
 from extract.autotvm.templates import Template, get_template
 from extract.sample import ExtractorInfo, GraphSample, register_extractor
-from .graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
-from .hardware import Hardware, hardware_of
-from .workloads import Workload, workload_name
+from .tir.graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
+from .tir.hardware import Hardware, hardware_of
+from .tir.workloads import Workload, workload_name
 
 PER_STORE_POOLING = ("sum", "max")  # pooled rows of MetaSchedule's PerStoreFeature (164 each)
 PER_STORE_WIDTH = 164
