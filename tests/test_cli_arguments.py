@@ -31,7 +31,7 @@ PARSERS = {
     "benchmarks.spaces": (benchmark_parser("spaces"), ["C3"]),
     "benchmarks.large_graph": (benchmark_parser("large_graph"), []),
     "benchmarks.extraction": (benchmark_parser("extraction"), []),
-    "extract.ms_measure": (importlib.import_module("extract.ms_measure").build_parser, ["--work-dir", "W"]),
+    "extract.ms_measure": (importlib.import_module("extract.metaschedule.campaign").build_parser, ["--work-dir", "W"]),
     "benchmarks.scaling": (benchmark_parser("scaling"), ["per-graph"]),
 }
 FLAGS = sorted((cli, flag) for cli, (build, _) in PARSERS.items() for flag in ranged_options(build()))
