@@ -48,9 +48,9 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import accuracy, cross_cpu, ms_tuning, networks, speed, sweep, tuning
-from .transfer import analysis, families, matrix, specs
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
+from .transfer import analysis, families, matrix, specs
 
 STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "networks",
           "cross-cpu", "report"]

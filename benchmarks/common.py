@@ -19,9 +19,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 import numpy as np
 
-from extract.fileio import atomic_write
 from extract.cli import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
                                 output_folder)
+from extract.fileio import atomic_write
 from simulator.engine import locked_output
 from simulator.registry import SimulatorError
 

@@ -98,7 +98,7 @@ def score_task(trained: Any, fine: Sequence[Any], test: Sequence[Any], steps: in
 
 def task_scores(paths: Dict[str, str], by_task: Dict[str, List[Any]], args) -> List[Dict[str, Any]]:
     """One row per (model, k, seed, task)."""
-    from simulator.costmodel import load_trained
+    from simulator.models.costmodel import load_trained
 
     models = {name: load_trained(path)[0] for name, path in paths.items()}
     rows = []

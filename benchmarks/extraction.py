@@ -27,7 +27,7 @@ def stage_times(jobs, repeats: int = 1) -> dict:
     """Median seconds per config of each stage, in this process."""
     from extract.autotvm.templates import get_template
     from extract.tir.graph import lower_for_features, tir_to_graph
-    from extract.tir.schedules import per_store_vector, template_target
+    from extract.schedules import per_store_vector, template_target
 
     stages = {"schedule": [], "lower": [], "graph": [], "per_store": []}
     for job in jobs:
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from extract.tir.schedules import extract_many
+    from extract.schedules import extract_many
     from extract.tvm_log import read_jobs
 
     args = build_parser().parse_args(argv)

@@ -127,7 +127,7 @@ def pretrain_groups(databases: Sequence[str]) -> set:
 
 def held_out(operators: Sequence[str], groups: set, target) -> Dict[str, str]:
     """Operator → workload key; SystemExit if one is in the pre-training data."""
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
     from extract.tir.workloads import parse_workload
 
     keys = {op: workload_key(parse_workload(op).prim_func(), target) for op in operators}
@@ -275,7 +275,7 @@ def rank_quality(runs: Sequence[Dict[str, Any]], pre: Dict[str, str], k: int) ->
     import numpy as np
 
     from extract.metaschedule.database import read_databases
-    from extract.tir.schedules import extract_many
+    from extract.schedules import extract_many
     from simulator.models.costmodel import load_trained
 
     gnn = load_trained(pre["gnn"], "best_model")[0]
@@ -353,7 +353,7 @@ def report_section(results: str) -> List[str]:
         return []
     with open(path, encoding="utf-8") as f:
         res = json.load(f)
-    lines = ["## MetaSchedule tuning of held-out operators (issue 11)", "",
+    lines = ["## MetaSchedule tuning of held-out operators", "",
              f"    {res['command']}", "",
              f"Held-out operators (workload keys absent from the pre-training data, checked): "
              + ", ".join(f"`{op}`" for op in res["held_out"]) + f". Pre-training data: {res['pretrain']['records']} "
@@ -374,7 +374,7 @@ def report_section(results: str) -> List[str]:
                              table), "", f"![MetaSchedule tuning]({res['figure']})", ""]
     goals = goal_lines(res["summary"]) + goal_lines(res["summary"], GNN_FILTER)
     if goals:
-        lines += ["Issue 11's goals, on the means over the seeds (gnn reaches xgb's best at the last point by half "
+        lines += ["The tuning goals, on the means over the seeds (gnn reaches xgb's best at the last point by half "
                   "as many trials; gnn ≥ 10% faster than xgb at the first point):", "", *goals, ""]
     k = res["top_k"]
     rq = [[op, m, _f(v["tau"]), _f(v[f"top{k}_recall"]), _pct(v.get(f"top{k}_slowdown")), str(rank["records"])]

@@ -391,7 +391,7 @@ def _summary_table(res: Dict[str, Any]) -> List[str]:
     note = (f" Knob vectors of the MetaSchedule records (`extract.autotvm.knob_features.trace_knobs`): "
             f"{cut.get('cut_records', 0)} of {cut.get('records', 0)} traces had decision values cut "
             f"({cut.get('cut_values', 0)} values; at most {cut.get('max_values', 0)} per trace)." if cut else "")
-    return ["**Leave one operator kind out, summary per model** (issue 13): over the held-out kinds, the mean "
+    return ["**Leave one operator kind out, summary per model**: over the held-out kinds, the mean "
             "and the worst of the kinds' mean τ and top-5 slowdown, and the worst single task (τ and top-5 "
             "slowdown of a task are means over seeds); the noise ceiling is the τ between the dataset's two "
             "measuring passes over the same kinds (raw). `knob-xgb` reads the trace's decisions in trace order "

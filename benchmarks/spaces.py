@@ -30,7 +30,7 @@ def space_samples(workload: str, out: str, template: str = DEFAULT_TEMPLATE, wor
                   chunk: int = 32, progress: Optional[bool] = None) -> List[GraphSample]:
     """All configs of `workload` (C1…C12 or a key) as samples, in index order; cached.
     `progress`: a bar (default: only when stderr is a terminal)."""
-    from extract.tir.schedules import TIR_EXTRACTOR, extract_configs
+    from extract.schedules import TIR_EXTRACTOR, extract_configs
     from extract.tir.workloads import parse_workload
     from simulator.engine import stderr_is_terminal
 

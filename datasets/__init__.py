@@ -6,7 +6,7 @@
   * AutoTVM log files or folders of them (any template `extract.autotvm.templates` knows);
   * MetaSchedule tuning databases: a database folder (`database_workload.json` +
     `database_tuning_record.json`, plain or .gz), or a folder of them (a pass folder of
-    the MetaSchedule dataset); groups are `extract.metaschedule.workload_key` workload keys;
+    the MetaSchedule dataset); groups are `extract.tir.workload_key` workload keys;
   * a folder of sample collections (`*.npz` written by `extract.tvm_log --out`), or
     such files.
 What a folder stands for is the rule of every reader (`extract.inputs.find_inputs`, as in
@@ -70,8 +70,8 @@ class Collection:
 
 
 def tir_extractor() -> ExtractorInfo:
-    """The extractor AutoTVM logs are read with (extract.tir.schedules's)."""
-    from extract.tir.schedules import TIR_EXTRACTOR
+    """The extractor AutoTVM logs are read with (extract.schedules's)."""
+    from extract.schedules import TIR_EXTRACTOR
     return TIR_EXTRACTOR
 
 
@@ -107,7 +107,7 @@ def _logs_key(files: Iterable[str]) -> str:
     if any(map(is_record_file, files)):  # MetaSchedule samples carry trace knobs too
         from extract.autotvm.knob_features import TRACE_KNOB_VERSION
         from extract.metaschedule.database import READER_VERSION
-        from extract.metaschedule.workload_key import KEY_VERSION
+        from extract.tir.workload_key import KEY_VERSION
         digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}-reader-v{READER_VERSION}-{KEY_VERSION}".encode())
     for path in sorted(files):
         digest.update(os.path.basename(path).encode())

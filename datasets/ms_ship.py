@@ -36,7 +36,7 @@ import numpy as np
 
 from extract.cli import output_folder
 from extract.fileio import OutputBusyError, atomic_write, output_lock
-from extract.metaschedule.workload_key import shared_readable_names
+from extract.tir.workload_key import shared_readable_names
 
 from .networks import (FIRST_PASS, HERE, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
                        dataset_cpu, dataset_folder, find_file, is_dataset, iter_jsonl, named_cpu, open_text, pretrain_commands,
@@ -258,7 +258,7 @@ def agreement_lines(summary: Dict[str, Any]) -> List[str]:
               f"{_fmt(a['median_tau'])} | {pct(a['median_rel_diff'])} |"
               for name, a in (("raw", raw), ("drift-corrected", cor))],
             "", f"τ needs ≥ 3 re-measured records of a task; runtimes are the median of a record's "
-                f"repeats. Goal (issue 12): mean τ ≥ 0.85, median |Δt|/t ≤ 5%."]
+                f"repeats. Goal: mean τ ≥ 0.85, median |Δt|/t ≤ 5%."]
 
 
 def _network_names(rows: Sequence[Dict[str, Any]]) -> List[str]:

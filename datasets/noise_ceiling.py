@@ -25,9 +25,9 @@ from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 import numpy as np
 from scipy.stats import kendalltau
 
+from extract.autotvm.records import RecordFormatError, read_records
 from extract.cli import POSITIVE
 from extract.fileio import atomic_write
-from extract.autotvm.records import RecordFormatError, read_records
 
 from . import SHIPPED_LOG, SHIPPED_REMEASURE
 

@@ -1,5 +1,5 @@
 """Re-key a MetaSchedule dataset folder: every task's key and operator kind made again from
-its IRModule with today's `extract.metaschedule.workload_key`, and every record line that names a task by
+its IRModule with today's `extract.tir.workload_key`, and every record line that names a task by
 its key renamed with it.
 
     python -m datasets.rekey datasets/networks_rocketlake [--check]
@@ -61,7 +61,7 @@ def database_programs(folder: Path, target) -> Dict[str, set]:
     """chain.shapes.dtype.target → the keys of the distinct programs of the folder's
     databases (every workload line of every pass)."""
     from extract.metaschedule.database import database_files, database_lines, find_databases, workload_module
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
 
     found: Dict[str, set] = {}
     for database in find_databases(str(folder)):
@@ -78,7 +78,7 @@ def new_keys(doc: Dict[str, Any], path: Path, folder: Path) -> Tuple[Dict[str, T
     programs (it merged them), two tasks becoming one."""
     import tvm
 
-    from extract.metaschedule.workload_key import describe, parse_workload_key
+    from extract.tir.workload_key import describe, parse_workload_key
 
     if not doc.get("target"):
         raise NetworkDataError(f"{path}: the table names no target")

@@ -6,9 +6,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from .inputs import Found, database_files
-from .metaschedule.workload_key import shared_readable_names
 from .autotvm.records import ERROR_NAMES
+from .inputs import Found, database_files
+from .tir.workload_key import shared_readable_names
 
 
 @dataclass

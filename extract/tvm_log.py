@@ -9,7 +9,7 @@ the Relax integration, `simulator.tune` and `extract.ms_measure` write them; a n
 dataset folder: its pass 1's) and every AutoTVM log found is read; whatever else is found
 is named with the reason it is not read (`passed over …`, also in report.json). A
 database is read by `extract.metaschedule.database`: each record's trace replayed on its workload
-and checked against the record, groups named by `extract.metaschedule.workload_key.workload_key`,
+and checked against the record, groups named by `extract.tir.workload_key.workload_key`,
 failed records counted per group. Both kinds may be given, or found, in one run.
 
 AutoTVM: reads records in both formats (v0.1 of TVM 0.5/0.6, v0.2 of TVM ≥ 0.7), picks the
@@ -53,15 +53,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .autotvm.records import REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report, read_records, target_kind
+from .autotvm.templates import UnknownTemplateError, get_template
 from .cli import NONNEGATIVE
 from .fileio import OutputBusyError, atomic_write, output_lock
 from .inputs import find_all, passed_over_lines
 from .log_report import LogReport
-from .autotvm.records import REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report, read_records, target_kind
 from .sample import GraphSample, save_samples
-from .autotvm.templates import UnknownTemplateError, get_template
+from .schedules import TIR_EXTRACTOR, ConfigJob, ExtractionError, JobFailed, extract_many, group_name, one_line
 from .tir.graph import EXTRACTOR_VERSION
-from .tir.schedules import TIR_EXTRACTOR, ConfigJob, ExtractionError, JobFailed, extract_many, group_name, one_line
 
 TOOL = "extract.tvm_log"
 

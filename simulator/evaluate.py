@@ -20,12 +20,12 @@ from typing import Any, Dict, Optional, Sequence
 
 from extract.cli import COUNT
 from .checkpoint import checkpoint_record, metrics_mismatch, run_folder_of, weights_digest
-from .models.costmodel import load_trained
+from .data.sources import data_kind
 from .distributed import DEVICES, Cluster, check_device
 from .engine import locked_output, setup_determinism, write_json
 from .metrics import format_table
+from .models.costmodel import load_trained
 from .registry import SimulatorError, run_cli
-from .data.sources import data_kind
 from .train import describe
 
 

@@ -29,12 +29,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from extract.cli import COUNT, NONNEGATIVE, SEED, output_file
 from .checkpoint import metrics_mismatch
-from .models.costmodel import CostModel, load_trained
-from .distributed import DEVICES, Cluster, check_device
 from .data.collection import DEFAULT_TEMPLATE
-from .engine import setup_determinism
-from .registry import run_cli
 from .data.sources import PredictOptions, data_kind
+from .distributed import DEVICES, Cluster, check_device
+from .engine import setup_determinism
+from .models.costmodel import CostModel, load_trained
+from .registry import run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:

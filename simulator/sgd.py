@@ -46,8 +46,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .data.batching import Batch, batch_indices
 from .checkpoint import checkpoint_record, save_checkpoint
+from .data.batching import Batch, batch_indices
 from .distributed import Cluster
 from .engine import stderr_is_terminal
 from .losses import Loss, build_loss

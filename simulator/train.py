@@ -42,17 +42,17 @@ from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, 
                        output_folder)
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
-from .models.costmodel import CostModel, build_cost_model, cost_model_class, model_names
-from .distributed import DEVICES, Cluster, start, stop
 from .data.features import check_spec, feature_set
-from .engine import locked_output, setup_determinism, write_json
-from .models.layers import POOLINGS, PROPAGATIONS
-from .losses import LOSSES
-from .metrics import METRICS, format_table
-from .registry import SimulatorError, run_cli
-from .sgd import RunContext, check_resume
 from .data.sources import DataKind, RunData, data_kind
 from .data.splits import SPLITS
+from .distributed import DEVICES, Cluster, start, stop
+from .engine import locked_output, setup_determinism, write_json
+from .losses import LOSSES
+from .metrics import METRICS, format_table
+from .models.costmodel import CostModel, build_cost_model, cost_model_class, model_names
+from .models.layers import POOLINGS, PROPAGATIONS
+from .registry import SimulatorError, run_cli
+from .sgd import RunContext, check_resume
 
 # flags that say where/how to run, not what the run is: kept out of the recorded config
 RUN_FLAGS = ("out", "resume", "overwrite", "device")

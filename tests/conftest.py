@@ -35,7 +35,7 @@ def dataset_path(tmp_path_factory, synthetic_samples):
     return str(folder)
 
 
-# ---------------------------------------------------------------- MetaSchedule (issue 11)
+# ---------------------------------------------------------------- MetaSchedule
 MS_SMALL = os.path.join(ROOT, "tests", "data", "ms_small")  # a committed pass folder in miniature
 
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extract.tir import schedules as tvm_graph
 from extract import tvm_log
+from extract import schedules as tvm_graph
 from extract.autotvm.records import MAX_COST_S, MIN_COST_S, RecordFormatError, read_records
 from extract.autotvm.templates import get_template
 

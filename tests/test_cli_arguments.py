@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator import evaluate, predict, train
 from extract.cli import Float, Int, Range, ranged_options
+from simulator import evaluate, predict, train
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -31,7 +31,7 @@ PARSERS = {
     "benchmarks.spaces": (benchmark_parser("spaces"), ["C3"]),
     "benchmarks.large_graph": (benchmark_parser("large_graph"), []),
     "benchmarks.extraction": (benchmark_parser("extraction"), []),
-    "extract.ms_measure": (importlib.import_module("extract.ms_measure").build_parser, ["--work-dir", "W"]),
+    "extract.ms_measure": (importlib.import_module("extract.metaschedule.campaign").build_parser, ["--work-dir", "W"]),
     "benchmarks.scaling": (benchmark_parser("scaling"), ["per-graph"]),
 }
 FLAGS = sorted((cli, flag) for cli, (build, _) in PARSERS.items() for flag in ranged_options(build()))
@@ -132,7 +132,7 @@ def test_train_reads_no_data_for_a_bad_flag(tmp_path, capsys, monkeypatch):
 
     def no_data(*a, **k):
         raise AssertionError("data was read")
-    monkeypatch.setattr(samples_source, "load_collection", no_data)
+    monkeypatch.setattr(samples_source, "samples_and_info", no_data)
     out = tmp_path / "run"
     for bad in (["--eval-batch-size", "0"], ["--depth", "-1"], ["--val-fraction", "-0.5"], ["--lr", "nan"]):
         with pytest.raises(SystemExit) as e:

@@ -63,7 +63,7 @@ def test_cache_folder_can_be_given_per_call(tmp_path, cache):
     assert not cache.exists()  # $TPSIM_CACHE untouched when a folder is given
 
 
-# ---------------------------------------------------------------- issue 10: duplicated or mixed inputs
+# ---------------------------------------------------------------- duplicated or mixed inputs
 def _collection_folder(tmp_path, name="collections"):
     folder = tmp_path / name
     folder.mkdir()

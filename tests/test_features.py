@@ -59,8 +59,8 @@ def test_models_default_feature_sets_and_validation():
 
 @pytest.fixture(scope="module")
 def shipped():
-    from simulator.data.collection import load_collection
-    samples, collection = load_collection("shipped")
+    from simulator.data.collection import samples_and_info
+    samples, collection = samples_and_info("shipped")
     return samples[::700][:10], collection
 
 

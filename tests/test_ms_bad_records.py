@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from conftest import MS_SMALL, ROOT
 
 from extract import tvm_log
-from extract.metaschedule.database import TraceError, _plain, read_databases
 from extract.autotvm.records import RecordFormatError
+from extract.metaschedule.database import TraceError, _plain, read_databases
 
 SMALL_RANDOM = os.path.join(MS_SMALL, "random")            # pool, conv 384→96, conv 960→320: 36 records
 TINY_RANDOM = os.path.join(ROOT, "tests", "data", "networks_tiny", "pass1", "random")  # 3 others: 12 records

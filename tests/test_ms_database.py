@@ -1,4 +1,4 @@
-"""Issue 11 §1: MetaSchedule databases → graph samples, through every reader of the project.
+"""MetaSchedule databases → graph samples, through every reader of the project.
 
 Databases: the one `simulator.tune` writes in the shared `ms_tuned` fixture (a real tuning
 run whose cost model's inputs were recorded), and `tests/data/ms_small` (a committed pass
@@ -74,7 +74,7 @@ def test_replayed_record_is_the_module_the_cost_model_scored(ms_tuned):
 
 
 def test_tuned_database_gives_one_sample_per_measured_record(ms_tuned):
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
     from extract.tvm_log import extract_logs
     from extract.tir.workloads import parse_workload
     from extract.metaschedule.runner import host_target

@@ -14,7 +14,7 @@ import pytest
 from extract.autotvm.knob_features import (
     DECISION_WIDTH, SHAPE_WIDTH, count_trace_cuts, trace_decisions, trace_knob_names, trace_knobs,
 )
-from extract.metaschedule.workload_key import parse_workload_key
+from extract.tir.workload_key import parse_workload_key
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "networks_tiny"

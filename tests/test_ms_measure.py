@@ -209,8 +209,8 @@ def test_computations_another_cpu_measured_come_first(tmp_path):
     last; a line that is not a workload key stops the run naming the file and line; with the
     shipped datasets, datasets.measure puts first what another CPU's dataset measured."""
     from datasets.measure import shared_first
-    from extract.ms_measure import computation, read_first_keys, select_tasks
-    from extract.ms_tasks import TaskInfo
+    from extract.metaschedule.campaign import computation, read_first_keys, select_tasks
+    from extract.metaschedule.tasks import TaskInfo
 
     def key(i, target="llvm-znver4-1c"):
         return f"conv2d.mac.{i}x4_4x4.float32.{i:08x}.{target}"

@@ -1,5 +1,5 @@
-"""Issue 11 §2–3: every cost model of `simulator.tune` tunes a tiny dense and leaves a
-MetaSchedule database that the reader (§1) reads back; GNNCostModel's save/load.
+"""Every cost model of `simulator.tune` tunes a tiny dense and leaves a
+MetaSchedule database that the database reader reads back; GNNCostModel's save/load.
 
 The command line itself (`tune.run`, a cold gnn) is the `ms_tuned` fixture of conftest;
 here the other cost models share one builder (its workers start once: ~20 s), with

@@ -426,7 +426,7 @@ def test_no_valid_measurement_is_an_error_and_a_busy_measuring_core_a_warning(tm
 
 
 def _choose(argv, target_text='{"kind": "llvm", "mcpu": "rocketlake", "num-cores": 1}'):
-    from simulator import tune
+    from simulator.metaschedule import tune
 
     args = tune.build_parser().parse_args([TINY, "--trials", "4", "--work-dir", "w", *argv])
     tune.choose_checkpoint(args, tune.parse_target(target_text))
@@ -464,7 +464,7 @@ def test_gnn_without_any_shipped_model_says_how_to_go_on(monkeypatch, capsys):
 
 def test_the_shipped_pretrained_model_loads_as_the_gnn_cost_model():
     from datasets.networks import PRETRAINED_NAME
-    from simulator.ms_costmodel import GNNCostModel, from_checkpoint
+    from simulator.metaschedule.cost_model import GNNCostModel, from_checkpoint
 
     model = from_checkpoint(os.path.join(ROOT, "datasets", "networks_rocketlake", str(PRETRAINED_NAME)))
     assert isinstance(model, GNNCostModel)

@@ -23,7 +23,7 @@ def test_rank_metrics():
 def test_an_operator_in_the_pretraining_data_is_refused():
     from benchmarks.ms_tuning import held_out
     from extract.metaschedule.runner import host_target
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
     from extract.tir.workloads import parse_workload
 
     target = host_target(1)

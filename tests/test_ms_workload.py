@@ -1,4 +1,4 @@
-"""Stable workload keys and operator kinds (extract.metaschedule.workload_key), task tables (extract.metaschedule.tasks)."""
+"""Stable workload keys and operator kinds (extract.tir.workload_key), task tables (extract.metaschedule.tasks)."""
 import json
 import os
 import subprocess
@@ -78,7 +78,7 @@ def target():
 
 
 def test_every_operator_kind_is_recognised_from_the_computation():
-    from extract.metaschedule.workload_key import KINDS, operator_kind
+    from extract.tir.workload_key import KINDS, operator_kind
 
     funcs = _prim_funcs()
     assert set(funcs) == set(KINDS)
@@ -91,7 +91,7 @@ def test_kind_does_not_come_from_block_names():
     depthwise convolution called "conv2d_nchw" is still depthwise."""
     from tvm import te, topi
 
-    from extract.metaschedule.workload_key import operator_kind
+    from extract.tir.workload_key import operator_kind
 
     x, w = te.placeholder((1, 8, 12), name="x"), te.placeholder((8, 8, 3), name="w")
     out = te.compute((1, 8, 10), lambda n, c, i: x[n, c, i], name="conv2d_nchw")
@@ -119,7 +119,7 @@ def _same_shape_pairs():
 
 
 def test_same_shapes_different_computation_get_distinct_keys(target):
-    from extract.metaschedule.workload_key import describe, parse_workload_key, workload_key
+    from extract.tir.workload_key import describe, parse_workload_key, workload_key
 
     for one, other in _same_shape_pairs():
         a, b = describe(one, target), describe(other, target)
@@ -133,7 +133,7 @@ def test_names_do_not_change_the_key(target):
     of one operator from two networks meet)."""
     from tvm import te, topi
 
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
 
     def conv(data, kernel, block):
         x, w = te.placeholder((1, 8, 10, 10), name=data), te.placeholder((16, 8, 3, 3), name=kernel)
@@ -146,7 +146,7 @@ def test_names_do_not_change_the_key(target):
 
 
 def test_key_parts_and_round_trip(target):
-    from extract.metaschedule.workload_key import describe, parse_workload_key, workload_key
+    from extract.tir.workload_key import describe, parse_workload_key, workload_key
 
     conv = _conv(2, 1, False)
     key = workload_key(conv, target)
@@ -228,7 +228,7 @@ def _database_of(folder, funcs, target, records_each=3):
 
 
 def _last_block(func):
-    from extract.metaschedule.workload_key import blocks_of
+    from extract.tir.workload_key import blocks_of
 
     return blocks_of(func)[-1].name
 
@@ -239,7 +239,7 @@ def test_same_shape_programs_are_separate_groups_in_every_reader(tmp_path, targe
     readable name."""
     from datasets import load_collection
     from extract.metaschedule.database import read_databases
-    from extract.metaschedule.workload_key import parse_workload_key
+    from extract.tir.workload_key import parse_workload_key
     from extract.tvm_log import LogReport
 
     (one, other), _ = _same_shape_pairs()

@@ -1,4 +1,4 @@
-"""The MetaSchedule networks dataset (issue 12): compaction of a work folder, loading with
+"""The MetaSchedule networks dataset: compaction of a work folder, loading with
 network / operator-kind tags, and the leave-network-out / leave-op-kind-out splits."""
 import argparse
 import gzip
@@ -16,8 +16,8 @@ from datasets.ms_ship import main as ship_main
 from datasets.ms_ship import ship
 from datasets.networks import NetworkDataError, agreement, is_dataset, summarize_agreement
 from extract.sample import GraphSample
-from simulator.registry import SimulatorError
 from simulator.data.splits import GroupTags, group_tags, make_split
+from simulator.registry import SimulatorError
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "networks_tiny"

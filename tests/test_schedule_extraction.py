@@ -7,13 +7,13 @@ from typing import List, Optional
 import numpy as np
 import pytest
 
-from extract.autotvm import records, timing
-from extract.tir import schedules as tvm_graph
 from extract import tvm_log
-from extract.sample import ExtractorInfo, load_info, load_samples, save_samples
+from extract import schedules as tvm_graph
+from extract.autotvm import records, timing
 from extract.autotvm.space import ConfigSpace, OptionKnob, SplitKnob
 from extract.autotvm.templates import Template, get_template
 from extract.autotvm.templates import base as template_base
+from extract.sample import ExtractorInfo, load_info, load_samples, save_samples
 from extract.tir.graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY
 from extract.tir.workloads import TensorSpec, Workload, parse_workload, register_workload
 from extract.tir.workloads import base as workload_base

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from simulator.data.batching import BatchSpec
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from simulator.models.costmodel import CostModel, build_cost_model
+from simulator.data.batching import BatchSpec
 from simulator.data.collection import CollectionInfo
-from simulator.models.layers import PROPAGATIONS, GATLayer, build_layer
-from simulator.registry import SimulatorError
 from simulator.data.in_memory import SampleSource
 from simulator.data.sources import Source
+from simulator.models.costmodel import CostModel, build_cost_model
+from simulator.models.layers import PROPAGATIONS, GATLayer, build_layer
+from simulator.registry import SimulatorError
 from simulator.train import build_parser, config_from_flags, explicit_flags, validate
 
 
@@ -208,7 +208,7 @@ def test_vocabulary_comes_from_the_collection_and_maps_other_data_on_load(tmp_pa
 
     from extract.sample import ExtractorInfo, save_samples
     from simulator import train
-    from simulator.data.collection import load_collection
+    from simulator.data.collection import samples_and_info
     from simulator.data.synthetic import FEATURE_NAMES
     vocab = [f"t{i}" for i in range(8)]
     save_samples(str(tmp_path / "a.npz"), synthetic_samples,
@@ -224,7 +224,7 @@ def test_vocabulary_comes_from_the_collection_and_maps_other_data_on_load(tmp_pa
                  extractor=ExtractorInfo("toy-v2", tuple(vocab[::-1]), tuple(FEATURE_NAMES)))
 
     def source_of(path):
-        samples, collection = load_collection(str(path))
+        samples, collection = samples_and_info(str(path))
         return SampleSource(samples, model.info, collection=collection)
     a, b = source_of(tmp_path / "a.npz"), source_of(tmp_path / "b")
     assert not np.array_equal(renumbered[0].node_types, synthetic_samples[0].node_types)

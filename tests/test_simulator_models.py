@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from simulator.data.batching import batch_indices, make_batch
+from simulator.data.in_memory import SampleSource
+from simulator.losses import LOSSES, build_loss
 from simulator.models.costmodel import build_cost_model
 from simulator.models.layers import POOLINGS, PROPAGATIONS
-from simulator.losses import LOSSES, build_loss
 from simulator.registry import UnknownNameError
-from simulator.data.in_memory import SampleSource
 from simulator.train import build_parser, config_from_flags, validate
 
 GRAPH_MODELS = ["gcn", "sage", "gat", "cheb", "mlp"]

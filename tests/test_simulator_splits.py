@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from simulator.registry import SimulatorError
 from simulator.data.splits import DEFAULT_TEST, DEFAULT_TRAIN, make_split
+from simulator.registry import SimulatorError
 
 GROUPS = [f"C{w}" for w in range(1, 13) for _ in range(20)]
 

@@ -118,7 +118,7 @@ def test_predict_ranks_measured_data(trained, dataset_path, capsys):
 
 def test_predict_unmeasured_workload_real_extractor(tmp_path):
     """Train on two measured-looking workloads, rank a third's unmeasured configs."""
-    from extract.tir import schedules as tvm_graph
+    from extract import schedules as tvm_graph
     from extract.sample import save_samples
     from extract.autotvm.templates import get_template
     from extract.tir.workloads import parse_workload

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from simulator import train
 from simulator.data.batching import BatchSpec
-from simulator.models.costmodel import build_cost_model
-from simulator.engine import write_json
-from simulator.metrics import evaluate, format_table
-from simulator.registry import SimulatorError
 from simulator.data.in_memory import SampleSource
 from simulator.data.statistics import RunningStats
+from simulator.engine import write_json
+from simulator.metrics import evaluate, format_table
+from simulator.models.costmodel import build_cost_model
+from simulator.registry import SimulatorError
 from simulator.train import build_parser, config_from_flags, validate
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from google.protobuf import descriptor_pb2
 
+from extract.sample import GraphSample
 from extract.xla import proto, tpugraphs_cli as tpugraphs, tpugraphs_npz
 from extract.xla.convert_tuning import read_raw
-from extract.sample import GraphSample
 
 from tpugraphs_raw import LAYOUT_PB, REPO, TILE_PB, needs_raw
 

@@ -89,7 +89,7 @@ def test_extraction_stores_knob_and_itervar_vectors():
     from extract.autotvm.itervar import WIDTH
     from extract.autotvm.knob_features import knob_names, knob_vector
     from extract.autotvm.templates import get_template
-    from extract.tir.schedules import config_sample
+    from extract.schedules import config_sample
     from extract.tir.workloads import parse_workload
 
     template, wl = get_template("conv2d_NCHWc.x86"), parse_workload("C11")

@@ -260,7 +260,7 @@ def test_transfer_section_renders_before_now_and_comparisons(tmp_path):
     for tag, spec in (("_before", None), ("", "gcn-inv-arf-noext-lane"), ("_gcn-inv", "gcn-inv")):
         with open(tmp_path / f"transfer_analysis{tag}.json", "w") as f:
             json.dump(_analysis("v", spec, {"c": _shift(0.5, 0.5)}, {"c": _abl(-0.1, 0.1, 3)}), f)
-    assert analysis_files(str(tmp_path)) == [("_before", "before issue 13's features"), ("", "now"),
+    assert analysis_files(str(tmp_path)) == [("_before", "before the size-invariant features"), ("", "now"),
                                              ("_gcn-inv", "for comparison (gcn-inv)")]
     text = "\n".join(transfer_section(str(tmp_path)))
     assert text.count("**Why the graphs do not transfer, measured (") == 3

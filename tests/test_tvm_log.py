@@ -108,7 +108,7 @@ def test_cli_missing_log_exits_with_message(tmp_path, capsys):
 def test_extract_configs_in_processes_matches_one_process():
     """A config space extracted over 2 spawned workers: same samples, same (index) order."""
     from extract.autotvm.templates import get_template
-    from extract.tir.schedules import extract_configs
+    from extract.schedules import extract_configs
     from extract.tir.workloads import parse_workload
     wl = parse_workload("1x8x8x8_8x3x3_s1_p1")
     indices = list(range(len(get_template("conv2d_NCHWc.x86").space(wl))))[::-3][:40]
@@ -121,7 +121,7 @@ def test_extract_configs_in_processes_matches_one_process():
         assert np.isnan(b.runtimes).all() and "per_store" not in b.vectors
 
 
-# ---------------------------------------------------------------- issue 10: the output folder
+# ---------------------------------------------------------------- the output folder
 def _extract(logs, out, *extra):
     return tvm_log.main([*map(str, logs), "--out", str(out), "--workers", "1", "--no-per-store", *extra])
 
@@ -251,7 +251,7 @@ def test_out_naming_a_file_fails_before_any_work(tmp_path, capsys):
 
 def test_progress_is_a_few_lines_when_not_on_a_terminal(capsys):
     """extract_many's progress without a terminal: a few summary lines, not one per config."""
-    from extract.tir import schedules as tvm_graph
+    from extract import schedules as tvm_graph
     from extract.sample import GraphSample
 
     class Quick:

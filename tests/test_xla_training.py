@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from datasets import tpugraphs_collections as tg
-from extract.xla.tpugraphs_npz import is_tpugraphs_npz, write_npz
 from extract.xla.convert_tuning import read_raw
+from extract.xla.tpugraphs_npz import is_tpugraphs_npz, write_npz
 from simulator import evaluate, predict, train
-from simulator.data.batching import khop_nodes, make_batch, prepare_graph
 from simulator.checkpoint import load_checkpoint
+from simulator.data.batching import khop_nodes, make_batch, prepare_graph
+from simulator.data.synthetic import write_tpugraphs_collection
 from simulator.metrics import LAYOUT_METRICS, TILE_METRICS, kendall_tau, top_k_slowdown, kaggle_score
 from simulator.models.model import GraphModel
-from simulator.data.synthetic import write_tpugraphs_collection
 
 RAW = Path(os.environ.get("TPUGRAPHS_RAW", "/work/shared/data/tpugraphs_raw"))
 TINY = ["--threads", "1", "--epochs", "2", "--width", "16", "--depth", "2"]

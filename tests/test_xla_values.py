@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extract.xla import convert_hlo as hlo, hlo_graph, proto, tpugraphs_npz
-from extract.xla.tpugraphs_npz import MAX_RUNTIME_NS, TpuGraphsFile
 from extract.xla.convert_tuning import read_raw
+from extract.xla.tpugraphs_npz import MAX_RUNTIME_NS, TpuGraphsFile
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FLOAT32_MAX = float(np.finfo(np.float32).max)

@@ -17,13 +17,13 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from extract.tir.hardware import Hardware
 from extract.tir.context import Records
 from extract.tir.graph import (
     _EXPR_TYPES, _FOR_KIND, _LEAVES, BASE_FEATURE_NAMES, COLUMN, CURVE_POINTS, LOOP_KINDS, TYPE_ID, UNK,
     TirGraph, _buffer_bytes, _children, _const, _dtype_info, _log, _scope, _with_context,
     linear_coefficients,
 )
+from extract.tir.hardware import Hardware
 
 
 @dataclass

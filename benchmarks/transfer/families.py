@@ -153,8 +153,8 @@ def summarize(pairs: Sequence[Dict[str, Any]], models: Sequence[str]) -> Dict[st
 
 
 def run(data: Sequence[str], runs: str, models: Sequence[str], repeats: int) -> Dict[str, Any]:
-    from simulator.data.collection import load_collection
-    samples, _ = load_collection(list(data))
+    from simulator.data.collection import samples_and_info
+    samples, _ = samples_and_info(list(data))
     by: Dict[str, List] = {}
     for s in samples:
         by.setdefault(s.group, []).append(s)

@@ -109,8 +109,8 @@ def _data(data: Sequence[str]):
     """(samples, collection info, {feature transform: SampleSource}) loaded once per process."""
     key = tuple(data)
     if key not in _DATA:
-        from simulator.data.collection import load_collection
-        samples, collection = load_collection(list(data))
+        from simulator.data.collection import samples_and_info
+        samples, collection = samples_and_info(list(data))
         _DATA[key] = (samples, collection, {})
     return _DATA[key]
 
@@ -471,13 +471,13 @@ def add_arguments(ap: argparse.ArgumentParser, prefix: str = "",
 
 
 def run(args, data: Sequence[str], runs: str, results_dir: str, parallel: int, prefix: str = "") -> Dict[str, Any]:
-    from simulator.data.collection import load_collection
+    from simulator.data.collection import samples_and_info
     get = lambda name: getattr(args, prefix.replace("-", "_") + name)  # noqa: E731
     asked = set(get("models")) | {m for spec in get("models") if spec in ENSEMBLES for m in ENSEMBLES[spec].members}
     unknown = [m for m in get("sizes_models") or [] if m not in asked]
     if unknown:
         raise SystemExit(f"--{prefix}sizes-models {' '.join(unknown)}: not in --{prefix}models")
-    samples, collection = load_collection(list(data))
+    samples, collection = samples_and_info(list(data))
     workloads = sorted({s.group for s in samples}, key=natural_key)
     sizes = get("sizes") or default_sizes(len(workloads))
     sets = training_sets(workloads, sizes, get("choices"), get("seed"))

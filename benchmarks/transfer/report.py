@@ -161,7 +161,7 @@ def analysis_files(results: str) -> List[Tuple[str, str]]:
     """(tag, title) of the analyses in `results`: the one of the older extractor
     (`_before`), the current one (no tag; benchmarks.all writes it) and any other tagged one."""
     import glob
-    out = [("_before", "before issue 13's features"), ("", "now")]
+    out = [("_before", "before the size-invariant features"), ("", "now")]
     for path in sorted(glob.glob(os.path.join(results, "transfer_analysis_*.json"))):
         tag = os.path.basename(path)[len("transfer_analysis"):-len(".json")]
         if tag != "_before":
@@ -220,7 +220,7 @@ def goal_lines(summary: Dict[str, Dict[str, Dict[str, Any]]]) -> List[str]:
     rows = goal_rows(summary)
     if not rows:
         return []
-    return ["**Issue 13's goals, one training workload** (mean over the 132 pairs; \"best baseline\": the best "
+    return ["**The transfer goals, one training workload** (mean over the 132 pairs; \"best baseline\": the best "
             "of AutoTVM's knob-xgb / itervar-xgb rows on that figure; the last column: the same bar on the "
             "model's largest training sets, the leave-one-out ones where run):", "",
             markdown_table(["model", "mean τ beats the best baseline", "mean top-5 beats the best baseline",
@@ -244,7 +244,7 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
     if out is None:
         return []
     proto = out.get("protocol", {})
-    lines = ["## Transfer from few workloads (issue 13)", "",
+    lines = ["## Transfer from few workloads", "",
              f"`python -m benchmarks.transfer`: each model trained on one workload and tested on each of the other "
              f"eleven (12 trainings, 132 pairs){_more_sets(proto)}; "
              f"20% of the training workloads' configs for validation and early stopping, "
@@ -262,7 +262,7 @@ def transfer_section(results: str, prefix: str = "results") -> List[str]:
     lines += goal_lines(out["summary"])
     before = load_json(results, "transfer_before.json")
     if before is not None:
-        lines += ["**The same matrix before issue 13's features** (extractor "
+        lines += ["**The same matrix before the size-invariant features** (extractor "
                   f"`{before.get('extractor', '?')}`):", "", summary_table(before["summary"]), ""]
     for name, title in (("transfer_tau.png", "Kendall τ of every one-workload pair"),
                         ("transfer_top5.png", "top-5 slowdown of every one-workload pair")):

@@ -2,7 +2,7 @@
 `itervar-xgb` reads), written from their definition (AutoTVM's touch extractor,
 `get_itervar_feature_flatten`; AutoTVM is gone from TVM 0.27).
 
-Walk the lowered PrimFunc (`tir_graph.lower_for_features`: flat buffers, loops still
+Walk the lowered PrimFunc (`extract.tir.graph.lower_for_features`: flat buffers, loops still
 carrying their kind). Every loop variable — a `For`, or a `thread_extent` /
 `virtual_thread` attribute binding a thread — is an *itervar*, numbered by its first
 occurrence. For each itervar:

@@ -32,7 +32,7 @@ values, one column each:
 
 padded with zeros to `DECISION_WIDTH` columns; then the workload's shape, log2(1 + d) of
 every dimension of every argument in argument order (from the workload key,
-`extract.metaschedule.workload_key`), padded to `SHAPE_WIDTH`; then log2 of the workload's FLOPs (0
+`extract.tir.workload_key`), padded to `SHAPE_WIDTH`; then log2 of the workload's FLOPs (0
 when unknown). Values beyond a width are cut, and the cut is counted, never silent
 (`TraceKnobs.cut`, kept as the sample's `meta["knob_cut"]`; `count_trace_cuts` counts a
 database's). On datasets/networks_rocketlake a trace has at most 24 decision values and a
@@ -55,9 +55,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from extract.tir.workloads import Workload, parse_workload
 from .space import SplitKnob
 from .templates import get_template
-from extract.tir.workloads import Workload, parse_workload
 
 # a workload of each kind whose spaces hold every knob a template of that kind defines
 PROBES: Dict[str, str] = {"conv2d": "conv2d_1x64x56x56_64x3x3_s1_p1"}
@@ -215,9 +215,9 @@ def _fit(values: Sequence[float], width: int) -> Tuple[List[float], int]:
 def trace_knobs(trace: Any, workload_key: str, flops: Optional[float] = None,
                 decision_width: int = DECISION_WIDTH, shape_width: int = SHAPE_WIDTH) -> TraceKnobs:
     """The knob vector of a MetaSchedule trace of the workload `workload_key`
-    (`extract.metaschedule.workload_key.workload_key`, a MetaSchedule sample's group): decisions,
+    (`extract.tir.workload_key.workload_key`, a MetaSchedule sample's group): decisions,
     argument shapes, log2 FLOPs (module docstring)."""
-    from extract.metaschedule.workload_key import parse_workload_key
+    from extract.tir.workload_key import parse_workload_key
 
     decisions, cut_d = _fit(trace_decisions(trace), decision_width)
     dims = [_log2_1p(d) for shape in parse_workload_key(workload_key).shapes for d in shape]

@@ -45,13 +45,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from . import records as rec
 from extract.cli import NONNEGATIVE, POSITIVE, progress
 from extract.fileio import AppendLog
+from extract.tir.workloads import Workload, workload_name
+from . import records as rec
 from .records import MeasureRecord, read_records
 from .templates import get_template
 from .timing import MeasureJob, MeasureResult, Slot, SlotDied, SlotTimeout, check_and_time
-from extract.tir.workloads import Workload, workload_name
 
 RETRYABLE = (rec.RUNTIME_DEVICE, rec.RUN_TIMEOUT)  # remote-phase errors a server fault explains
 

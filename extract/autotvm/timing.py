@@ -17,9 +17,9 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from extract.tir.workloads import Workload
 from . import records as rec
 from .templates import get_template
-from extract.tir.workloads import Workload
 
 
 class MeasureJob(NamedTuple):

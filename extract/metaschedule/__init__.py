@@ -1,1 +1,2 @@
-"""MetaSchedule: tuning databases → samples, workload keys, networks → tasks, and the measuring campaign (runner, store, progress, drift, second pass)."""
+"""MetaSchedule: tuning databases → samples, networks → tasks, and the measuring campaign
+(runner, store, progress, drift, second pass)."""

@@ -1,4 +1,4 @@
-"""Measure MetaSchedule schedules of real networks' tasks on this CPU (issue 12's dataset).
+"""Measure MetaSchedule schedules of real networks' tasks on this CPU (the networks dataset).
 
     python -m extract.ms_measure --work-dir /work/measure/networks_znver4 --trials-per-task 96
     python -m extract.ms_measure --work-dir /work/measure/networks_znver4 --remeasure 0.12
@@ -46,7 +46,7 @@ from .runner import (
 )
 from .store import METHODS, PassStore, is_valid, record_secs
 from .tasks import TaskInfo, extract_tasks, load_tasks, merge_tasks, save_tasks, summary
-from .workload_key import parse_workload_key, target_tag
+from extract.tir.workload_key import parse_workload_key, target_tag
 
 DEFAULT_NETWORKS = ("resnet50", "mobilenet_v2", "bert", "vit")
 

@@ -1,4 +1,4 @@
-"""MetaSchedule tuning databases → graph samples (issue 11, section 1).
+"""MetaSchedule tuning databases → graph samples.
 
     jobs, report = read_databases(["work_dir/"], report=LogReport())   # parse, validate, count
     samples, unknown = extract_many(jobs, workers=2)                     # replay, lower, walk
@@ -10,7 +10,7 @@ IRModule) and `database_tuning_record.json` (one line per measured candidate: th
 its workload line, and `[trace, run_secs, target, args_info]`); either may be gzipped
 (`.json.gz`, as committed in this repository). Which databases a path stands for is the
 rule of every reader, `extract.inputs.find_inputs` (`find_databases`): a database folder
-and every database below it (a pass folder of issue 12's dataset,
+and every database below it (a pass folder of the networks dataset,
 `pass1/{random,evolutionary}`); of the dataset's whole folder, pass 1's.
 
 **Replaying a record.** A record keeps the candidate's *trace* (its schedule
@@ -29,13 +29,13 @@ saw and the builder compiled — the test suite checks it: every record of a rea
 asked to score in that run, while the same trace replayed with `remove_postproc=True`
 (the design-space part only, what the search re-samples from) is not.
 
-The replayed schedule goes through `extract.tir.schedules.extract_schedule` (lowering for
+The replayed schedule goes through `extract.schedules.extract_schedule` (lowering for
 features, the TIR walk, and MetaSchedule's per-store rows for the xgb baseline; the
 trace's decisions and the workload's shape become `vectors["knob"]`, what knob-xgb reads,
 `extract.autotvm.knob_features.trace_knobs`, with the values cut counted in `meta["knob_cut"]`), with y
 from the record's `run_secs` (one entry per repeat, seconds; the sample's runtime is
 their mean, as for AutoTVM records, and `meta` keeps their min and median). Groups are
-`extract.metaschedule.workload_key.workload_key(workload, record target)`: stable across runs and
+`extract.tir.workload_key.workload_key(workload, record target)`: stable across runs and
 networks. A sample is named `<group>/<structural hash of the scheduled module>`, so the
 same schedule read twice (a database given twice, a record measured again) is one point
 to `datasets.load_collection`'s deduplication.
@@ -74,8 +74,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from extract.inputs import DATABASE_NAMES, RECORD_FILE, WORKLOAD_FILE, database_files, find_inputs  # noqa: F401 (RECORD_FILE)
 from extract.autotvm.records import GZIP_MAGIC, MAX_COST_S, MIN_COST_S, RecordFormatError, is_number
+from extract.inputs import DATABASE_NAMES, RECORD_FILE, WORKLOAD_FILE, database_files, find_inputs  # noqa: F401 (RECORD_FILE)
 
 FAILED_S = 1e10          # MetaSchedule's run_secs of a candidate that did not build or run
 ERROR_NO_RUN_SECS = "no run_secs"
@@ -308,7 +308,7 @@ def replay_mismatch(sch, digest: str, job: "TraceJob", trace: List[Any]) -> Opti
 
 @dataclass(frozen=True)
 class TraceJob:
-    """One successful record to replay and extract (an `extract.tir.schedules.ExtractionJob`),
+    """One successful record to replay and extract (an `extract.schedules.ExtractionJob`),
     self-contained: the workload and trace as JSON text, so a spawned worker needs
     nothing else (the jobs of one workload share one string: pickled once per chunk)."""
 
@@ -316,7 +316,7 @@ class TraceJob:
     trace: str                       # the trace's JSON
     run_secs: Tuple[float, ...]      # per repeat, seconds
     target: str                      # the target's JSON config
-    group: str                       # extract.metaschedule.workload_key.workload_key
+    group: str                       # extract.tir.workload_key.workload_key
     source: str                      # file:line (or database:index), for errors
     meta: Tuple[Tuple[str, Any], ...] = ()
     args_info: str = ""              # the record's args_info JSON ("": it has none)
@@ -348,7 +348,7 @@ class TraceJob:
 
     def run(self, per_store: bool):
         from extract.autotvm.knob_features import trace_knobs
-        from extract.tir.schedules import extract_schedule
+        from extract.schedules import extract_schedule
 
         sch, digest = self.checked_schedule()
         knobs = trace_knobs(self.trace, self.group, workload_flops(self.workload))
@@ -376,7 +376,7 @@ class _Workloads:
     keys: Dict[Tuple[int, str], str]
 
     def key(self, index: int, target_json: str) -> str:
-        from .workload_key import workload_key
+        from extract.tir.workload_key import workload_key
 
         k = (index, target_json)
         if k not in self.keys:
@@ -414,7 +414,7 @@ def _workload_row(text: str) -> List[Any]:
 
 
 def _short(e: BaseException) -> str:
-    from extract.tir.schedules import one_line
+    from extract.schedules import one_line
 
     text, prefix = one_line(e, 200), f"{type(e).__name__}: "
     return text[len(prefix):] if text.startswith(prefix * 2) else text  # TVM's messages repeat the type
@@ -617,7 +617,7 @@ def database_samples(db, name: str = "database", per_store: bool = False, worker
     """The samples of a `ms.database.Database` object or a database folder (its successful
     records; a trace that does not apply is left out and counted in the report), and the
     report."""
-    from extract.tir.schedules import JobFailed, extract_many
+    from extract.schedules import JobFailed, extract_many
 
     if isinstance(db, (str, os.PathLike)):
         jobs, report = read_databases([str(db)], skip_bad=True)

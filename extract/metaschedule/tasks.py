@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, List, Sequence
 
 from extract.fileio import atomic_write
-from .workload_key import describe
+from extract.tir.workload_key import describe
 
 TABLE_VERSION = 2  # 2: keys carry the computation digest (datasets.rekey upgrades a table)
 
@@ -38,8 +38,8 @@ TABLE_VERSION = 2  # 2: keys carry the computation digest (datasets.rekey upgrad
 class TaskInfo:
     """One tuning task of the dataset (a row of `tasks.json`)."""
 
-    key: str                        # extract.metaschedule.workload_key.workload_key
-    kind: str                       # operator kind (extract.metaschedule.workload_key.KINDS)
+    key: str                        # extract.tir.workload_key.workload_key
+    kind: str                       # operator kind (extract.tir.workload_key.KINDS)
     shapes: List[List[int]]         # argument shapes, output last
     dtype: str
     flops: float                    # TVM's estimate for one call

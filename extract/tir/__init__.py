@@ -1,1 +1,3 @@
-"""The TIR side: the one TIR walk (`graph`), its node features (`context`, `hardware`), TVM schedules → samples (`schedules`), fast batches of scheduled programs (`featurize`), and the operators (`workloads`)."""
+"""The TIR side: the one TIR walk (`graph`), its node features (`context`, `hardware`), what a
+PrimFunc computes as a key (`workload_key`), fast batches of scheduled programs
+(`featurize`), and the operators (`workloads`)."""

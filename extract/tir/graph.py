@@ -65,9 +65,9 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .hardware import Hardware, hardware_of
 from extract.sample import ExtractorInfo, register_extractor
 from .context import CONTEXT_NAMES, Records, context_features
+from .hardware import Hardware, hardware_of
 
 EXTRACTOR_VERSION = "tir-ast-v2"
 

@@ -41,9 +41,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from extract.sample import GraphSample
 from extract.xla import proto
 from extract.xla.hlo_graph import featurize_module, module_problem
-from extract.sample import GraphSample
 from extract.xla.tpugraphs_npz import (
     LAYOUT_CONFIG_FEATURES, MAX_RUNTIME_NS, TILE_CONFIG_FEATURES, NpzGraph, layout_arrays, tile_arrays,
 )

@@ -1,1 +1,2 @@
-"""Data: loading collections, the `Source` protocol and its data kinds, batching, splits, feature sets, normalisation statistics."""
+"""Data: loading collections, the `Source` protocol and its data kinds, batching, splits,
+feature sets, normalisation statistics."""

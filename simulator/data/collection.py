@@ -3,7 +3,7 @@
 Everything the simulator needs from outside `simulator/` goes through these functions,
 so a change of those interfaces is fixed here only:
 
-* `load_collection(paths)`  -> (samples, CollectionInfo): the samples and the node-type
+* `samples_and_info(paths)` -> (samples, CollectionInfo): the samples and the node-type
                                vocabulary, feature names and extractor of their
                                collection (datasets.load_collection)
 * `load_data(paths)`        -> the samples only
@@ -12,7 +12,7 @@ so a change of those interfaces is fixed here only:
 * `extractor_info()`        -> the installed TIR extractor's (extract.tir.graph)
 * `canonical_workload(name)`-> the group name a workload spec answers to (C2, keys…)
 * `enumerate_workload(spec)`-> samples (runtimes NaN) for every config of a workload's
-                               space (extract.tir.schedules.extract_configs)
+                               space (extract.schedules.extract_configs)
 * `is_tpugraphs(data)`      -> whether `--data` is `tpugraphs:<collection>`, read lazily
                                (datasets.tpugraphs_collections) by simulator.data.tpugraphs
 """
@@ -68,8 +68,8 @@ class CollectionInfo:
         return cls(list(extractor.vocabulary), list(extractor.feature_names), extractor.extractor)
 
 
-def load_collection(paths: Union[str, Sequence[str]] = SHIPPED,
-                    cache_dir: Optional[str] = None) -> Tuple[List[GraphSample], CollectionInfo]:
+def samples_and_info(paths: Union[str, Sequence[str]] = SHIPPED,
+                     cache_dir: Optional[str] = None) -> Tuple[List[GraphSample], CollectionInfo]:
     """Samples from the shipped dataset, AutoTVM logs / folders, or `.npz` collections, and
     the info of their collection: the extractor its info names (`datasets.load_collection`),
     else what the samples say (`collection_info`).
@@ -87,7 +87,7 @@ def load_collection(paths: Union[str, Sequence[str]] = SHIPPED,
         if p != SHIPPED and not os.path.exists(p):
             raise SimulatorError(f"{p}: no such dataset file or folder")
     _refuse_tpugraphs_files([p for p in paths if p != SHIPPED])
-    try:  # load_collection refuses an empty result itself
+    try:  # datasets.load_collection refuses an empty result itself
         collection = datasets.load_collection(paths[0] if len(paths) == 1 else paths, cache=cache_dir)
     except (OSError, ValueError, KeyError) as e:  # DatasetError, RecordFormatError, unknown template
         raise SimulatorError(str(e)) from None
@@ -97,8 +97,8 @@ def load_collection(paths: Union[str, Sequence[str]] = SHIPPED,
 
 
 def load_data(paths: Union[str, Sequence[str]] = SHIPPED, cache_dir: Optional[str] = None) -> List[GraphSample]:
-    """The samples of `load_collection`."""
-    return load_collection(paths, cache_dir)[0]
+    """The samples of `samples_and_info`."""
+    return samples_and_info(paths, cache_dir)[0]
 
 
 def extractor_info() -> CollectionInfo:
@@ -164,7 +164,7 @@ def enumerate_workload(spec: str, template: str = DEFAULT_TEMPLATE, max_configs:
     the xgb model reads. Returns (workload name, samples)."""
     try:
         from extract.autotvm.templates import get_template
-        from extract.tir.schedules import extract_configs
+        from extract.schedules import extract_configs
         from extract.tir.workloads import parse_workload, workload_name
     except ImportError as e:
         raise SimulatorError(f"enumerating a config space needs the extractors ({e})") from None

@@ -57,7 +57,7 @@ DEFAULT_FEATURES = "base"
 # `register_cost_model` records it; any other model (a GNN named by its layer) reads the default
 MODEL_FEATURES: Dict[str, str] = {}
 
-# node-feature columns whose values scale with the workload's size (tir_graph's names)
+# node-feature columns whose values scale with the workload's size (extract.tir.graph's names)
 ABSOLUTE_COLUMNS = ("outer_trips", "inner_trips", "bytes_touched", "reuse", "buffer_bytes",
                     "stride_min", "stride_innermost")
 

@@ -27,12 +27,12 @@ import numpy as np
 
 from extract.sample import GraphSample
 
-from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from .collection import CollectionInfo, collection_info, enumerate_workload, load_collection
-from .features import column_map, derivable, feature_set, named_columns, same_columns, with_derived
 from simulator.metrics import evaluate
 from simulator.registry import SimulatorError
+from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
+from .collection import CollectionInfo, collection_info, enumerate_workload, samples_and_info
+from .features import column_map, derivable, feature_set, named_columns, same_columns, with_derived
 from .sources import (
     DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info,
     register_data_kind, type_map,
@@ -239,7 +239,7 @@ class SampleData(DataKind):
                           d.val_fraction, d.train_fraction, group_tags(samples), d.test_network, d.test_op_kind)
 
     def open_run(self, config: TrainConfig, info: Optional[ModelInfo]) -> RunData:
-        samples, collection = load_collection(config.data.data, config.data.cache_dir)
+        samples, collection = samples_and_info(config.data.data, config.data.cache_dir)
         parts = self._split(config, samples)
         source = SampleSource(samples, info, config.data.feature_transform, collection, feature_set(config))
         summary = (f"data: {len(samples)} samples, {len(source.group_index)} workloads; train {len(parts['train'])}, "
@@ -249,7 +249,7 @@ class SampleData(DataKind):
 
     def open_evaluation(self, config: TrainConfig, info: ModelInfo, data: Optional[List[str]],
                         saved_split: Optional[Dict[str, List[str]]]) -> Dict[str, SampleSource]:
-        samples, collection = load_collection(data or config.data.data, config.data.cache_dir)
+        samples, collection = samples_and_info(data or config.data.data, config.data.cache_dir)
         source = SampleSource(samples, info, config.data.feature_transform, collection)
         warn_extractor(info, source, "the model")
         if data:
@@ -271,7 +271,7 @@ class SampleData(DataKind):
             raise SimulatorError("give the data (log files/folders, .npz folders) or a workload to rank")
         collection = None
         if all(os.path.exists(t) for t in targets):
-            samples, collection = load_collection(targets, options.cache_dir)
+            samples, collection = samples_and_info(targets, options.cache_dir)
         elif len(targets) == 1:
             name, samples = enumerate_workload(targets[0], options.template, options.max_configs, options.seed,
                                                vector_name=spec.vector, workers=options.workers)

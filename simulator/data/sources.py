@@ -35,11 +35,11 @@ from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Set,
 
 import numpy as np
 
-from .batching import Batch, BatchSpec
 from simulator.config import ModelInfo, Normalization, TrainConfig
+from simulator.registry import Registry, SimulatorError
+from .batching import Batch, BatchSpec
 from .collection import CollectionInfo
 from .features import DEFAULT_FEATURES, named_columns, select_features
-from simulator.registry import Registry, SimulatorError
 
 
 class Scorer(Protocol):

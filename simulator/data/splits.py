@@ -27,8 +27,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .collection import canonical_workload
 from simulator.registry import Registry, SimulatorError
+from .collection import canonical_workload
 
 SPLITS: Registry = Registry("split")
 register_split = SPLITS.register
@@ -65,8 +65,8 @@ class GroupTags:
 
 def kind_of(group: str, meta: Mapping[str, Any]) -> Optional[str]:
     """A sample's operator kind: its tag, else the kind its MetaSchedule workload key
-    (`extract.metaschedule.workload_key`) or its template's name starts with."""
-    from extract.metaschedule.workload_key import KINDS, parse_workload_key
+    (`extract.tir.workload_key`) or its template's name starts with."""
+    from extract.tir.workload_key import KINDS, parse_workload_key
 
     if meta.get("kind"):
         return str(meta["kind"])

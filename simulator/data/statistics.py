@@ -24,9 +24,9 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from .batching import Prepared
 from simulator.config import Normalization
 from simulator.registry import SimulatorError
+from .batching import Prepared
 
 STD_FLOOR = 1e-6
 FIELDS = (("x", "feature"), ("vector", "vector"), ("config_x", "config"), ("node_config_x", "node_config"))

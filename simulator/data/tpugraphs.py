@@ -52,11 +52,11 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 import numpy as np
 import torch
 
-from .batching import Batch, BatchSpec, Prepared, config_tensors, prepare_graph
 from simulator.config import DataConfig, ModelInfo, Normalization, TrainConfig
-from .collection import hlo_collection_info
 from simulator.metrics import LAYOUT_METRICS, METRICS, TILE_METRICS, evaluate
 from simulator.registry import SimulatorError
+from .batching import Batch, BatchSpec, Prepared, config_tensors, prepare_graph
+from .collection import hlo_collection_info
 from .sources import (
     DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info, register_data_kind,
 )

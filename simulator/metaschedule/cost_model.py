@@ -1,4 +1,4 @@
-"""The simulator as MetaSchedule's cost model (issue 11, section 2), and its rivals.
+"""The simulator as MetaSchedule's cost model, and its rivals.
 
     from simulator.metaschedule.cost_model import GNNCostModel, make_cost_model
     model = from_checkpoint("runs/ms-gcn")                   # pre-trained by simulator.train
@@ -233,11 +233,11 @@ def _secs_of(result) -> Optional[List[float]]:
 
 
 def task_group(context, cache: Dict[int, str]) -> str:
-    """The stable workload key of a tuning context's task (extract.metaschedule.workload_key), cached
+    """The stable workload key of a tuning context's task (extract.tir.workload_key), cached
     by the module's structural hash."""
     import tvm_ffi
 
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
 
     digest = int(tvm_ffi.structural_hash(context.mod))
     if digest not in cache:
@@ -604,7 +604,7 @@ def load_pretrained_xgb(path: str, seed: int = 0):
 def measure_candidate(sch):
     from tvm.s_tir import meta_schedule as ms
 
-    from extract.tir.schedules import main_func_name
+    from extract.schedules import main_func_name
 
     return ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(sch.mod[main_func_name(sch.mod)]))
 

@@ -5,7 +5,7 @@ into Python (cost model, builder, runner, measure callbacks, and its logger — 
 from C++ destructors, where an exception ends the process: a KeyboardInterrupt raised
 by Python's default handler there was seen to abort with `std::terminate`). So here the
 SIGINT handler only notes the signal, and it is raised at points where an exception
-unwinds cleanly: before and after each search round (`ms_resume.ResumingSearch`), before
+unwinds cleanly: before and after each search round (`resume.ResumingSearch`), before
 each predict call of the cost model, between builds and while waiting for a timing
 (the wrappers below). A batch cut short that way is lost whole — none of it was stored.
 While a measured batch is being stored (database, cost model update, progress: from the

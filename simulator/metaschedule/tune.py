@@ -10,7 +10,7 @@ WORKLOAD_OR_MODEL is one of
     network, as `ms.relax_integration.tune_relax` counts them; `--trials-per-task` caps one);
   * an operator by shape: `dense_128x768x3072` (M×K×N), `batch_matmul_12x128x64x128`,
     `conv2d_1x64x56x56_64x3x3_s1_p1` or ResNet-18's `C1`…`C12` (`extract.tir.workloads`);
-  * a MetaSchedule workload key (`extract.metaschedule.workload_key.workload_key`, e.g. one of the
+  * a MetaSchedule workload key (`extract.tir.workload_key.workload_key`, e.g. one of the
     dataset's tasks), looked up in `--tasks` (a task table `tasks.json` of
     `extract.ms_measure`, or MetaSchedule databases whose workloads hold it);
   * a TVMScript file (a `@T.prim_func`, or an `@I.ir_module` of PrimFuncs: each tuned).
@@ -62,7 +62,7 @@ writes and prints the summary of what the database holds, and exits 130 with
 "interrupted".
 
 Refused before anything is made or measured (one line, exit 2): an option the chosen
-cost model does not read (the table `ms_costmodel.COST_MODEL_OPTIONS`: e.g. `--checkpoint`
+cost model does not read (the table `cost_model.COST_MODEL_OPTIONS`: e.g. `--checkpoint`
 with xgb, `--workers` with anything but gnn, `--cold-model` with a checkpoint), an
 unknown or unusable `--cold-model`, `--tasks` without a workload key, a target whose
 kernels cannot run on this machine (another device kind, architecture, or a CPU with
@@ -98,7 +98,7 @@ class Task:
     name: str            # MetaSchedule's task name
     mod: Any             # IRModule holding the PrimFunc
     weight: int = 1      # calls per inference (networks)
-    key: str = ""        # extract.metaschedule.workload_key.workload_key
+    key: str = ""        # extract.tir.workload_key.workload_key
     flops: float = 0.0
 
 
@@ -127,7 +127,7 @@ def _task(name: str, mod, target, weight: int = 1) -> Task:
     import tvm
     from tvm.s_tir.analysis import estimate_tir_flops
 
-    from extract.metaschedule.workload_key import workload_key
+    from extract.tir.workload_key import workload_key
 
     if isinstance(mod, tvm.tirx.PrimFunc):
         mod = tvm.IRModule({"main": mod.with_attr("global_symbol", "main")})
@@ -151,7 +151,7 @@ def keyed_task(key: str, target, tables: Sequence[str]) -> Task:
     without their target part, so a key of the dataset's machine finds its task."""
     from extract.metaschedule.database import find_databases, holds_databases, read_databases, workload_module
     from extract.metaschedule.tasks import load_tasks
-    from extract.metaschedule.workload_key import parse_workload_key
+    from extract.tir.workload_key import parse_workload_key
 
     try:
         want = str(parse_workload_key(key)).rsplit(".", 1)[0]
@@ -286,7 +286,7 @@ class Recorder:
                           "best_s": self.best[task_id], **row})
 
     def add_earlier(self, earlier) -> None:
-        """The records of an earlier run (`ms_resume.Earlier`), in the order measured."""
+        """The records of an earlier run (`resume.Earlier`), in the order measured."""
         for record in earlier.records:
             self.resumed[record.task] += 1
             self._count(record.task, record.latency, {"elapsed_s": None, "resumed": True})
@@ -613,7 +613,7 @@ def choose_checkpoint(args: argparse.Namespace, target) -> None:
     from datasets.measure import this_cpu
     from datasets.networks import NetworkDataError, shipped_checkpoint
 
-    from .ms_costmodel import COLD_ONLY
+    from .cost_model import COLD_ONLY
 
     if args.cost_model != "gnn" or args.checkpoint is not None and args.checkpoint != COLD:
         return
@@ -656,7 +656,7 @@ def check_arguments(args: argparse.Namespace, target) -> None:
 
 
 def run_settings(args: argparse.Namespace, target) -> Dict[str, Any]:
-    """What makes a rerun the same command (stored in the work dir, `ms_resume`)."""
+    """What makes a rerun the same command (stored in the work dir, `resume`)."""
     return {**{k: v for k, v in sorted(vars(args).items()) if k not in RUN_ONLY}, "target": str(target)}
 
 

@@ -1,1 +1,2 @@
-"""Cost models: the `CostModel` interface, the graph networks and their layers, and the baselines."""
+"""Cost models: the `CostModel` interface, the graph networks and their layers, and the
+baselines."""

@@ -13,8 +13,8 @@ parameters, early stopping on the validation set, `--xgb-objective reg|rank|auto
 """
 from __future__ import annotations
 
-from .xgb import XGBCostModel
 from .costmodel import register_cost_model
+from .xgb import XGBCostModel
 
 
 @register_cost_model("knob-xgb")

@@ -28,17 +28,17 @@ import torch
 
 from extract.sample import GraphSample
 
-from simulator.data.batching import Batch, BatchSpec
 from simulator.checkpoint import load_checkpoint, save_checkpoint
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from simulator.distributed import Cluster
+from simulator.data.batching import Batch, BatchSpec
 from simulator.data.features import DEFAULT_FEATURES, MODEL_FEATURES
+from simulator.data.in_memory import SampleSource
+from simulator.data.sources import Source
+from simulator.distributed import Cluster
+from simulator.registry import Registry, SimulatorError, UnknownNameError
+from simulator.sgd import RunContext, fit_sgd, update_sgd
 from .layers import PROPAGATIONS
 from .model import GraphModel, VectorMLP
-from simulator.registry import Registry, SimulatorError, UnknownNameError
-from simulator.data.in_memory import SampleSource
-from simulator.sgd import RunContext, fit_sgd, update_sgd
-from simulator.data.sources import Source
 
 COST_MODELS: Registry = Registry("model")
 

@@ -15,10 +15,10 @@ from typing import Any, List, Mapping, Optional
 import torch
 from torch import nn
 
-from simulator.data.batching import Batch
 from simulator.config import Normalization
-from .layers import POOLINGS, NodeEncoder, PredictHead, PropagationBlock, build_layer
+from simulator.data.batching import Batch
 from simulator.registry import UnknownNameError
+from .layers import POOLINGS, NodeEncoder, PredictHead, PropagationBlock, build_layer
 
 JOINS = ("early", "late")
 

@@ -19,13 +19,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from simulator.data.batching import Batch, BatchSpec
 from simulator.config import ModelInfo, TrainConfig
-from .costmodel import UPDATE_STEPS, CostModel, Items, register_cost_model, require_vector
+from simulator.data.batching import Batch, BatchSpec
+from simulator.data.sources import Source
 from simulator.losses import LOSSES
 from simulator.registry import SimulatorError
 from simulator.sgd import RunContext
-from simulator.data.sources import Source
+from .costmodel import UPDATE_STEPS, CostModel, Items, register_cost_model, require_vector
 
 TVM_PARAMS = {"max_depth": 6, "gamma": 1e-4, "min_child_weight": 1, "subsample": 1.0,
               "lambda": 1.0, "alpha": 0.0}

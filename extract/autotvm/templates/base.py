@@ -4,7 +4,7 @@ A template is a schedule family for one workload kind (`workload_type`, see
 `extract.tir.workloads`): it names the AutoTVM tasks it answers to, turns a task's
 arguments into a workload, defines the knob space for a workload, and applies one
 config as a `tvm.s_tir.Schedule`. Templates are one producer of schedules among others
-(`extract.tir.schedules.sample_from_schedule` takes a schedule from anywhere). Register a
+(`extract.schedules.sample_from_schedule` takes a schedule from anywhere). Register a
 new one with `@register_template` (one file here plus its import in `__init__.py`) and
 every CLI (measure, tvm_log, simulator --data) knows it.
 """

@@ -3,7 +3,7 @@
 * `sample_from_schedule` takes any scheduled PrimFunc — a `tvm.s_tir.Schedule`, an
   `IRModule` or a `PrimFunc`, from a template, a replayed MetaSchedule trace or a user's
   own schedule — lowers it for features, walks the TIR into a graph
-  (`tir_graph.tir_to_graph`), adds the baselines' fixed vectors and the measured runtime.
+  (`extract.tir.graph.tir_to_graph`), adds the baselines' fixed vectors and the measured runtime.
 * `config_sample`: one producer of schedules among others, a template's config.
 * Jobs are self-contained (`ConfigJob`: everything parsed, nothing to look up but the
   template by name); `extract_many` runs any jobs, in order, in one process or a pool of
@@ -18,14 +18,14 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Protocol, Se
 
 import numpy as np
 
-from extract.sample import ExtractorInfo, GraphSample, register_extractor
-from .hardware import Hardware, hardware_of
 from extract.autotvm.itervar import itervar_vector
 from extract.autotvm.knob_features import knob_vector_of_meta
 from extract.autotvm.space import Config
 from extract.autotvm.templates import Template, get_template
-from .graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
-from .workloads import Workload, workload_name
+from extract.sample import ExtractorInfo, GraphSample, register_extractor
+from .tir.graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
+from .tir.hardware import Hardware, hardware_of
+from .tir.workloads import Workload, workload_name
 
 PER_STORE_POOLING = ("sum", "max")  # pooled rows of MetaSchedule's PerStoreFeature (164 each)
 PER_STORE_WIDTH = 164
