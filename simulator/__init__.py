@@ -28,6 +28,7 @@ from . import curve_mlp  # noqa: F401
 from . import baselines  # noqa: F401
 from . import autotvm_baselines  # noqa: F401
 from . import invariant  # noqa: F401
+from . import segsum_mlp  # noqa: F401
 
 # data kinds: @register_data_kind (simulator.sources)
 from . import samples_source  # noqa: F401
