@@ -1,5 +1,7 @@
 """TenSet's / MetaSchedule's segment-sum MLP (`segsum-mlp`) and the unpooled PerStoreFeature
 rows it reads (`extract.store_rows`, `vectors["per_store_rows"]`)."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -81,7 +83,8 @@ def _samples(count_per_group=24, groups=6, seed=0):
 
 def _config(**flags):
     args = dict(vars(build_parser().parse_args([])), model="segsum-mlp", width=32, lr=3e-3, loss="lambdarank",
-                epochs=30, batch_size=64, **flags)
+                epochs=30, batch_size=64)
+    args.update(flags)
     return validate(config_from_flags(args))
 
 
@@ -108,3 +111,44 @@ def test_data_without_the_rows_is_a_clear_error(synthetic_samples):
                         runtimes=s.runtimes, group=s.group, name=s.name) for s in synthetic_samples[:4]]
     with pytest.raises(SimulatorError, match="per_store_rows"):
         build_cost_model(_config(), SampleSource(bare).info)
+
+
+TINY = Path(__file__).resolve().parent / "data" / "networks_tiny"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from datasets import load_collection
+
+    return load_collection([str(TINY)], progress=False, cache=str(tmp_path_factory.mktemp("cache")))
+
+
+def test_extracted_rows_are_what_the_xgb_vector_pools(tiny):
+    """The one extraction path gives both: the unpooled rows and their sum ‖ max."""
+    vectors = np.concatenate([s.vectors["per_store_rows"] for s in tiny.samples])
+    present, rows = unpack_store_rows(vectors)
+    assert len(tiny.samples) == 24 and present.any(1).all() and not any("store_cut" in s.meta for s in tiny.samples)
+    for s, keep, r in zip(tiny.samples, present, rows):
+        pooled = np.concatenate([r[keep].sum(0), r[keep].max(0)])
+        np.testing.assert_allclose(s.vectors["per_store"][0], pooled, rtol=1e-5, atol=1e-4)
+
+
+def test_the_extraction_cache_key_follows_the_row_layout(monkeypatch):
+    import datasets
+    import extract.store_rows as store_rows
+    from extract.tvm_log import input_files
+
+    files = input_files([str(TINY)])
+    before = datasets._logs_key(files)
+    monkeypatch.setattr(datasets, "STORE_ROWS_VERSION", store_rows.STORE_ROWS_VERSION + 1)
+    assert datasets._logs_key(files) != before
+
+
+def test_it_trains_on_metaschedule_samples(tiny):
+    source = SampleSource(tiny.samples)
+    config = _config(epochs=2, batch_size=16)
+    model = build_cost_model(config, source.info)
+    model.set_normalization(source.normalization(model.batch_spec, config.seed))
+    model.fit(source)
+    pred = model.predict(tiny.samples)
+    assert pred.shape == (24,) and np.isfinite(pred).all() and np.ptp(pred) > 0
