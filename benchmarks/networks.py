@@ -2,7 +2,7 @@
 
     python -m benchmarks.networks [--networks-data datasets/networks_<cpu>] [--networks-models gcn sage mlp curve-mlp xgb]
         [--kind-models gcn-inv-arf-noext-lane knob-xgb-rank knob-xgb-reg itervar-xgb-rank itervar-xgb-reg]
-        [--held-networks bert ...] [--held-kinds softmax ...] [--networks-epochs 20] [--networks-seeds 0 1 2]
+        [--held-networks bert ...] [--held-kinds [softmax ...]] [--networks-epochs 20] [--networks-seeds 0 1 2]
         [--combined-models gcn xgb] [--runs runs/bench] [--results docs/results] [--parallel 1]
 
 For every held-out network (`--split leave-network-out --test-network N`) and every held-out
@@ -15,7 +15,8 @@ conv2d-template dataset added to the training data (`--data NETWORKS shipped`: i
 workloads belong to no network, so they only ever train), to see whether the templates help.
 
 A model is a `simulator.train --model` name (trained with that model's defaults, e.g.
-`xgb`) or a named command line of `benchmarks.transfer.specs.MODEL_SPECS` (the transfer study's
+`xgb`), a rival's own recipe (`RIVAL_SPECS`: `tenset-mlp`, TenSet's MLP; docs/COSTMODEL.md)
+or a named command line of `benchmarks.transfer.specs.MODEL_SPECS` (the transfer study's
 models: `gcn-inv-arf-noext-lane`, the size-invariant gcn with its best transfer features, and
 AutoTVM's baselines `knob-xgb-rank` / `knob-xgb-reg` / `itervar-xgb-rank` /
 `itervar-xgb-reg`, `KIND_MODELS`). `--kind-models` are trained on the leave-op-kind-out

@@ -152,3 +152,35 @@ def test_it_trains_on_metaschedule_samples(tiny):
     model.fit(source)
     pred = model.predict(tiny.samples)
     assert pred.shape == (24,) and np.isfinite(pred).all() and np.ptp(pred) > 0
+
+
+def test_the_benchmark_trains_the_rivals_with_their_own_recipes():
+    import argparse
+
+    from benchmarks import networks as bench
+
+    ap = argparse.ArgumentParser()
+    bench.add_arguments(ap)
+    ap.add_argument("--runs", default="runs")
+    args = ap.parse_args(["--networks-models", "segsum-mlp", "tenset-mlp", "--held-networks", "bert",
+                          "--held-kinds", "--combined-models", "--networks-epochs", "10"])
+    planned = bench.jobs(args, {"tasks": [{"kind": "dense", "valid": 30}]})
+    assert [(j["axis"], j["model"]) for j in planned] == [("network", "segsum-mlp"), ("network", "tenset-mlp")]
+    plain, tenset = (j["argv"] for j in planned)
+    assert plain[-2:] == ["--loss", "pairwise-hinge"] and bench.objective_of(plain) == "pairwise-hinge"
+    assert tenset[tenset.index("--model") + 1] == "segsum-mlp" and bench.objective_of(tenset) == "lambdarank"
+    # the rival's own epochs come after the benchmark's, and argparse takes the last
+    assert [tenset[i + 1] for i, a in enumerate(tenset) if a == "--epochs"] == ["10", "50"]
+    assert ap.parse_args([]).held_kinds is None                # default: every kind with > 5 records
+    args.held_kinds = None
+    assert {j["axis"] for j in bench.jobs(args, {"tasks": [{"kind": "dense", "valid": 30}]})} == {"network", "kind"}
+
+
+def test_the_report_gives_the_seed_spread_of_the_topk_scores():
+    from benchmarks.networks import report_section
+
+    rows = [{"axis": "network", "held": "bert", "model": "segsum-mlp", "shipped": False, "seed": s, "tasks": 2,
+             "kendall_tau": 0.4, "opa": 0.7, "top1_score": t1, "top5_score": 0.9, "top1_slowdown": 0.1,
+             "top5_slowdown": 0.0, "top5_recall": None} for s, t1 in ((0, 0.5), (1, 0.7))]
+    text = "\n".join(report_section({"rows": rows, "ceilings": {}, "dataset": "d", "protocol": {}}))
+    assert "| 0.600 ± 0.141 / 0.900 ± 0.000 / 0.700 ± 0.000 |" in text
