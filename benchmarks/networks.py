@@ -467,8 +467,9 @@ def report_section(res: Dict[str, Any]) -> List[str]:
                   f"corrected ({raw.get('records')} records of {raw.get('tasks')} tasks re-measured).", ""]
     else:
         lines += ["No second (re-measure) pass in this dataset yet: no ceiling.", ""]
+    kinds = any(r["axis"] == "kind" for r in res["rows"])   # none: run without the operator-kind axis
     lines += ["**Leave one network out**", "", *_table(res, "network", False),
-              "**Leave one operator kind out**", "", *_table(res, "kind", False), *_not_held(res),
+              *(["**Leave one operator kind out**", "", *_table(res, "kind", False)] if kinds else []), *_not_held(res),
               *_summary_table(res), *_combined(res)]
     return lines
 

@@ -184,3 +184,4 @@ def test_the_report_gives_the_seed_spread_of_the_topk_scores():
              "top5_slowdown": 0.0, "top5_recall": None} for s, t1 in ((0, 0.5), (1, 0.7))]
     text = "\n".join(report_section({"rows": rows, "ceilings": {}, "dataset": "d", "protocol": {}}))
     assert "| 0.600 ± 0.141 / 0.900 ± 0.000 / 0.700 ± 0.000 |" in text
+    assert "Leave one operator kind out" not in text          # a run without that axis shows no empty table
