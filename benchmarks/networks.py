@@ -2,7 +2,7 @@
 
     python -m benchmarks.networks [--networks-data datasets/networks_<cpu>] [--networks-models gcn sage mlp curve-mlp xgb]
         [--kind-models gcn-inv-arf-noext-lane knob-xgb-rank knob-xgb-reg itervar-xgb-rank itervar-xgb-reg]
-        [--held-networks bert ...] [--held-kinds softmax ...] [--networks-epochs 20] [--networks-seeds 0 1 2]
+        [--held-networks bert ...] [--held-kinds [softmax ...]] [--networks-epochs 20] [--networks-seeds 0 1 2]
         [--combined-models gcn xgb] [--runs runs/bench] [--results docs/results] [--parallel 1]
 
 For every held-out network (`--split leave-network-out --test-network N`) and every held-out
@@ -15,7 +15,8 @@ conv2d-template dataset added to the training data (`--data NETWORKS shipped`: i
 workloads belong to no network, so they only ever train), to see whether the templates help.
 
 A model is a `simulator.train --model` name (trained with that model's defaults, e.g.
-`xgb`) or a named command line of `benchmarks.transfer.specs.MODEL_SPECS` (the transfer study's
+`xgb`), a rival's own recipe (`RIVAL_SPECS`: `tenset-mlp`, TenSet's MLP; docs/COSTMODEL.md)
+or a named command line of `benchmarks.transfer.specs.MODEL_SPECS` (the transfer study's
 models: `gcn-inv-arf-noext-lane`, the size-invariant gcn with its best transfer features, and
 AutoTVM's baselines `knob-xgb-rank` / `knob-xgb-reg` / `itervar-xgb-rank` /
 `itervar-xgb-reg`, `KIND_MODELS`). `--kind-models` are trained on the leave-op-kind-out
@@ -51,7 +52,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, fmt, locked_outputs, log, markdown_table,
                      mean_std, model_name, output_folder, run_many, train_argv, write_csv, write_json)
 
-MODELS = ["gcn", "sage", "mlp", "curve-mlp", "xgb"]
+MODELS = ["gcn", "sage", "mlp", "curve-mlp", "xgb", "segsum-mlp", "tenset-mlp"]
 # the transfer study's models, trained on the operator-kind axis only (benchmarks.transfer.specs)
 KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
 XGB_MODELS = ("xgb", "knob-xgb", "itervar-xgb")
@@ -60,6 +61,11 @@ SCORES = {"top1_score": "top1_slowdown", "top5_score": "top5_slowdown"}   # TenS
 # each held-out task's top-k slowdown and fastest latency (`simulator.metrics.topk_score`)
 TASK_METRICS = ["kendall_tau", "top5_slowdown"]   # kept per held-out task (the summary's worst task)
 NETWORKS = ["resnet50", "mobilenet_v2", "bert", "vit"]
+# the rivals' own recipes, by name (beside benchmarks.transfer.specs.MODEL_SPECS): TenSet's MLP
+# (simulator/segsum_mlp.py; MetaSchedule's MLPModel is the same network, batch 128 with lr decay)
+RIVAL_SPECS = {"tenset-mlp": ["--model", "segsum-mlp", "--loss", "lambdarank", "--width", "256", "--lr", "7e-4",
+                              "--weight-decay", "1e-6", "--batch-size", "512", "--grad-clip", "0.5",
+                              "--epochs", "50"]}
 LOSS = "pairwise-hinge"   # the ranking recipe (docs/RANKING.md)
 SPLITS = {"network": ("leave-network-out", "--test-network"), "kind": ("leave-op-kind-out", "--test-op-kind")}
 
@@ -68,7 +74,7 @@ def networks_model(text: str) -> str:
     """An argparse type: a `simulator.train --model` name or a `benchmarks.transfer.specs.MODEL_SPECS` name."""
     from .transfer.specs import MODEL_SPECS
 
-    if text in MODEL_SPECS:
+    if text in MODEL_SPECS or text in RIVAL_SPECS:
         return text
     try:
         return model_name(text)
@@ -87,7 +93,7 @@ def model_flags(name: str) -> tuple:
 
     if name in model_names():
         return name, []
-    spec = list(MODEL_SPECS[name])
+    spec = list(RIVAL_SPECS.get(name) or MODEL_SPECS[name])
     i = spec.index("--model")
     return spec[i + 1], spec[:i] + spec[i + 2:]
 
@@ -122,7 +128,8 @@ def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) 
                     help="trained on the leave-op-kind-out axis only (default: %(default)s; "
                          f"the transfer study's: {' '.join(KIND_MODELS)})")
     ap.add_argument("--held-networks", nargs="+", default=NETWORKS)
-    ap.add_argument("--held-kinds", nargs="+", default=None, help="default: every kind with a task of > 5 records")
+    ap.add_argument("--held-kinds", nargs="*", default=None,
+                    help="default: every kind with a task of > 5 records; none given: no operator-kind axis")
     ap.add_argument("--networks-epochs", type=COUNT, default=20)
     ap.add_argument("--networks-seeds", nargs="+", type=SEED, default=[0])
     from simulator.losses import LOSSES
@@ -174,7 +181,7 @@ def ceiling_of(tasks: Sequence[Dict[str, Any]], key: str = "tau") -> Dict[str, A
 
 def jobs(args, summary: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Every training run: (axis, held-out, model, shipped added or not)."""
-    kinds = args.held_kinds or default_kinds(summary)
+    kinds = default_kinds(summary) if args.held_kinds is None else args.held_kinds
     runs = os.path.join(args.runs, "networks")
     out = []
     plan = [("network", n, m, False) for n in args.held_networks for m in args.networks_models]
@@ -321,7 +328,7 @@ def _table(res: Dict[str, Any], axis: str, shipped: bool) -> List[str]:
         tasks = max((r["tasks"] for r in by_model.values()), default=0)
         out.append([held, tasks, ceiling]
                    + [_cell(by_model[m]["kendall_tau"], "kendall_tau") if m in by_model else "–" for m in models]
-                   + [" / ".join(fmt(by_model[m][k][0], k) for k in ("top1_score", "top5_score", "opa"))
+                   + [" / ".join(_cell(by_model[m][k], k) for k in ("top1_score", "top5_score", "opa"))
                       if m in by_model else "–" for m in models]
                    + [" / ".join(fmt(by_model[m][k][0], k) for k in ("top1_slowdown", "top5_slowdown", "top5_recall"))
                       if m in by_model else "–" for m in models])
@@ -460,8 +467,9 @@ def report_section(res: Dict[str, Any]) -> List[str]:
                   f"corrected ({raw.get('records')} records of {raw.get('tasks')} tasks re-measured).", ""]
     else:
         lines += ["No second (re-measure) pass in this dataset yet: no ceiling.", ""]
+    kinds = any(r["axis"] == "kind" for r in res["rows"])   # none: run without the operator-kind axis
     lines += ["**Leave one network out**", "", *_table(res, "network", False),
-              "**Leave one operator kind out**", "", *_table(res, "kind", False), *_not_held(res),
+              *(["**Leave one operator kind out**", "", *_table(res, "kind", False)] if kinds else []), *_not_held(res),
               *_summary_table(res), *_combined(res)]
     return lines
 

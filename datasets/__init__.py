@@ -41,6 +41,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from extract.inputs import InputError, database_files, find_all, find_inputs, is_record_file, passed_over_lines
 from extract.sample import ExtractorInfo, GraphSample, load_info, load_samples, save_samples
+from extract.store_rows import STORE_ROWS_VERSION
 from extract.tir.graph import EXTRACTOR_VERSION
 
 HERE = Path(__file__).resolve().parent
@@ -104,6 +105,7 @@ def cache_dir(override: Optional[str] = None) -> Path:
 def _logs_key(files: Iterable[str]) -> str:
     files = list(files)
     digest = hashlib.sha256(EXTRACTOR_VERSION.encode())
+    digest.update(f"store-rows-v{STORE_ROWS_VERSION}".encode())  # the samples' vectors, not only their graphs
     if any(map(is_record_file, files)):  # MetaSchedule samples carry trace knobs too
         from extract.autotvm.knob_features import TRACE_KNOB_VERSION
         from extract.metaschedule.database import READER_VERSION

@@ -23,6 +23,7 @@ from extract.autotvm.knob_features import knob_vector_of_meta
 from extract.autotvm.space import Config
 from extract.autotvm.templates import Template, get_template
 from extract.sample import ExtractorInfo, GraphSample, register_extractor
+from extract.store_rows import STORE_ROWS_VECTOR, pack_store_rows
 from .tir.graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
 from .tir.hardware import Hardware, hardware_of
 from .tir.workloads import Workload, workload_name
@@ -79,8 +80,8 @@ def as_target(target):
     return target if isinstance(target, Target) else Target(target)
 
 
-def per_store_vector(target, sch_or_mod) -> np.ndarray:
-    """TVM MetaSchedule's own features (what its XGBoost cost model sees), pooled."""
+def per_store_rows(target, sch_or_mod) -> np.ndarray:
+    """TVM MetaSchedule's own features: one PerStoreFeature row per store, (s, 164)."""
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule import _ffi_api
@@ -95,7 +96,16 @@ def per_store_vector(target, sch_or_mod) -> np.ndarray:
         get_logging_func(get_logger(__name__)))
     func = sch.mod[main_func_name(sch.mod)]
     candidate = ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(func))
-    rows = ms.feature_extractor.PerStoreFeature().extract_from(context, [candidate])[0].numpy()
+    return ms.feature_extractor.PerStoreFeature().extract_from(context, [candidate])[0].numpy()
+
+
+def per_store_vector(target, sch_or_mod) -> np.ndarray:
+    """TVM MetaSchedule's own features (what its XGBoost cost model sees), pooled."""
+    return pool_store_rows(per_store_rows(target, sch_or_mod))
+
+
+def pool_store_rows(rows: np.ndarray) -> np.ndarray:
+    """PerStoreFeature rows pooled (`PER_STORE_POOLING`) into one vector."""
     if rows.shape[0] == 0:
         rows = np.zeros((1, PER_STORE_WIDTH))
     return np.concatenate([rows.sum(0), rows.max(0)]).astype(np.float32)
@@ -116,7 +126,12 @@ def extract_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: s
     if per_store:
         if target is None:
             raise ValueError("per-store features need the target")
-        vectors["per_store"] = per_store_vector(target, sch_or_mod)[None, :]
+        rows = per_store_rows(target, sch_or_mod)
+        vectors["per_store"] = pool_store_rows(rows)[None, :]
+        packed, store_cut = pack_store_rows(rows)  # the rows themselves, for the segment-sum MLPs
+        vectors[STORE_ROWS_VECTOR] = packed[None, :]
+        if store_cut:
+            meta = {**(meta or {}), "store_cut": int(store_cut)}
     knob = knob_vector_of_meta(meta or {})
     if knob is not None:  # a template's config: its knob values (what knob-xgb reads)
         vectors["knob"] = knob[None, :]
