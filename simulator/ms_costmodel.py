@@ -536,12 +536,14 @@ def xgb_cost_model(seed: int = 0, warmup: int = 100, adaptive: bool = True):
                     verbose_eval=10 ** 6, adaptive_training=adaptive)
 
 
-def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0, progress: bool = False):
+def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0, progress: bool = False,
+                 leave_out: Sequence[str] = ()):
     """TenSet's recipe: MetaSchedule's XGBModel trained offline on the successful
     records of the MetaSchedule databases `paths` (PerStoreFeature rows of each record's
     replayed schedule, costs normalised per workload as XGBModel does), then set to
     update online with no warm-up and a full retrain at every update. Saved to `out`
-    (XGBModel's own tar of model and data) if given."""
+    (XGBModel's own tar of model and data) if given. `leave_out`: workload keys whose
+    records are not trained on (a tuned network's tasks, for a fair comparison)."""
     from tvm.s_tir import meta_schedule as ms
 
     from extract.ms_database import read_databases, target_of, workload_module
@@ -551,8 +553,10 @@ def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0,
     except (OSError, ValueError) as e:
         raise SimulatorError(f"--pretrain-data: {e}") from None
     by_group: Dict[str, List[Any]] = {}
+    skip = set(leave_out)
     for job in jobs:
-        by_group.setdefault(job.group, []).append(job)
+        if job.group not in skip:
+            by_group.setdefault(job.group, []).append(job)
     model = xgb_cost_model(seed, warmup=0, adaptive=True)
     counts = {"records": 0, "workloads": 0, "bad_lines": len(report.bad_lines), "no_longer_apply": 0,
               "errors_set_aside": sum(sum(c.values()) for c in report.errors.values())}
