@@ -32,7 +32,8 @@ normalisation from them, trains `cold_steps` (default 64) steps on everything me
 and from there on updates per task like a pre-trained one. At MetaSchedule's default
 64 trials per round that is after the first round.
 
-**Two-stage scoring** (`filter_keep`, off by default): a first stage that needs no
+**Two-stage scoring** (`filter_keep`; off in `GNNCostModel` unless given, `FILTER_KEEP` in
+`simulator.tune`): a first stage that needs no
 lowering (`simulator.ms_filter`: small XGBoost regressors from each candidate's trace decisions
 to the GNN's scores, one per task and design-space sketch, distilled online from the
 candidates the GNN fully scored) ranks each predict call's candidates; the GNN scores
@@ -93,8 +94,9 @@ COLD_ONLY = ("min_measured", "cold_model")   # gnn: read only without a checkpoi
 FAST_VECTORS = (None, "curve")  # what extract.featurize.featurize_schedules makes besides the graph
 MIN_MEASURED = 32       # cold: measurements before the first training
 COLD_STEPS = 64         # cold: steps of that first training
-UPDATE_STEPS = 8        # steps per update
+UPDATE_STEPS = 32       # steps per update (8 left the search where the first round put it: benchmarks.ms_replay)
 UPDATE_LOSS = "listmle"
+FILTER_KEEP = 0.25      # two-stage scoring in simulator.tune by default: the gnn's share of tuning time 25% → 10%
 FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
 FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
 

@@ -569,13 +569,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--genetic-iters", type=COUNT, default=4)
     g = ap.add_argument_group("gnn (refused with the other cost models)")
     g.add_argument("--workers", type=COUNT, default=None, help="featurizing processes, forked per call (default 1)")
-    g.add_argument("--update-steps", type=NONNEGATIVE, default=None, help="optimizer steps per update (default 8)")
+    g.add_argument("--update-steps", type=NONNEGATIVE, default=None, help="optimizer steps per update (default 32)")
     g.add_argument("--min-measured", type=COUNT, default=None,
                    help="cold: measurements before the first training (default 32)")
     g.add_argument("--cold-model", default=None, help="cold: the simulator model to build (default gcn)")
     g.add_argument("--filter-keep", type=FRACTION, default=None,
                    help="two-stage scoring: the GNN scores only this share of each call's candidates, "
-                        "picked by a model of their trace decisions (default: the GNN scores all)")
+                        "picked by a model of their trace decisions (default 0.25; 1: the GNN scores all)")
     m = ap.add_argument_group("measuring")
     m.add_argument("--measure-core", type=Int(0), default=None,
                    help="core the runner times on (default: the last core this process may use)")
@@ -715,6 +715,14 @@ def _holding(work_dir: str):
         yield
 
 
+def gnn_filter_keep(given: Optional[float]) -> Optional[float]:
+    """The gnn's two-stage share: `ms_costmodel.FILTER_KEEP` unless given; 1 scores all (off)."""
+    from .ms_costmodel import FILTER_KEEP
+
+    keep = FILTER_KEEP if given is None else given
+    return None if keep >= 1.0 else keep
+
+
 def _tune_and_summarize(args, tasks, target, measure, settings, resumed: bool):
     """Tune, then write tune_summary.json (also after Ctrl-C); (summary, interrupted)."""
     from extract.fileio import atomic_write
@@ -723,6 +731,8 @@ def _tune_and_summarize(args, tasks, target, measure, settings, resumed: bool):
 
     runner = remote_runner(args, measure)
     options = {k: v for k, v in model_options(args).items() if k not in ("checkpoint", "pretrain_data", "workers")}
+    if args.cost_model == "gnn":
+        options["filter_keep"] = gnn_filter_keep(args.filter_keep)
     model = make_cost_model(args.cost_model, args.checkpoint, args.seed, args.workers or 1, args.pretrain_data or (),
                             **options)
     pretraining = getattr(getattr(model, "inner", None), "pretraining", None)
