@@ -376,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
 @cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    run(args, command="python -m benchmarks.ms_networks " + " ".join(argv if argv is not None else sys.argv[1:]))
+    run(args, command=" ".join(["python -m benchmarks.ms_networks", *(argv if argv is not None else sys.argv[1:])]))
     return 0
 
 

@@ -410,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
 @cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    out = run(args, command="python -m benchmarks.ms_replay " + " ".join(argv if argv is not None else sys.argv[1:]))
+    out = run(args, command=" ".join(["python -m benchmarks.ms_replay", *(argv if argv is not None else sys.argv[1:])]))
     for name, s in out["summary"].items():
         print(f"{name:>10}  best/pool per round: {_show(s['geomean_best_over_pool'])}  "
               f"improved after round 1: {100 * s['improved_after_round_1']:.0f}%")
