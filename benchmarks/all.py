@@ -31,6 +31,12 @@ Stages (`--stages`, in this order):
             ceiling, and with the shipped conv2d dataset added; on the operator-kind
             axis also the transfer study's gcn-inv-arf-noext-lane and knob-xgb / itervar-xgb
             (rank and reg), with a mean / worst summary per model (benchmarks.networks)
+  ms-replay the gnn's online phase replayed offline on the networks dataset's pools, each
+            update recipe and way of picking (benchmarks.ms_replay; no kernel timed)
+  ms-networks  (not in the default stages: it measures for a day) whole networks tuned with
+            gnn / xgb / xgb-pretrained / random at 8–64 trials per task, compiled and timed
+            end to end (benchmarks.ms_networks, `--e2e-…` options; it resumes and says how
+            long it will take)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
 (`--no-wait` fails instead). The results, runs, tuning-runs and spaces folders are held
@@ -47,19 +53,21 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, cross_cpu, ms_tuning, networks, speed, sweep, tuning
+from . import accuracy, cross_cpu, ms_networks, ms_replay, ms_tuning, networks, speed, sweep, tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 from .transfer import analysis, families, matrix, specs
 
-STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "networks",
-          "cross-cpu", "report"]
+STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "ms-replay",
+          "networks", "cross-cpu", "ms-networks", "report"]
+LONG_STAGES = ["ms-networks"]   # measures for a day: run only when asked for
+DEFAULT_STAGES = [s for s in STAGES if s not in LONG_STAGES]
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.all", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--stages", nargs="+", default=STAGES, choices=STAGES)
+    ap.add_argument("--stages", nargs="+", default=DEFAULT_STAGES, choices=STAGES)
     ap.add_argument("--data", nargs="+", default=["shipped"])
     ap.add_argument("--runs", type=output_folder, default=DEFAULT_RUNS, help="training runs go under this folder")
     ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
@@ -89,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the transfer spec benchmarks.transfer.analysis analyses (RESULTS/transfer_analysis.json; "
                         "transfer_analysis_before.json, the tir-ast-v1 gcn reference, is kept as it is)")
     ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning"))
+    ms_networks.add_arguments(ap.add_argument_group("whole networks end to end (benchmarks.ms_networks)"),
+                              prefix=ms_networks.ALL_PREFIX)
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n, kind_models=networks.KIND_MODELS)
     return ap
@@ -305,6 +315,10 @@ class Stages:
         wait_quiet(self.args.no_wait)
         return ms_tuning.run(self.args, command=self.info["command"])
 
+    def ms_replay(self):
+        return ms_replay.run(ms_replay.build_parser().parse_args(["--results", self.args.results]),
+                             command="python -m benchmarks.ms_replay")
+
     def networks(self):
         return networks.run(self.args)
 
@@ -320,6 +334,10 @@ class Stages:
                                 "--results", self.args.results])
             except SystemExit as e:
                 log(f"cross-cpu {a} → {b}: skipped ({e})")
+
+    def ms_networks(self):
+        wait_quiet(self.args.no_wait)
+        return ms_networks.run_from_all(self.args, command=self.info["command"])
 
 
 def run_stages(args, argv: Optional[Sequence[str]]) -> int:

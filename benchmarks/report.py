@@ -448,6 +448,10 @@ def build(results: str, out: str) -> str:
         lines += tuning_section(tuning)
     from .ms_tuning import report_section
     lines += report_section(results)
+    from .ms_replay import report_section as replay_section
+    lines += replay_section(results)
+    from .ms_networks import report_section as networks_e2e_section
+    lines += networks_e2e_section(results)
     from .cross_cpu import report_section as cross_cpu_section
     lines += cross_cpu_section(results)
     nets = load_json(results, "networks.json")

@@ -11,7 +11,7 @@ OUTPUT_SHAPES = {  # batch-1 output of every network
     "resnet18": (1, 1000), "resnet101": (1, 1000), "resnext50": (1, 1000), "mobilenet_v3": (1, 1000),
     "efficientnet_b0": (1, 1000), "densenet121": (1, 1000), "inception_v3": (1, 1000),
     "convnext_t": (1, 1000), "swin_t": (1, 1000), "bert_large": (1, 384, 1024), "gpt2": (1, 256, 768),
-    "unet": (1, 2, 256, 256), "unet_bilinear": (1, 2, 256, 256), "dlrm": (1, 1),
+    "unet": (1, 2, 256, 256), "unet_bilinear": (1, 2, 256, 256), "dlrm": (1, 1), "mixer": (1, 196, 512),
 }
 PARAMETERS = {  # millions, as the papers and the reference implementations count them
     "resnet18": 11.69, "resnet50": 25.56, "resnet101": 44.55, "resnext50": 25.03, "mobilenet_v2": 3.50,
@@ -44,6 +44,19 @@ def test_forward_shapes(name):
 def test_parameter_counts(name):
     model = get_network(name).build()
     assert sum(p.numel() for p in model.parameters()) / 1e6 == pytest.approx(PARAMETERS[name], abs=0.006)
+
+
+def test_mixer_layer_mixes_tokens_then_channels():
+    """Mixer-S/16 (Table 1): token MLP 196 → 256 → 196, channel MLP 512 → 2048 → 512, two
+    LayerNorms; a token's output depends on the other tokens (token mixing)."""
+    model = get_network("mixer").build().eval()
+    assert sum(p.numel() for p in model.parameters()) == (196 * 256 + 256 + 256 * 196 + 196) + \
+        (512 * 2048 + 2048 + 2048 * 512 + 512) + 2 * 2 * 512
+    x = torch.randn(1, 196, 512)
+    y = x.clone()
+    y[0, 5] += 1.0
+    with torch.no_grad():
+        assert not torch.allclose(model(x)[0, 0], model(y)[0, 0])
 
 
 def test_registry_names_and_batches():

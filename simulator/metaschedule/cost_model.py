@@ -32,7 +32,8 @@ normalisation from them, trains `cold_steps` (default 64) steps on everything me
 and from there on updates per task like a pre-trained one. At MetaSchedule's default
 64 trials per round that is after the first round.
 
-**Two-stage scoring** (`filter_keep`, off by default): a first stage that needs no
+**Two-stage scoring** (`filter_keep`; off in `GNNCostModel` unless given, `FILTER_KEEP` in
+`simulator.tune`): a first stage that needs no
 lowering (`simulator.metaschedule.prefilter`: small XGBoost regressors from each candidate's trace decisions
 to the GNN's scores, one per task and design-space sketch, distilled online from the
 candidates the GNN fully scored) ranks each predict call's candidates; the GNN scores
@@ -93,8 +94,9 @@ COLD_ONLY = ("min_measured", "cold_model")   # gnn: read only without a checkpoi
 FAST_VECTORS = (None, "curve")  # what extract.tir.featurize.featurize_schedules makes besides the graph
 MIN_MEASURED = 32       # cold: measurements before the first training
 COLD_STEPS = 64         # cold: steps of that first training
-UPDATE_STEPS = 8        # steps per update
+UPDATE_STEPS = 32       # steps per update (8 left the search where the first round put it: benchmarks.ms_replay)
 UPDATE_LOSS = "listmle"
+FILTER_KEEP = 0.25      # two-stage scoring in simulator.tune by default: the gnn's share of tuning time 25% → 10%
 FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
 FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
 
@@ -536,12 +538,14 @@ def xgb_cost_model(seed: int = 0, warmup: int = 100, adaptive: bool = True):
                     verbose_eval=10 ** 6, adaptive_training=adaptive)
 
 
-def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0, progress: bool = False):
+def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0, progress: bool = False,
+                 leave_out: Sequence[str] = ()):
     """TenSet's recipe: MetaSchedule's XGBModel trained offline on the successful
     records of the MetaSchedule databases `paths` (PerStoreFeature rows of each record's
     replayed schedule, costs normalised per workload as XGBModel does), then set to
     update online with no warm-up and a full retrain at every update. Saved to `out`
-    (XGBModel's own tar of model and data) if given."""
+    (XGBModel's own tar of model and data) if given. `leave_out`: workload keys whose
+    records are not trained on (a tuned network's tasks, for a fair comparison)."""
     from tvm.s_tir import meta_schedule as ms
 
     from extract.metaschedule.database import read_databases, target_of, workload_module
@@ -551,8 +555,10 @@ def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0,
     except (OSError, ValueError) as e:
         raise SimulatorError(f"--pretrain-data: {e}") from None
     by_group: Dict[str, List[Any]] = {}
+    skip = set(leave_out)
     for job in jobs:
-        by_group.setdefault(job.group, []).append(job)
+        if job.group not in skip:
+            by_group.setdefault(job.group, []).append(job)
     model = xgb_cost_model(seed, warmup=0, adaptive=True)
     counts = {"records": 0, "workloads": 0, "bad_lines": len(report.bad_lines), "no_longer_apply": 0,
               "errors_set_aside": sum(sum(c.values()) for c in report.errors.values())}

@@ -44,7 +44,10 @@ Output: DIR holds a normal MetaSchedule database (`database_workload.json`,
 and `tune_summary.json`: per task the best latency, trials (of them resumed) and errors;
 the best-so-far history (one row per measured candidate); the time spent in the cost
 model (predict, update, featurizing) against the run's wall time; the measuring
-configuration; warnings. A progress line per measured batch shows trials, the batch's
+configuration; warnings. A network is then compiled with the database applied
+(`simulator.metaschedule.network`: the database applied to the imported network, `DIR/network.so`) and timed end to
+end with the same protocol on the measuring core (every repeat kept): `end_to_end` in the
+summary, and a line after the table. A progress line per measured batch shows trials, the batch's
 best, the best so far and the cost model's share of the time; a table ends the run.
 
 Stopping and resuming (`simulator.metaschedule.resume`, `simulator.metaschedule.interrupt`): rerunning the
@@ -567,13 +570,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--genetic-iters", type=COUNT, default=4)
     g = ap.add_argument_group("gnn (refused with the other cost models)")
     g.add_argument("--workers", type=COUNT, default=None, help="featurizing processes, forked per call (default 1)")
-    g.add_argument("--update-steps", type=NONNEGATIVE, default=None, help="optimizer steps per update (default 8)")
+    g.add_argument("--update-steps", type=NONNEGATIVE, default=None, help="optimizer steps per update (default 32)")
     g.add_argument("--min-measured", type=COUNT, default=None,
                    help="cold: measurements before the first training (default 32)")
     g.add_argument("--cold-model", default=None, help="cold: the simulator model to build (default gcn)")
     g.add_argument("--filter-keep", type=FRACTION, default=None,
                    help="two-stage scoring: the GNN scores only this share of each call's candidates, "
-                        "picked by a model of their trace decisions (default: the GNN scores all)")
+                        "picked by a model of their trace decisions (default 0.25; 1: the GNN scores all)")
     m = ap.add_argument_group("measuring")
     m.add_argument("--measure-core", type=Int(0), default=None,
                    help="core the runner times on (default: the last core this process may use)")
@@ -686,6 +689,8 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         resumed = check_work_dir(args.work_dir, run_settings(args, target), args.overwrite)
         summary, interrupted = _tune_and_summarize(args, tasks, target, measure, settings, resumed)
     print(table(TuneResult(**{k: summary[k] for k in TuneResult.__dataclass_fields__}), args.cost_model))
+    if summary.get("end_to_end"):
+        print(end_to_end_line(summary["end_to_end"]))
     for warning in summary["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     if interrupted:
@@ -711,6 +716,14 @@ def _holding(work_dir: str):
         yield
 
 
+def gnn_filter_keep(given: Optional[float]) -> Optional[float]:
+    """The gnn's two-stage share: `ms_costmodel.FILTER_KEEP` unless given; 1 scores all (off)."""
+    from .cost_model import FILTER_KEEP
+
+    keep = FILTER_KEEP if given is None else given
+    return None if keep >= 1.0 else keep
+
+
 def _tune_and_summarize(args, tasks, target, measure, settings, resumed: bool):
     """Tune, then write tune_summary.json (also after Ctrl-C); (summary, interrupted)."""
     from extract.fileio import atomic_write
@@ -719,6 +732,8 @@ def _tune_and_summarize(args, tasks, target, measure, settings, resumed: bool):
 
     runner = remote_runner(args, measure)
     options = {k: v for k, v in model_options(args).items() if k not in ("checkpoint", "pretrain_data", "workers")}
+    if args.cost_model == "gnn":
+        options["filter_keep"] = gnn_filter_keep(args.filter_keep)
     model = make_cost_model(args.cost_model, args.checkpoint, args.seed, args.workers or 1, args.pretrain_data or (),
                             **options)
     pretraining = getattr(getattr(model, "inner", None), "pretraining", None)
@@ -740,9 +755,37 @@ def _tune_and_summarize(args, tasks, target, measure, settings, resumed: bool):
         result, interrupted = stop.result, True
     summary = {"workload": args.workload, "cost_model": args.cost_model, "checkpoint": args.checkpoint,
                "pretraining": pretraining, "warnings": warnings, **result.to_dict()}
+    if not interrupted and runner is None and is_network(args.workload) and result.valid_trials:
+        try:
+            summary["end_to_end"] = network_end_to_end(args.workload, target, args.work_dir, measure)
+        except SimulatorError as e:
+            summary["end_to_end"] = None
+            warnings.append(f"end to end not timed: {e}")
     with atomic_write(os.path.join(args.work_dir, SUMMARY)) as f:
         json.dump(summary, f, indent=1, default=str)
     return summary, interrupted
+
+
+def is_network(spec: str) -> bool:
+    from extract.metaschedule.networks import NETWORKS
+
+    return spec in NETWORKS and not os.path.isfile(spec)
+
+
+def network_end_to_end(name: str, target, work_dir: str, measure) -> Dict[str, Any]:
+    """The network compiled with the run's database and timed end to end (`simulator.metaschedule.network`)."""
+    from .network import end_to_end
+
+    print(f"compiling {name} with the tuning database and timing it end to end on core {measure.measure_core}",
+          flush=True)
+    return end_to_end(name, target, work_dir, measure).as_dict()
+
+
+def end_to_end_line(e2e: Dict[str, Any]) -> str:
+    repeats = e2e["repeats_s"]
+    return (f"end to end: {_us(e2e['latency_s'])} (mean of {len(repeats)} repeats, {_us(min(repeats))}–"
+            f"{_us(max(repeats))}); {e2e['tuned']} of {e2e['functions']} tasks from the database, compiled in "
+            f"{e2e['compile_s']:.1f} s")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

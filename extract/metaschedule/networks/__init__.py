@@ -20,6 +20,7 @@ Relax and extracts the tuning tasks.
     gpt2                       Radford et al. 2019 (one block, seq 256)     gpt2.py
     unet, unet_bilinear        Ronneberger et al. 2015 (256×256)            unet.py
     dlrm                       Naumov et al. 2019 (MLPs + interaction)      dlrm.py
+    mixer                      Tolstikhin et al. 2021 (one Mixer-S/16 layer) mixer.py
 
 The plain names are batch 1. The networks usually served batched (the image classifiers,
 the transformer layers and DLRM) also come at batch 8, named `<name>_b8`; U-Net, a
@@ -66,7 +67,7 @@ class NetworkSpec:
 def _batch_one() -> Tuple[Tuple[NetworkSpec, bool], ...]:
     """Every network at batch 1, with whether it is also served batched."""
     from . import (
-        bert, convnext, densenet, dlrm, efficientnet, gpt2, inception_v3, mobilenet_v2, mobilenet_v3, resnet,
+        bert, convnext, densenet, dlrm, efficientnet, gpt2, inception_v3, mixer, mobilenet_v2, mobilenet_v3, resnet,
         swin, unet, vit,
     )
 
@@ -96,6 +97,8 @@ def _batch_one() -> Tuple[Tuple[NetworkSpec, bool], ...]:
         (NetworkSpec("unet_bilinear", lambda: unet.UNet("bilinear"), (unet.INPUT_SHAPE,),
                      "Ronneberger et al. 2015, Figure 1, bilinear up-sampling"), False),
         (NetworkSpec("dlrm", dlrm.DLRM, dlrm.INPUT_SHAPES, "Naumov et al. 2019, MLPerf sizes"), True),
+        (NetworkSpec("mixer", mixer.MixerLayer, (mixer.INPUT_SHAPE,),
+                     "Tolstikhin et al. 2021, Mixer-S/16, one layer"), True),
     )
 
 

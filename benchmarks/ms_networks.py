@@ -1,0 +1,384 @@
+"""Whole networks tuned with each cost model, compiled and timed end to end.
+
+    python -m benchmarks.ms_networks [--networks bert vit mixer] [--cost-models gnn xgb xgb-pretrained random]
+        [--budgets 8 16 32 64] [--seeds 0 1 2] [--data datasets/networks_rocketlake]
+        [--runs runs/ms_networks] [--results docs/results] [--plan]
+
+Also the `ms-networks` stage of `python -m benchmarks.all` (not in its default stages:
+it measures for many hours).
+
+1. **Fair pre-training.** For a network of the dataset (`--data`'s task table tags each
+   task with its networks), the gnn (`simulator.train --split leave-network-out
+   --test-network NETWORK`, gcn, pairwise-hinge, `--epochs`) and the pre-trained XGB
+   (`simulator.metaschedule.cost_model.pretrain_xgb(..., leave_out=the network's task keys)`) learn
+   from the same records: every task of the other networks. A network in no dataset
+   (`mixer`, written for this benchmark) uses the whole dataset: the shipped checkpoint,
+   and XGB on every record.
+2. **Tuning.** For each network, cost model and seed, one `python -m simulator.tune
+   NETWORK` work dir, taken through the budgets in turn: `--trials B × tasks
+   --trials-per-task B` for B in `--budgets` (trials per task as MetaSchedule counts
+   them), each step resuming the one before (`simulator.metaschedule.resume`: its records count,
+   teach the cost model and seed the search), `--trials-per-iter` per round. After each
+   step `simulator.tune` compiles the network with the database and times it end to end
+   on the measuring core (`simulator.metaschedule.network`); the step's summary is kept as
+   `summary_b<B>.json`. A killed run resumes: finished steps are read back, an unfinished
+   one is resumed by `simulator.tune` itself.
+3. **Time.** `--plan` (and every start) prints the runs left and how long they will take:
+   seconds per trial and per end-to-end point measured by the finished steps of this run
+   (before any, `PRIOR_S_PER_TRIAL` and `PRIOR_S_PER_POINT`).
+
+Outputs: `ms_networks.json` and `ms_networks.png` (end-to-end latency against trials per
+task and against tuning wall time, per network; mean over seeds) in `--results`; the
+section of docs/RESULTS.md (table and the issue's goal verdicts) comes from
+`report_section`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .common import COUNT, SEED, cli, log, markdown_table, write_json
+
+NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
+COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random"]
+BUDGETS = [8, 16, 32, 64]
+RESULT, FIGURE = "ms_networks.json", "ms_networks.png"
+PRETRAIN_EPOCHS = 30
+PRIOR_S_PER_TRIAL = 1.5    # build + run + search of one candidate (no finished step yet)
+PRIOR_S_PER_POINT = 90.0   # compile + end-to-end timing
+
+
+# ---------------------------------------------------------------- pre-training
+def network_keys(data: str, network: str) -> List[str]:
+    """The dataset's task keys tagged with `network` (empty: a network in no dataset)."""
+    from datasets.networks import read_tasks
+
+    return [row["key"] for row in read_tasks(data) if network in row["networks"]]
+
+
+def pretrained(args, network: str) -> Dict[str, str]:
+    """cost model → its --checkpoint for `network` (made when missing)."""
+    from datasets.networks import pretrained_path, training_databases
+    from simulator.metaschedule.cost_model import pretrain_xgb
+
+    keys = network_keys(args.data, network)
+    folder = os.path.join(args.runs, "pretrain", network if keys else "whole-dataset")
+    gnn = os.path.join(folder, "gnn") if keys else str(pretrained_path(args.data))
+    if keys and not os.path.exists(os.path.join(gnn, "metrics.json")):
+        log(f"pre-training the gnn with {network}'s {len(keys)} tasks left out")
+        subprocess.run([sys.executable, "-m", "simulator.train", "--data", args.data, "--split", "leave-network-out",
+                        "--test-network", network, "--model", "gcn", "--loss", "pairwise-hinge", "--epochs",
+                        str(args.epochs), "--seed", "0", "--threads", "1", "--out", gnn], check=True)
+    xgb = os.path.join(folder, "xgb.tar")
+    if "xgb-pretrained" in args.cost_models and not os.path.exists(xgb):
+        log(f"pre-training xgb ({'without ' + network + chr(39) + 's tasks' if keys else 'on the whole dataset'})")
+        os.makedirs(folder, exist_ok=True)
+        pretrain_xgb(training_databases(args.data), out=xgb, leave_out=keys)
+    return {"gnn": gnn, "xgb-pretrained": xgb}
+
+
+# ---------------------------------------------------------------- the plan
+def work_dir(runs: str, network: str, model: str, seed: int) -> str:
+    return os.path.join(runs, "tune", network, model, f"seed{seed}")
+
+
+def step_summary(work: str, budget: int) -> Optional[Dict[str, Any]]:
+    path = os.path.join(work, f"summary_b{budget}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def plan(args, tasks: Dict[str, int]) -> List[Dict[str, Any]]:
+    """Every (network, cost model, seed, budget) step, in the order run (seed-major), and
+    whether it is done."""
+    steps = []
+    for seed in args.seeds:
+        for network in args.networks:
+            for model in args.cost_models:
+                work = work_dir(args.runs, network, model, seed)
+                for budget in sorted(args.budgets):
+                    steps.append({"network": network, "cost_model": model, "seed": seed, "budget": budget,
+                                  "tasks": tasks[network], "work_dir": work,
+                                  "done": step_summary(work, budget) is not None})
+    return steps
+
+
+def estimate(steps: Sequence[Dict[str, Any]]) -> Dict[str, float]:
+    """Seconds per trial and per end-to-end point (from the finished steps, else the
+    priors), and the seconds the steps left will take."""
+    trials = walls = points = compile_s = 0.0
+    for s in steps:
+        summary = step_summary(s["work_dir"], s["budget"]) if s["done"] else None
+        if summary:
+            new = sum(t["trials"] - t.get("resumed", 0) for t in summary["tasks"])
+            trials, walls = trials + new, walls + summary["wall_s"]
+            e2e = summary.get("end_to_end") or {}
+            points, compile_s = points + 1, compile_s + e2e.get("compile_s", 0.0) + sum(e2e.get("repeats_s", []))
+    per_trial = walls / trials if trials else PRIOR_S_PER_TRIAL
+    per_point = compile_s / points + 15.0 if points else PRIOR_S_PER_POINT  # + import and start
+    left = [s for s in steps if not s["done"]]
+    new_trials = sum(s["tasks"] * (s["budget"] - _previous(steps, s)) for s in left)
+    return {"s_per_trial": per_trial, "s_per_point": per_point, "steps_left": len(left),
+            "trials_left": new_trials, "seconds_left": new_trials * per_trial + len(left) * per_point}
+
+
+def _previous(steps: Sequence[Dict[str, Any]], step: Dict[str, Any]) -> int:
+    """The budget of the step before `step` in its work dir (0: none)."""
+    before = [s["budget"] for s in steps if s["work_dir"] == step["work_dir"] and s["budget"] < step["budget"]]
+    return max(before, default=0)
+
+
+def say_plan(steps, est) -> None:
+    log(f"{len(steps)} steps, {est['steps_left']} left: {est['trials_left']:.0f} trials at "
+        f"{est['s_per_trial']:.2f} s and {est['steps_left']} end-to-end points at {est['s_per_point']:.0f} s: "
+        f"about {est['seconds_left'] / 3600:.1f} h")
+
+
+# ---------------------------------------------------------------- running
+def tune_argv(args, step: Dict[str, Any], checkpoint: Optional[str]) -> List[str]:
+    argv = [sys.executable, "-m", "simulator.tune", step["network"], "--cost-model", step["cost_model"],
+            "--trials", str(step["budget"] * step["tasks"]), "--trials-per-task", str(step["budget"]),
+            "--trials-per-iter", str(args.trials_per_iter), "--seed", str(step["seed"]),
+            "--work-dir", step["work_dir"], "--quiet"]
+    if checkpoint:
+        argv += ["--checkpoint", checkpoint]
+    if args.measure_core is not None:
+        argv += ["--measure-core", str(args.measure_core)]
+    return argv
+
+
+def run_step(args, step: Dict[str, Any], checkpoint: Optional[str]) -> Dict[str, Any]:
+    """One budget step through `simulator.tune` (resuming the work dir); its summary kept."""
+    from simulator.metaschedule.resume import SUMMARY
+
+    done = subprocess.run(tune_argv(args, step, checkpoint), check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task: "
+                         f"simulator.tune exited {done.returncode} (its work dir: {step['work_dir']})")
+    kept = os.path.join(step["work_dir"], f"summary_b{step['budget']}.json")
+    shutil.copyfile(os.path.join(step["work_dir"], SUMMARY), kept + ".tmp")
+    os.replace(kept + ".tmp", kept)
+    return step_summary(step["work_dir"], step["budget"])
+
+
+def run_all(args, steps: List[Dict[str, Any]]) -> None:
+    checkpoints: Dict[str, Dict[str, str]] = {}
+    for step in steps:
+        if step["done"]:
+            continue
+        say_plan(steps, estimate(steps))
+        if step["network"] not in checkpoints:
+            checkpoints[step["network"]] = pretrained(args, step["network"])
+        summary = run_step(args, step, checkpoints[step["network"]].get(step["cost_model"]))
+        step["done"] = True
+        e2e = (summary.get("end_to_end") or {}).get("latency_s")
+        log(f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task: end to end "
+            f"{'–' if e2e is None else f'{e2e * 1e3:.3f} ms'} ({summary['wall_s']:.0f} s)")
+
+
+# ---------------------------------------------------------------- results
+def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """One finished step as a result row: end-to-end latency, the sum of the tasks' bests
+    (weighted), tuning wall time up to this budget, the cost model's share."""
+    s = step_summary(step["work_dir"], step["budget"])
+    if s is None:
+        return None
+    mine = [step_summary(o["work_dir"], o["budget"]) for o in steps
+            if o["work_dir"] == step["work_dir"] and o["budget"] <= step["budget"]]
+    wall = sum(m["wall_s"] for m in mine if m)
+    cost = sum((m.get("cost_model_stats") or {}).get("total_s", 0.0) for m in mine if m)
+    e2e = s.get("end_to_end") or {}
+    return {k: step[k] for k in ("network", "cost_model", "seed", "budget", "tasks")} | {
+        "end_to_end_s": e2e.get("latency_s"), "repeats_s": e2e.get("repeats_s"), "sum_of_bests_s": s.get("best_latency_s"),
+        "wall_s": wall, "cost_model_share": cost / wall if wall > 0 else None}
+
+
+def aggregate(points: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """network → cost model → budget → mean / min / max end to end over seeds, mean wall."""
+    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for p in points:
+        if p["end_to_end_s"] is None:
+            continue
+        cell = out.setdefault(p["network"], {}).setdefault(p["cost_model"], {}).setdefault(str(p["budget"]), [])
+        cell.append(p)
+    for network, models in out.items():
+        for model, budgets in models.items():
+            for budget, rows in budgets.items():
+                lat = [r["end_to_end_s"] for r in rows]
+                shares = [r["cost_model_share"] for r in rows if r["cost_model_share"] is not None]
+                budgets[budget] = {"mean_s": float(np.mean(lat)), "min_s": min(lat), "max_s": max(lat),
+                                   "seeds": len(rows), "wall_s": float(np.mean([r["wall_s"] for r in rows])),
+                                   "share": float(np.mean(shares)) if shares else None}
+    return out
+
+
+def plot(agg: Dict[str, Any], path: str) -> None:
+    """Per network: end to end against trials per task, and against tuning wall time."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nets = sorted(agg)
+    fig, axes = plt.subplots(len(nets), 2, figsize=(9, 3 * len(nets)), squeeze=False)
+    for row, network in zip(axes, nets):
+        for model, budgets in sorted(agg[network].items()):
+            bs = sorted(budgets, key=int)
+            ys = [1e3 * budgets[b]["mean_s"] for b in bs]
+            row[0].plot([int(b) for b in bs], ys, marker="o", label=model)
+            row[1].plot([budgets[b]["wall_s"] / 60 for b in bs], ys, marker="o", label=model)
+        row[0].set(xscale="log", xlabel="trials per task", ylabel=f"{network}: end to end (ms)")
+        row[1].set(xlabel="tuning wall time (min)")
+        row[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _cell(agg, network, model, budget) -> Optional[Dict[str, Any]]:
+    return agg.get(network, {}).get(model, {}).get(str(budget))
+
+
+def verdicts(agg: Dict[str, Any]) -> List[str]:
+    """The issue's goals, per network, on the means over seeds."""
+    lines = []
+    for network in sorted(agg):
+        g16, g8, x64, x8 = (_cell(agg, network, m, b) for m, b in (("gnn", 16), ("gnn", 8), ("xgb", 64), ("xgb", 8)))
+        if g16 and x64:
+            lines.append(f"`{network}`: gnn at 16 per task {g16['mean_s'] * 1e3:.3f} ms vs xgb at 64 "
+                         f"{x64['mean_s'] * 1e3:.3f} ms — **{'met' if g16['mean_s'] <= x64['mean_s'] else 'not met'}**")
+        if g8 and x8:
+            gain = 1 - g8["mean_s"] / x8["mean_s"]
+            lines.append(f"`{network}`: gnn at 8 per task {100 * gain:.1f}% faster than xgb at 8 (goal ≥ 10%) — "
+                         f"**{'met' if gain >= 0.10 else 'not met'}**")
+        lines += _pretrained_and_time(agg, network, x64)
+    return lines
+
+
+def _pretrained_and_time(agg, network: str, x64: Optional[Dict[str, Any]]) -> List[str]:
+    lines = []
+    gnn, pre = agg[network].get("gnn", {}), agg[network].get("xgb-pretrained", {})
+    both = sorted(set(gnn) & set(pre), key=int)
+    if both:
+        wins = sum(gnn[b]["mean_s"] <= pre[b]["mean_s"] for b in both)
+        lines.append(f"`{network}`: gnn at least as good as xgb-pretrained at {wins} of {len(both)} budgets")
+    shares = [gnn[b]["share"] for b in sorted(gnn, key=int) if gnn[b]["share"] is not None]
+    if shares:
+        lines.append(f"`{network}`: gnn's share of tuning wall time {100 * max(shares):.0f}% at most (goal ≤ 10%) — "
+                     f"**{'met' if max(shares) <= 0.10 else 'not met'}**")
+    if x64 and gnn:
+        reach = [b for b in sorted(gnn, key=int) if gnn[b]["mean_s"] <= x64["mean_s"]]
+        if reach:
+            ratio = gnn[reach[0]]["wall_s"] / x64["wall_s"]
+            lines.append(f"`{network}`: gnn reaches xgb's 64-per-task latency at {reach[0]} per task in "
+                         f"{100 * ratio:.0f}% of xgb's wall time (goal ≤ 25%) — **{'met' if ratio <= 0.25 else 'not met'}**")
+        else:
+            lines.append(f"`{network}`: gnn does not reach xgb's 64-per-task latency — **goal not met**")
+    return lines
+
+
+def report_section(results: str) -> List[str]:
+    from .common import load_json
+
+    r = load_json(results, RESULT)
+    if not r:
+        return []
+    agg = r["aggregate"]
+    lines = ["## Whole networks tuned end to end (MetaSchedule)", "", f"    {r['command']}", "",
+             f"Networks {', '.join(r['networks'])}; cost models {', '.join(r['cost_models'])}; seeds {r['seeds']}; "
+             f"{r['steps_done']} of {r['steps']} steps done. End-to-end latency of the compiled Relax module (ms, mean "
+             f"over seeds [min–max]) after B trials per task, and the tuning wall time up to it (min):", ""]
+    budgets = r["budgets"]
+    rows = []
+    for network in sorted(agg):
+        for model in r["cost_models"]:
+            cells = [_cell(agg, network, model, b) for b in budgets]
+            rows.append([network, model] + ["–" if c is None else
+                                            f"{c['mean_s'] * 1e3:.3f} [{c['min_s'] * 1e3:.3f}–{c['max_s'] * 1e3:.3f}] "
+                                            f"({c['wall_s'] / 60:.0f} min)" for c in cells])
+    lines += [markdown_table(["network", "cost model"] + [f"B = {b}" for b in budgets], rows), ""]
+    lines += [f"![end to end against trials and wall time](results/{FIGURE})", ""] if r.get("figure") else []
+    lines += ["Goals (issue: gnn at 16 per task ≤ xgb at 64; ≥ 10% better than xgb at 8; ≥ xgb-pretrained at "
+              "equal trials on most networks; share ≤ 10%; xgb's 64-per-task latency in ≤ ¼ of its wall time):", ""]
+    lines += [f"- {v}" for v in verdicts(agg)] + [""]
+    return lines
+
+
+def run(args, command: str = "") -> Dict[str, Any]:
+    from extract.metaschedule.runner import host_target
+    from simulator.metaschedule.tune import network_tasks
+
+    target = host_target(1)
+    tasks = {n: len(network_tasks(n, target)) for n in args.networks}
+    steps = plan(args, tasks)
+    est = estimate(steps)
+    say_plan(steps, est)
+    if not args.plan:
+        run_all(args, steps)
+    points = [p for p in (point(s, steps) for s in steps) if p]
+    agg = aggregate(points)
+    os.makedirs(args.results, exist_ok=True)
+    if agg:
+        plot(agg, os.path.join(args.results, FIGURE))
+    out = {"command": command, "networks": list(args.networks), "cost_models": list(args.cost_models),
+           "budgets": sorted(args.budgets), "seeds": list(args.seeds), "tasks": tasks, "steps": len(steps),
+           "steps_done": sum(s["done"] for s in steps), "estimate": est, "points": points, "aggregate": agg,
+           "figure": bool(agg)}
+    if not args.plan:
+        write_json(os.path.join(args.results, RESULT), out)
+    return out
+
+
+def add_arguments(ap, prefix: str = "") -> None:
+    from datasets.networks import default_dataset
+    from extract.metaschedule.networks import NETWORKS as KNOWN
+
+    ap.add_argument(f"--{prefix}networks", nargs="+", default=NETWORKS, choices=sorted(KNOWN), metavar="NETWORK")
+    ap.add_argument(f"--{prefix}cost-models", nargs="+", default=COST_MODELS, choices=COST_MODELS)
+    ap.add_argument(f"--{prefix}budgets", nargs="+", type=COUNT, default=BUDGETS, help="trials per task")
+    ap.add_argument(f"--{prefix}seeds", nargs="+", type=SEED, default=[0, 1, 2])
+    ap.add_argument(f"--{prefix}trials-per-iter", type=COUNT, default=8, help="candidates per task per round")
+    ap.add_argument(f"--{prefix}epochs", type=COUNT, default=PRETRAIN_EPOCHS, help="gnn pre-training epochs")
+    ap.add_argument(f"--{prefix}data", default=os.path.relpath(default_dataset()),
+                    help="the networks dataset both pre-trainings read")
+    ap.add_argument(f"--{prefix}measure-core", type=int, default=None,
+                    help="simulator.tune --measure-core (default: its own, the last core)")
+    ap.add_argument(f"--{prefix}runs", default=os.path.join("runs", "ms_networks"))
+
+
+ALL_PREFIX = "e2e-"   # the options' prefix in benchmarks.all
+
+
+def run_from_all(args, command: str) -> Dict[str, Any]:
+    """The `ms-networks` stage of benchmarks.all (its `--e2e-…` options)."""
+    plain = {k[len(ALL_PREFIX):]: v for k, v in vars(args).items() if k.startswith(ALL_PREFIX.replace("-", "_"))}
+    return run(argparse.Namespace(**plain, results=args.results, plan=False), command=command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ms_networks", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    ap.add_argument("--results", default=os.path.join("docs", "results"))
+    ap.add_argument("--plan", action="store_true", help="only say what is left and how long it will take")
+    return ap
+
+
+@cli
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    run(args, command=" ".join(["python -m benchmarks.ms_networks", *(argv if argv is not None else sys.argv[1:])]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Whole networks end to end: `simulator.tune NETWORK` compiles the network with its tuning
+database and times it (`simulator.metaschedule.network`), and the benchmark that plans, resumes and
+reports the networks × cost models × budgets matrix (`benchmarks.ms_networks`).
+
+The tuning run is real but tiny: the MLP-Mixer layer (7 tasks), one trial per task, measured
+on core 0 as the other tuning tests do."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def mixer_tuned(tmp_path_factory):
+    from simulator.metaschedule import tune
+
+    work = str(tmp_path_factory.mktemp("e2e") / "mixer")
+    summary = tune.run(["mixer", "--cost-model", "random", "--trials", "7", "--trials-per-task", "1",
+                        "--trials-per-iter", "1", "--population", "4", "--init-min-unmeasured", "2",
+                        "--genetic-iters", "1", "--measure-core", "0", "--work-dir", work, "--quiet"])
+    return work, summary
+
+
+def test_network_is_compiled_with_its_database_and_timed_end_to_end(mixer_tuned, capsys):
+    from extract.metaschedule.runner import REPEAT
+
+    work, summary = mixer_tuned
+    e2e = summary["end_to_end"]
+    assert e2e is not None, summary["warnings"]
+    assert len(e2e["repeats_s"]) == REPEAT and all(r > 0 for r in e2e["repeats_s"])
+    assert e2e["latency_s"] == pytest.approx(np.mean(e2e["repeats_s"]))
+    assert e2e["functions"] == len(summary["tasks"]) == 7 and e2e["tuned"] == 7
+    assert os.path.getsize(os.path.join(work, "network.so")) > 0
+    # the whole module costs about what its tasks' bests add up to (weights = calls)
+    assert 0.2 < e2e["latency_s"] / summary["best_latency_s"] < 20
+    with open(os.path.join(work, "tune_summary.json"), encoding="utf-8") as f:
+        assert json.load(f)["end_to_end"] == e2e
+
+
+def test_a_failed_timing_is_a_warning_not_a_lost_summary(mixer_tuned, monkeypatch):
+    from extract.metaschedule.runner import MeasureConfig
+    from simulator.metaschedule import network as ms_network, tune
+    from simulator.registry import SimulatorError
+
+    work, _ = mixer_tuned
+    monkeypatch.setattr(ms_network, "LIBRARY", "missing/network.so")   # export fails: no such folder
+    with pytest.raises(SimulatorError):
+        ms_network.end_to_end("mixer", tune.parse_target(None), work, MeasureConfig.for_machine(0))
+
+
+# ---------------------------------------------------------------- the benchmark, without measuring
+def _args(tmp_path, **kw):
+    from benchmarks.ms_networks import build_parser
+
+    args = build_parser().parse_args(["--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")])
+    for k, v in kw.items():
+        setattr(args, k, v)
+    return args
+
+
+def _finish(step, latency, wall, share=0.05):
+    """A finished step, as run_step leaves it."""
+    os.makedirs(step["work_dir"], exist_ok=True)
+    tasks = [{"trials": step["budget"], "resumed": 0}] * step["tasks"]
+    summary = {"tasks": tasks, "wall_s": wall, "best_latency_s": latency, "cost_model_stats": {"total_s": share * wall},
+               "end_to_end": {"latency_s": latency, "repeats_s": [latency] * 5, "compile_s": 30.0}}
+    with open(os.path.join(step["work_dir"], f"summary_b{step['budget']}.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f)
+
+
+def test_plan_resumes_and_estimates_from_finished_steps(tmp_path):
+    from benchmarks.ms_networks import PRIOR_S_PER_TRIAL, estimate, plan
+
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "xgb"], seeds=[0], budgets=[8, 16])
+    steps = plan(args, {"bert": 10})
+    assert [(s["cost_model"], s["budget"]) for s in steps] == [("gnn", 8), ("gnn", 16), ("xgb", 8), ("xgb", 16)]
+    before = estimate(steps)
+    assert before["s_per_trial"] == PRIOR_S_PER_TRIAL and before["trials_left"] == 10 * (8 + 8 + 8 + 8)
+    _finish(steps[0], 1e-3, wall=160.0)                 # 80 trials in 160 s
+    again = plan(args, {"bert": 10})
+    assert [s["done"] for s in again] == [True, False, False, False]
+    after = estimate(again)
+    assert after["s_per_trial"] == pytest.approx(2.0) and after["trials_left"] == 10 * 8 * 3
+    assert after["seconds_left"] == pytest.approx(240 * 2.0 + 3 * after["s_per_point"])
+
+
+def test_aggregate_verdicts_and_report(tmp_path):
+    from benchmarks.common import write_json
+    from benchmarks.ms_networks import RESULT, aggregate, plan, point, report_section, verdicts
+
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "xgb", "xgb-pretrained"], seeds=[0, 1],
+                 budgets=[8, 16, 64])
+    steps = plan(args, {"bert": 2})
+    latency = {("gnn", 8): 1.0, ("gnn", 16): 0.9, ("gnn", 64): 0.8, ("xgb", 8): 2.0, ("xgb", 16): 1.5,
+               ("xgb", 64): 0.95, ("xgb-pretrained", 8): 1.1, ("xgb-pretrained", 16): 0.85, ("xgb-pretrained", 64): 0.8}
+    for s in steps:
+        _finish(s, latency[(s["cost_model"], s["budget"])] * (1 + 0.1 * s["seed"]), wall=100.0)
+    points = [point(s, steps) for s in steps]
+    assert points[1]["wall_s"] == 200.0                   # the 16 step's wall time includes the 8 step's
+    agg = aggregate(points)
+    assert agg["bert"]["gnn"]["8"]["mean_s"] == pytest.approx(1.05) and agg["bert"]["gnn"]["8"]["seeds"] == 2
+    text = "\n".join(verdicts(agg))
+    assert "gnn at 16 per task 945.000 ms vs xgb at 64 997.500 ms — **met**" in text
+    assert "50.0% faster than xgb at 8 (goal ≥ 10%) — **met**" in text
+    assert "at least as good as xgb-pretrained at 2 of 3 budgets" in text
+    assert "at 16 per task in 67% of xgb's wall time (goal ≤ 25%) — **not met**" in text
+    write_json(str(tmp_path / RESULT), {"command": "c", "networks": ["bert"], "cost_models": args.cost_models,
+                                        "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
+                                        "aggregate": agg, "figure": False})
+    section = "\n".join(report_section(str(tmp_path)))
+    assert "| bert | gnn | 1050.000 [1000.000–1100.000] (2 min) |" in section

@@ -1,0 +1,113 @@
+"""The offline replay of the gnn's online phase (`benchmarks.ms_replay`): real records of a
+committed miniature database replayed to schedules, the real GNNCostModel (the shipped
+checkpoint) ranking them and updating on what each round "measured"."""
+import os
+
+import numpy as np
+import pytest
+
+from conftest import MS_SMALL, ROOT
+
+POOL_KEY = "pool.pad-max.1x64x112x112_1x64x56x56.float32.063e66f3.llvm-rocketlake-1c"
+CHECKPOINT = os.path.join(ROOT, "datasets", "networks_rocketlake", "pretrained", "gcn.pt")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    from benchmarks.ms_replay import load_pools
+
+    row = {"key": POOL_KEY, "kind": "pool", "networks": {"resnet50": 1}, "valid": 24}
+    (only,) = load_pools([os.path.join(MS_SMALL, "random"), os.path.join(MS_SMALL, "evolutionary")], [row])
+    return only
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    """One graph cache for the module's cost models: the pool is featurized once."""
+    from extract.tir.featurize import GraphCache
+
+    return GraphCache()
+
+
+def test_pool_holds_the_tasks_records_with_their_runtimes(pool):
+    assert len(pool.candidates) == len(pool.run_secs) >= 20
+    assert np.all(pool.runtimes > 0) and len(set(pool.runtimes.round(12))) > 10
+
+
+@pytest.mark.parametrize("name", ["none", "today"])
+def test_replay_updates_only_when_the_recipe_says(pool, graphs, name):
+    from benchmarks.ms_replay import VARIANTS, cost_model, replay
+
+    model = cost_model(CHECKPOINT, VARIANTS[name], 0, graphs)
+    before = [p.detach().clone() for p in model.model.net.parameters()]
+    out = replay(pool, model, VARIANTS[name], rounds=3, k=4, seed=0)
+    changed = any(not np.array_equal(a.numpy(), b.detach().numpy()) for a, b in zip(before, model.model.net.parameters()))
+    assert changed == (name == "today")
+    assert model.stats.measured == 12 and model.stats.repeated == 0       # 3 rounds of 4, none given twice
+    best = out["best_over_pool"]
+    assert len(best) == 3 and all(b >= 1.0 for b in best) and best == sorted(best, reverse=True)
+    assert all(t is None or -1 <= t <= 1 for t in out["tau_unmeasured"])
+
+
+def test_without_updates_the_rounds_walk_down_the_first_ranking(pool, graphs):
+    """No update: round r measures the r-th block of the first round's ranking."""
+    from benchmarks.ms_replay import VARIANTS, cost_model, replay
+
+    model = cost_model(CHECKPOINT, VARIANTS["none"], 0, graphs)
+    first = np.asarray(model.predict(pool.context, pool.candidates))
+    expected = pool.runtimes[np.argsort(-first, kind="stable")[:8]].min() / pool.runtimes.min()
+    out = replay(pool, model, VARIANTS["none"], rounds=2, k=4, seed=0)
+    assert out["best_over_pool"][-1] == pytest.approx(expected)
+
+
+def test_head_only_trains_only_the_head(pool, graphs):
+    from benchmarks.ms_replay import VARIANTS, cost_model, replay
+
+    model = cost_model(CHECKPOINT, VARIANTS["head-only"], 0, graphs)
+    before = {n: p.detach().clone() for n, p in model.model.net.named_parameters()}
+    replay(pool, model, VARIANTS["head-only"], rounds=2, k=4, seed=0)
+    moved = {n for n, p in model.model.net.named_parameters() if not np.array_equal(before[n].numpy(), p.detach().numpy())}
+    assert moved and all(n.startswith("head.") for n in moved)
+
+
+def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
+    from benchmarks.ms_replay import Variant, pick
+
+    rng = np.random.default_rng(0)
+    unmeasured = np.array([10, 11, 12, 13, 14, 15])
+    scores = np.array([0.1, 0.9, 0.5, 0.7, 0.3, 0.8])
+    assert pick(scores, unmeasured, 3, Variant(), set(), rng) == [11, 15, 13]
+    assert pick(scores, unmeasured, 3, Variant(skip_seen=True), {0.8}, rng) == [11, 13, 12]
+    picks = [tuple(pick(scores, unmeasured, 3, Variant(epsilon=1.0), set(), np.random.default_rng(s)))
+             for s in range(20)]
+    assert len(set(picks)) > 1 and all(len(set(p)) == 3 for p in picks)
+
+
+def test_choose_tasks_takes_kinds_in_turn_per_network():
+    from benchmarks.ms_replay import choose_tasks
+
+    rows = [{"key": f"{kind}.{i}", "kind": kind, "networks": {net: 1}, "valid": 80}
+            for net in ("a", "b") for kind in ("conv2d", "dense", "pool") for i in range(3)]
+    rows.append({"key": "dense.small", "kind": "dense", "networks": {"a": 1}, "valid": 5})
+    chosen = choose_tasks(rows, 2, 64)
+    assert [(next(iter(r["networks"])), r["kind"]) for r in chosen] == [("a", "dense"), ("a", "conv2d"),
+                                                                       ("b", "dense"), ("b", "conv2d")]
+    assert len(choose_tasks(rows, None, 64)) == 18
+
+
+def test_summary_and_report_section(tmp_path):
+    from benchmarks.common import write_json
+    from benchmarks.ms_replay import RESULT, report_section, summarize
+
+    rows = [{"variant": v, "seed": 0, "task": t, "best_over_pool": b, "tau_unmeasured": [0.2, None],
+             "update_s": 1.0} for v, t, b in (("none", "a", [2.0, 1.0]), ("none", "b", [1.0, 1.0]),
+                                              ("today", "a", [2.0, 2.0]), ("today", "b", [1.5, 1.5]))]
+    s = summarize(rows, ["none", "today"], 2)
+    assert s["none"]["geomean_best_over_pool"] == pytest.approx([np.sqrt(2.0), 1.0])
+    assert s["none"]["improved_after_round_1"] == 0.5 and s["today"]["improved_after_round_1"] == 0.0
+    assert s["today"]["found_pool_best"] == [0.0, 0.0] and s["none"]["mean_tau_unmeasured"] == [0.2, None]
+    write_json(str(tmp_path / RESULT), {"command": "python -m benchmarks.ms_replay", "data": "d", "round_size": 8,
+                                        "rounds": 2, "seeds": [0], "pretraining": "p", "summary": s,
+                                        "tasks": [{"key": "a", "network": "n", "kind": "dense", "pool": 88}]})
+    text = "\n".join(report_section(str(tmp_path)))
+    assert "| none | 1.414 | 1.000 | 50% | 0.200 | – | 1.0 |" in text
