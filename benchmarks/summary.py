@@ -6,6 +6,8 @@ report wrote, so a renamed section cannot leave a dead link.
 """
 from __future__ import annotations
 
+import glob
+import os
 import re
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -17,7 +19,8 @@ from .common import best_by, fmt, load_json, markdown_table
 SECTIONS = {"tuning": "MetaSchedule tuning of held-out operators",
             "networks": "Cross-network and cross-operator generalisation",
             "accuracy": "Accuracy: cross-workload split",
-            "speed": "Speed and memory"}
+            "speed": "Speed and memory",
+            "cross_cpu": "New hardware"}
 TUNING_POINT = 64   # trials: the first point of the tuning benchmark
 
 
@@ -109,6 +112,18 @@ def accuracy_rows(acc: Dict[str, Any]) -> List[List[str]]:
              f"{best} τ {fmt(tau, 'kendall_tau', std)}, top-5 slowdown {fmt(top5, 'top5_slowdown')}", "accuracy"]]
 
 
+def cross_cpu_rows(res: Dict[str, Any]) -> List[List[str]]:
+    """A model pre-trained on one CPU ranking another's tasks, before and after fine-tuning,
+    against a model trained on the new CPU alone."""
+    rows = {(r["model"], r["k"]): r for r in res["summary"]}
+    ks = sorted({k for _, k in rows})
+    cells = [f"{model} k={k}: τ {rows[model, k]['kendall_tau'][0]:.3f}, top-5 score {rows[model, k]['top5_score'][0]:.2f}"
+             for model in dict.fromkeys(m for m, _ in rows) for k in (ks[0], ks[-1]) if (model, k) in rows
+             and rows[model, k]["kendall_tau"][0] is not None]
+    return [[f"new hardware: pre-trained on {res['source_cpu']}, ranking {res['tasks']} tasks on {res['target_cpu']} "
+             f"(k of its records per task to fine-tune)", "; ".join(cells), "cross_cpu"]]
+
+
 def speed_rows(speed: Dict[str, Any]) -> List[List[str]]:
     gcn = speed.get("models", {}).get("gcn", {}).get("infer_configs_per_s")
     return [["scoring speed (2 cores, batched)", f"gcn {gcn:,.0f} configs/s", "speed"]] if gcn else []
@@ -122,6 +137,8 @@ def summary_section(results: str, headings: Sequence[str]) -> List[str]:
     acc, speed = load_json(results, "accuracy.json"), load_json(results, "speed.json")
     rows += tuning_rows(tuning) if tuning else []
     rows += (network_rows(nets) + kind_rows(nets)) if nets else []
+    for path in sorted(glob.glob(os.path.join(results, "cross_cpu_*_*.json"))):
+        rows += cross_cpu_rows(load_json(results, os.path.basename(path)))
     rows += accuracy_rows(acc) if acc else []
     rows += speed_rows(speed) if speed else []
     if not rows:
