@@ -307,7 +307,7 @@ def report_section(results: str) -> List[str]:
                                             f"({c['wall_s'] / 60:.0f} min)" for c in cells])
     lines += [markdown_table(["network", "cost model"] + [f"B = {b}" for b in budgets], rows), ""]
     lines += [f"![end to end against trials and wall time](results/{FIGURE})", ""] if r.get("figure") else []
-    lines += ["Goals (issue: gnn at 16 per task ≤ xgb at 64; ≥ 10% better than xgb at 8; ≥ xgb-pretrained at "
+    lines += ["Goals (gnn at 16 per task ≤ xgb at 64; ≥ 10% better than xgb at 8; ≥ xgb-pretrained at "
               "equal trials on most networks; share ≤ 10%; xgb's 64-per-task latency in ≤ ¼ of its wall time):", ""]
     lines += [f"- {v}" for v in verdicts(agg)] + [""]
     return lines
