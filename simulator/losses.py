@@ -62,11 +62,9 @@ class MSELoss(Loss):
         return F.mse_loss(pred, y)
 
 
-@register_loss("listmle")
-class ListMLELoss(Loss):
-    """For each group, π = configs by measured runtime, fastest first, s = −ŷ/T:
-    −log P(π | s) = Σ_i [log Σ_{j ≥ i} exp(s_π(j)) − s_π(i)], averaged over positions and
-    groups (Xia et al., 2008)."""
+class GroupwiseLoss(Loss):
+    """A ranking loss computed per group of ≥ 2 configs from its scores s = −ŷ/T and log
+    runtimes y (`group_loss`), averaged over the groups."""
 
     ranking = True
 
@@ -81,12 +79,26 @@ class ListMLELoss(Loss):
             member = group == g
             if int(member.sum()) < 2:
                 continue
-            s = -pred[member] / self.temperature
-            s = s[torch.argsort(y[member], stable=True)]
-            # log Σ_{j ≥ i} exp(s_j): a reversed cumulative logsumexp
-            tail = torch.logcumsumexp(s.flip(0), 0).flip(0)
-            losses.append((tail - s).mean())
+            losses.append(self.group_loss(-pred[member] / self.temperature, y[member].to(pred.dtype)))
         return torch.stack(losses).mean() if losses else pred.sum() * 0.0
+
+    @staticmethod
+    def group_loss(s: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+@register_loss("listmle")
+class ListMLELoss(GroupwiseLoss):
+    """For each group, π = configs by measured runtime, fastest first, s = −ŷ/T:
+    −log P(π | s) = Σ_i [log Σ_{j ≥ i} exp(s_π(j)) − s_π(i)], averaged over positions and
+    groups (Xia et al., 2008)."""
+
+    @staticmethod
+    def group_loss(s: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        s = s[torch.argsort(y, stable=True)]
+        # log Σ_{j ≥ i} exp(s_j): a reversed cumulative logsumexp
+        tail = torch.logcumsumexp(s.flip(0), 0).flip(0)
+        return (tail - s).mean()
 
 
 @register_loss("pairwise-hinge")
@@ -110,7 +122,7 @@ class PairwiseHingeLoss(Loss):
 
 
 @register_loss("lambdarank")
-class LambdaRankLoss(Loss):
+class LambdaRankLoss(GroupwiseLoss):
     """LambdaRank (Burges 2010) in the LambdaLoss form of MetaSchedule's MLPModel and TenSet's MLP:
     per group, relevance r_i = min_g t / t_i (the config's throughput normalised to the group's
     fastest, ∈ (0, 1]; t = exp(y)), gain G_i = (2^r_i − 1) / maxDCG, D_k = log2(1 + k) at the
@@ -120,22 +132,6 @@ class LambdaRankLoss(Loss):
 
     a pairwise logistic loss weighted by how much NDCG swapping the pair would change (Wang et
     al., "The LambdaLoss Framework", 2018), summed over pairs, averaged over groups of ≥ 2 configs."""
-
-    ranking = True
-
-    def terms(self, y, group):
-        """Groups with at least two configs."""
-        _, counts = torch.unique(group, return_counts=True)
-        return int((counts >= 2).sum())
-
-    def forward(self, pred, y, group):
-        losses = []
-        for g in torch.unique(group):
-            member = group == g
-            if int(member.sum()) < 2:
-                continue
-            losses.append(self.group_loss(-pred[member] / self.temperature, y[member].to(pred.dtype)))
-        return torch.stack(losses).mean() if losses else pred.sum() * 0.0
 
     @staticmethod
     def group_loss(s: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
