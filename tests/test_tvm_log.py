@@ -90,7 +90,7 @@ def test_cli_writes_collections_and_reports(tmp_path, capsys):
     assert len(samples) == 3 and all(s.group == "C3" for s in samples)
     report = json.loads((out / "report.json").read_text())
     assert report["errors"] == {"C3": {"4": 1}, "C2": {"1": 1}}
-    assert all(set(s.vectors) == {"curve", "itervar", "knob", "per_store"} for s in samples)
+    assert all(set(s.vectors) == {"curve", "itervar", "knob", "per_store", "per_store_rows"} for s in samples)
     # without the xgb baseline's features: the same graphs, no per-store vectors
     lean = tmp_path / "lean"
     assert tvm_log.main([str(logs), "--out", str(lean), "--workers", "1", "--no-per-store"]) == 0
