@@ -36,7 +36,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .common import COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, log, markdown_table, mean_std, write_json
+from extract.cli import Int
+
+from .common import COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, log, markdown_table, mean_std, write_json
 
 RESULT = "cross_cpu_{source}_{target}.json"   # one per (source CPU, target CPU)
 MODELS = ("pre-trained on A", "B alone")
@@ -192,8 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", default=os.path.join("datasets", "networks_rocketlake"))
     ap.add_argument("--target", default=os.path.join("datasets", "networks_znver4"))
-    ap.add_argument("--ks", nargs="+", type=int, default=[0, 16, 32])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--ks", nargs="+", type=Int(0), default=[0, 16, 32])
+    ap.add_argument("--seeds", nargs="+", type=SEED, default=[0, 1, 2])
     ap.add_argument("--min-records", type=COUNT, default=48)
     ap.add_argument("--min-shared", type=COUNT, default=MIN_SHARED, help="fewer shared tasks: no comparison")
     ap.add_argument("--update-steps", type=COUNT, default=8)
@@ -206,8 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
-    if any(k < 0 for k in args.ks) or max(args.ks) >= args.min_records:
-        raise SystemExit(f"--ks must be ≥ 0 and below --min-records ({args.min_records}), to leave a test set")
+    if max(args.ks) >= args.min_records:
+        raise SystemExit(f"--ks must be below --min-records ({args.min_records}), to leave a test set")
     run(args)
     return 0
 

@@ -45,6 +45,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from extract.cli import Int
+
 from .common import COUNT, SEED, cli, log, markdown_table, write_json
 
 NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
@@ -350,7 +352,7 @@ def add_arguments(ap, prefix: str = "") -> None:
     ap.add_argument(f"--{prefix}epochs", type=COUNT, default=PRETRAIN_EPOCHS, help="gnn pre-training epochs")
     ap.add_argument(f"--{prefix}data", default=os.path.relpath(default_dataset()),
                     help="the networks dataset both pre-trainings read")
-    ap.add_argument(f"--{prefix}measure-core", type=int, default=None,
+    ap.add_argument(f"--{prefix}measure-core", type=Int(0), default=None,
                     help="simulator.tune --measure-core (default: its own, the last core)")
     ap.add_argument(f"--{prefix}runs", default=os.path.join("runs", "ms_networks"))
 
