@@ -107,7 +107,7 @@ def first_keys_argv(work: Path, cpu: str) -> List[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m datasets.measure", description=__doc__, add_help=False,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work-dir", required=True, help="the measuring work folder (made or resumed)")
+    ap.add_argument("--work-dir", help="the measuring work folder (made or resumed; required)")
     ap.add_argument("-h", "--help", action="store_true")
     args, rest = ap.parse_known_args(argv)
     from extract.metaschedule import campaign as ms_measure
@@ -117,6 +117,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("\nextract.ms_measure's options:\n")
         ms_measure.build_parser().print_help()
         return 0
+    if not args.work_dir:
+        ap.error("the following arguments are required: --work-dir")
     cpu, work = this_cpu(), Path(args.work_dir).resolve()
     try:
         print(prepare(work, cpu, dataset_folder(cpu)), file=sys.stderr)

@@ -235,3 +235,13 @@ def test_computations_another_cpu_measured_come_first(tmp_path):
     assert sum(k.endswith(".llvm-rocketlake-1c") for k in elsewhere) >= 80
     for cpu in shipped_datasets():                       # never a CPU's own tasks
         assert not any(k.endswith(f".llvm-{cpu}-1c") for k in shared_first(cpu))
+
+
+def test_datasets_measure_help_needs_no_work_dir(capsys):
+    from datasets import measure
+
+    assert measure.main(["--help"]) == 0
+    assert "extract.ms_measure's options" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        measure.main([])
+    assert stop.value.code == 2 and "--work-dir" in capsys.readouterr().err
