@@ -245,3 +245,15 @@ def test_datasets_measure_help_needs_no_work_dir(capsys):
     with pytest.raises(SystemExit) as stop:
         measure.main([])
     assert stop.value.code == 2 and "--work-dir" in capsys.readouterr().err
+
+
+def test_all_networks_are_the_dataset_networks(tmp_path):
+    """`--networks all` measures every network but those written to be in no dataset (the
+    whole-network benchmark's unseen network), which can still be named on their own."""
+    from extract.metaschedule.campaign import parse_args
+    from extract.metaschedule.networks import NETWORKS, NOT_IN_DATASETS, family
+
+    chosen = parse_args(["--work-dir", str(tmp_path / "m"), "--networks", "all"]).networks
+    assert chosen and not any(family(n) in NOT_IN_DATASETS for n in chosen)
+    assert set(chosen) | {n for n in NETWORKS if family(n) in NOT_IN_DATASETS} == set(NETWORKS)
+    assert parse_args(["--work-dir", str(tmp_path / "m"), "--networks", "mixer"]).networks == ["mixer"]

@@ -356,11 +356,11 @@ def _remeasure_progress(args, tasks, first: PassStore, store: PassStore) -> Prog
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The arguments, network names checked (before any folder or task table is made)."""
-    from .networks import NETWORKS
+    from .networks import DATASET_NETWORKS, NETWORKS
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.networks = list(NETWORKS) if "all" in args.networks else list(dict.fromkeys(args.networks))
+    args.networks = list(DATASET_NETWORKS) if "all" in args.networks else list(dict.fromkeys(args.networks))
     unknown = [n for n in args.networks if n not in NETWORKS]
     if unknown:
         parser.error(f"argument --networks: unknown network {unknown[0]!r} (known: all, {', '.join(NETWORKS)})")

@@ -21,6 +21,7 @@ Relax and extracts the tuning tasks.
     unet, unet_bilinear        Ronneberger et al. 2015 (256×256)            unet.py
     dlrm                       Naumov et al. 2019 (MLPs + interaction)      dlrm.py
     mixer                      Tolstikhin et al. 2021 (one Mixer-S/16 layer) mixer.py
+                               (in no dataset: `NOT_IN_DATASETS`)
 
 The plain names are batch 1. The networks usually served batched (the image classifiers,
 the transformer layers and DLRM) also come at batch 8, named `<name>_b8`; U-Net, a
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
 from torch import nn
@@ -116,6 +117,12 @@ def family(name: str) -> str:
     """The network a batch variant belongs to: `resnet50_b8` → `resnet50` (other names as they are)."""
     base, _, batch = name.rpartition("_b")
     return base if base and batch.isdigit() else name
+
+
+# written for the whole-network tuning benchmark as networks no dataset holds: never measured
+# into a dataset (`--networks all` leaves them out), so a model trained on a dataset has not seen them
+NOT_IN_DATASETS = ("mixer",)
+DATASET_NETWORKS: List[str] = [name for name in NETWORKS if family(name) not in NOT_IN_DATASETS]
 
 
 def get_network(name: str) -> NetworkSpec:
