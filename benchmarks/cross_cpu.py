@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from extract.cli import Int
+from extract.tir.workload_key import computation
 
 from .common import COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, log, markdown_table, mean_std, write_json
 
@@ -45,20 +46,12 @@ MODELS = ("pre-trained on A", "B alone")
 MIN_SHARED = 40     # tasks both CPUs measured, below which the comparison is not made (the issue's bar)
 
 
-def computation(key: str) -> str:
-    return key.rsplit(".", 1)[0]
-
-
 def shared_tasks(source: str, target: str, min_records: int) -> List[Dict[str, Any]]:
     """B's summary rows of the computations A measured too, with ≥ `min_records` valid on B."""
-    from datasets.networks import SUMMARY
+    from datasets.networks import summary_tasks
 
-    def rows(folder):
-        with open(os.path.join(folder, SUMMARY), encoding="utf-8") as f:
-            return json.load(f)["tasks"]
-
-    measured_on_a = {computation(r["key"]) for r in rows(source) if r["valid"] > 0}
-    return [r for r in rows(target) if computation(r["key"]) in measured_on_a and r["valid"] >= min_records]
+    measured_on_a = {computation(r["key"]) for r in summary_tasks(source) if r["valid"] > 0}
+    return [r for r in summary_tasks(target) if computation(r["key"]) in measured_on_a and r["valid"] >= min_records]
 
 
 def train_alone(target: str, test_keys: Sequence[str], out: str, epochs: int) -> str:

@@ -40,7 +40,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import shutil
 import sys
@@ -26,8 +25,8 @@ from typing import List, Optional, Sequence
 
 from extract.fileio import atomic_write
 
-from .networks import (SUMMARY, TASKS, NetworkDataError, dataset_cpu, dataset_folder, find_file, is_dataset,
-                       shipped_datasets, table_cpu)
+from .networks import (TASKS, NetworkDataError, dataset_cpu, dataset_folder, find_file, is_dataset,
+                       shipped_datasets, summary_tasks, table_cpu)
 
 UNPACKED = ("meta.json", TASKS, "reference.jsonl", "reference_kernel.json")
 PASS_FILES = ("records.jsonl", "state.json")
@@ -84,12 +83,8 @@ def prepare(work: Path, cpu: str, dataset: Path) -> str:
 def shared_first(cpu: str) -> List[str]:
     """The workload keys other CPUs' shipped datasets have measured: measured here first, so
     that two CPUs share tasks soonest (what a user with new hardware gets is measured on them)."""
-    keys = []
-    for other, folder in sorted(shipped_datasets().items()):
-        if other != cpu:
-            with open(folder / SUMMARY, encoding="utf-8") as f:
-                keys += [row["key"] for row in json.load(f)["tasks"] if row["valid"] > 0]
-    return sorted(set(keys))
+    return sorted({row["key"] for other, folder in shipped_datasets().items() if other != cpu
+                   for row in summary_tasks(folder) if row["valid"] > 0})
 
 
 def first_keys_argv(work: Path, cpu: str) -> List[str]:

@@ -169,16 +169,23 @@ def shipped_datasets() -> Dict[str, Path]:
     return {p.name[len(DATASET_PREFIX):]: p for p in sorted(HERE.glob(DATASET_PREFIX + "*")) if is_dataset(p)}
 
 
-def measured_tasks(folder: os.PathLike) -> int:
-    """How many of a dataset's tasks have a valid record (its summary.json, written by
-    `datasets.ms_ship`; a table of tasks still to be measured counts for nothing)."""
+def summary_tasks(folder: os.PathLike) -> List[Dict[str, Any]]:
+    """The per-task rows of a dataset's summary.json (written by `datasets.ms_ship`)."""
     path = Path(folder) / SUMMARY
     try:
         with open(path, encoding="utf-8") as f:
             rows = json.load(f)["tasks"]
-        return sum(1 for row in rows if row["valid"] > 0)
+        if not all(isinstance(row, dict) and "key" in row and "valid" in row for row in rows):
+            raise ValueError("a task row without key or valid")
+        return rows
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise NetworkDataError(f"{path}: not a dataset summary ({e}); remake it with python -m datasets.ms_ship") from None
+
+
+def measured_tasks(folder: os.PathLike) -> int:
+    """How many of a dataset's tasks have a valid record (a table of tasks still to be
+    measured counts for nothing)."""
+    return sum(1 for row in summary_tasks(folder) if row["valid"] > 0)
 
 
 def default_dataset() -> Path:
@@ -199,13 +206,11 @@ def shipped_checkpoint(cpu: str) -> Tuple[Path, str]:
     """The shipped pre-trained cost model for a machine with LLVM CPU `cpu`: (path, the CPU
     its dataset was measured on) — this CPU's own if shipped, else that of the dataset with
     the most tasks among those with a checkpoint. A NetworkDataError when none is shipped."""
-    found = {c: pretrained_path(p) for c, p in shipped_datasets().items() if pretrained_path(p).is_file()}
+    found = {c: p for c, p in shipped_datasets().items() if pretrained_path(p).is_file()}
     if not found:
         raise NetworkDataError(f"{HERE}: no {DATASET_PREFIX}<cpu> dataset ships {PRETRAINED_NAME}")
-    if cpu in found:
-        return found[cpu], cpu
-    best = max(found, key=lambda c: (measured_tasks(shipped_datasets()[c]), c))
-    return found[best], best
+    chosen = cpu if cpu in found else max(found, key=lambda c: (measured_tasks(found[c]), c))
+    return pretrained_path(found[chosen]), chosen
 
 
 def pretrain_commands(folder: os.PathLike) -> Tuple[str, str]:

@@ -46,7 +46,7 @@ from .runner import (
 )
 from .store import METHODS, PassStore, is_valid, record_secs
 from .tasks import TaskInfo, extract_tasks, load_tasks, merge_tasks, save_tasks, summary
-from extract.tir.workload_key import parse_workload_key, target_tag
+from extract.tir.workload_key import computation, parse_workload_key, target_tag
 
 DEFAULT_NETWORKS = ("resnet50", "mobilenet_v2", "bert", "vit")
 
@@ -116,11 +116,6 @@ def select_tasks(tasks: Sequence[TaskInfo], only: Sequence[str], max_tasks: int,
     random.Random(seed).shuffle(chosen)
     chosen.sort(key=lambda t: (t.kind == "elementwise", computation(t.key) not in first))
     return chosen[:max_tasks] if max_tasks > 0 else chosen
-
-
-def computation(key: str) -> str:
-    """A workload key without its target part: the same computation on any machine."""
-    return key.rsplit(".", 1)[0]
 
 
 def read_first_keys(path: Optional[str]) -> FrozenSet[str]:

@@ -392,6 +392,11 @@ def workload_key(prim_func, target) -> str:
     return str(describe(prim_func, target))
 
 
+def computation(key: str) -> str:
+    """A workload key without its target part: the same computation on any machine."""
+    return key.rsplit(".", 1)[0]
+
+
 def parse_workload_key(key: str) -> WorkloadKey:
     """The parts of a key made by `workload_key` (a ValueError names what is wrong)."""
     parts = key.split(".")

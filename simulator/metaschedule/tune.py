@@ -80,7 +80,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import sys
 import time
@@ -90,7 +89,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from extract.cli import COUNT, FRACTION, NONNEGATIVE, SEED, Int, output_folder
 
 from .interrupt import InterruptibleBuilder, InterruptibleCostModel, InterruptibleRunner, Interrupts
-from .resume import DATABASE_FILES, SUMMARY, Earlier, ResumingSearch, check_work_dir, read_earlier, start_run
+from .resume import SUMMARY, Earlier, ResumingSearch, check_work_dir, read_earlier, start_run
 from simulator.registry import SimulatorError, run_cli
 
 
@@ -154,10 +153,10 @@ def keyed_task(key: str, target, tables: Sequence[str]) -> Task:
     without their target part, so a key of the dataset's machine finds its task."""
     from extract.metaschedule.database import find_databases, holds_databases, read_databases, workload_module
     from extract.metaschedule.tasks import load_tasks
-    from extract.tir.workload_key import parse_workload_key
+    from extract.tir.workload_key import computation, parse_workload_key
 
     try:
-        want = str(parse_workload_key(key)).rsplit(".", 1)[0]
+        want = computation(str(parse_workload_key(key)))
     except ValueError as e:
         raise SimulatorError(f"workload key {key!r}: malformed ({e}); a key reads "
                              f"kind.chain.shapes.dtype.digest.target, e.g. "
@@ -166,7 +165,7 @@ def keyed_task(key: str, target, tables: Sequence[str]) -> Task:
         if holds_databases(table):
             jobs, _ = read_databases(find_databases(table), skip_bad=True)
             for job in jobs:
-                if job.group.rsplit(".", 1)[0] == want:
+                if computation(job.group) == want:
                     return _task(key, workload_module(job.workload), target)
         elif os.path.isfile(table):
             try:
@@ -174,7 +173,7 @@ def keyed_task(key: str, target, tables: Sequence[str]) -> Task:
             except ValueError as e:
                 raise SimulatorError(f"--tasks {e}") from None
             for info in infos:
-                if info.key.rsplit(".", 1)[0] == want:
+                if computation(info.key) == want:
                     try:
                         mod = info.mod
                     except Exception as e:  # noqa: BLE001 - TVM's JSON reader raises its own types
@@ -628,7 +627,8 @@ def choose_checkpoint(args: argparse.Namespace, target) -> None:
         path, trained_on = shipped_checkpoint(cpu)
     except NetworkDataError as e:
         raise SimulatorError(f"{e}; give --checkpoint RUN_DIR, or --checkpoint {COLD} to start cold") from None
-    args.checkpoint = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    relative = os.path.relpath(path)
+    args.checkpoint = str(path) if relative.startswith("..") else relative
     print(f"gnn: the shipped pre-trained cost model {args.checkpoint} (measured on {trained_on}; "
           f"--checkpoint {COLD} starts cold)", flush=True)
     if trained_on != cpu:
