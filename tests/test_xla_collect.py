@@ -1,4 +1,4 @@
-"""The measured XLA layout collection (extract/xla/, `python -m extract.xla_collect`):
+"""The measured XLA layout collection (extract/xla/collection/, `python -m extract.xla_collect`):
 a tiny JAX program end to end into TpuGraphs layout npz, read back and trained on;
 resume after a kill; one-line errors; the selection rule and the config sampling."""
 import json
@@ -16,9 +16,9 @@ import pytest
 from extract.xla.hlo_graph import OPCODE_IDS
 from extract.metaschedule.jsonl import read_jsonl
 from extract.xla.tpugraphs_npz import TpuGraphsFile, read_npz
-from extract.xla.collect import results
-from extract.xla.layouts import Candidate, Space, config_key, sample_configs
-from extract.xla.plan import PlanSettings, remeasured, select_nodes
+from extract.xla.collection.collect import results
+from extract.xla.collection.layouts import Candidate, Space, config_key, sample_configs
+from extract.xla.collection.plan import PlanSettings, remeasured, select_nodes
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_PROGRAM = '''
@@ -120,7 +120,7 @@ def test_collection_trains_through_the_tpugraphs_source(collection, tmp_path):
 
 
 def test_a_config_that_kills_the_collector_twice_is_recorded_as_failed():
-    from extract.xla.collect import _given_up
+    from extract.xla.collection.collect import _given_up
     rows = [{"config": "p0=1,0", "pass": 1, "started": 1.0}, {"config": "", "pass": 1, "runtime_s": 1e-3}]
     assert not _given_up(rows, "p0=1,0", 1)
     rows.append({"config": "p0=1,0", "pass": 1, "started": 2.0})
@@ -206,7 +206,7 @@ def test_features_are_minor_to_major_of_node_and_operands():
 
 
 def test_measuring_settings_refuse_what_cannot_be_measured():
-    from extract.xla.measure import MeasureSettings, measuring_core, time_call
+    from extract.xla.collection.measure import MeasureSettings, measuring_core, time_call
     allowed = sorted(os.sched_getaffinity(0))
     assert measuring_core(-1) == allowed[-1]
     with pytest.raises(ValueError, match="core 999 is not one this process may run on"):

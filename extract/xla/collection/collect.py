@@ -3,14 +3,14 @@
 Folder `ROOT` (one collector at a time holds it, extract.fileio.output_lock):
 
     ROOT/npz/layout/xla/{random,default}/{train,valid,test}/<program>.npz
-    ROOT/measurements/<program>.plan.json   the plan (extract/xla/plan.py)
+    ROOT/measurements/<program>.plan.json   the plan (extract/xla/collection/plan.py)
     ROOT/measurements/<program>.jsonl       one row per timing: config, pass, every repeat
     ROOT/reference.jsonl                    the drift kernel's timings
     ROOT/runs.jsonl                         each run's command, settings and machine
 
 so `python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT`
 trains on it through the TpuGraphs source. A config's runtime in the npz is the fastest
-of its first measurement's repeats (extract/xla/measure.py); a config XLA refuses is a row with an `error` in
+of its first measurement's repeats (extract/xla/collection/measure.py); a config XLA refuses is a row with an `error` in
 the jsonl and is left out of the npz. Resuming: the plan is reused (its program must be
 unchanged, and so must the plan's options) and only configs without a row are
 measured; the npz files are rewritten after each program. A `started` marker precedes
@@ -33,11 +33,11 @@ import numpy as np
 from extract.fileio import atomic_write
 from extract.metaschedule.jsonl import JsonlLog, read_jsonl
 from extract.metaschedule.progress import Counts, Progress
-from extract.xla.layouts import parse_config_key
-from extract.xla.measure import MeasureSettings, Reference
-from extract.xla.plan import SEARCHES, PlanSettings, fingerprint, make_plan, remeasured, space_of
-from extract.xla.programs import Program
-from extract.xla.runner import ProgramRunner
+from extract.xla.collection.layouts import parse_config_key
+from extract.xla.collection.measure import MeasureSettings, Reference
+from extract.xla.collection.plan import SEARCHES, PlanSettings, fingerprint, make_plan, remeasured, space_of
+from extract.xla.collection.programs import Program
+from extract.xla.collection.runner import ProgramRunner
 
 SPLITS = ("train", "valid", "test")
 MAX_STARTS = 2
@@ -217,7 +217,7 @@ def collect(jobs: Sequence[Job], root: Path, plan: PlanSettings, settings: Measu
         try:
             collect_program(job, root, plan, settings, progress, reference)
         except Exception as e:  # noqa: BLE001 - one program's failure is reported, the run goes on
-            from extract.xla.runner import one_line
+            from extract.xla.collection.runner import one_line
             progress.message(f"error: {job.program.name}: {one_line(e)}")
             failed += 1
         progress.counts.tasks_done += 1

@@ -12,7 +12,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from extract.xla.programs import Program
+from extract.xla.collection.programs import Program
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
           "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64", "u8": "uint8",

@@ -1,5 +1,5 @@
 """The programs of the layout collection: an inference step and a training step of each
-model in `extract.xla.models`, as JAX functions of flat array arguments.
+model in `extract.xla.collection.models`, as JAX functions of flat array arguments.
 
 A `Program` is what the collector measures: `fn(*args)` with `args` the example arrays
 (the parameters first, so that XLA's entry parameter i is argument i). The training
@@ -87,7 +87,7 @@ def _training(model: Any) -> Tuple[Callable, Callable]:
 
 def zoo() -> Dict[str, Program]:
     """Every program: `<model>.infer` and `<model>.train` for each model."""
-    from extract.xla.models import MODELS
+    from extract.xla.collection.models import MODELS
 
     programs: Dict[str, Program] = {}
     for model in MODELS.values():

@@ -11,7 +11,7 @@ already a flat list of dots and convolutions there) and re-run by a small interp
   `jax.experimental.layout.with_layout_constraint` (results) or as the argument's
   `Format` in `in_shardings` plus a `device_put` in that format (parameters);
 * each candidate result is computed under `jax.named_scope("tpsim_<id>")`, so the HLO
-  instruction it lowers to is found by its `metadata.op_name` (extract/xla/hlo_names.py):
+  instruction it lowers to is found by its `metadata.op_name` (extract/xla/collection/hlo_names.py):
   that gives its node index in the graph, and in the compiled module the layout XLA
   chose for it when nothing is constrained (XLA's own assignment, the default config).
 
@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from extract.xla.hlo_names import NodeName
+from extract.xla.collection.hlo_names import NodeName
 
 Perm = Tuple[int, ...]
 Config = Dict[str, Perm]  # candidate id → major-to-minor order; absent: XLA chooses

@@ -2,7 +2,7 @@
 
 Each model follows the structure of its paper with random weights: `init(seed)` gives the
 parameters (a dict of NumPy arrays), `apply(params, x)` the outputs, `batch(seed)` an
-example input and target. `extract.xla.programs` turns each into an inference step and a
+example input and target. `extract.xla.collection.programs` turns each into an inference step and a
 training step (value_and_grad + an Adam update). Images are NHWC, sequences (batch,
 time, features); sizes are chosen for run time on one core, not accuracy.
 """

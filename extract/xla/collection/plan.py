@@ -20,9 +20,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from extract.xla.layouts import Candidate, Space, config_key, sample_configs
-from extract.xla.measure import MeasureSettings
-from extract.xla.runner import ProgramRunner
+from extract.xla.collection.layouts import Candidate, Space, config_key, sample_configs
+from extract.xla.collection.measure import MeasureSettings
+from extract.xla.collection.runner import ProgramRunner
 
 PROBE_ROUNDS = 3
 SEARCHES = ("random", "default")

@@ -6,9 +6,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from extract.xla.hlo_names import NodeName, node_names
-from extract.xla.layouts import Candidate, Config, Constrained, locate
-from extract.xla.measure import MeasureSettings, time_call
+from extract.xla.collection.hlo_names import NodeName, node_names
+from extract.xla.collection.layouts import Candidate, Config, Constrained, locate
+from extract.xla.collection.measure import MeasureSettings, time_call
 
 
 def one_line(error: BaseException) -> str:
