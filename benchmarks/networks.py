@@ -141,10 +141,10 @@ def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) 
 
 
 def dataset_summary(data: str) -> Dict[str, Any]:
-    """The dataset folder's summary.json (datasets.ms_ship): its task table and ceilings."""
+    """The dataset folder's summary.json (datasets.ship): its task table and ceilings."""
     path = os.path.join(data, "summary.json")
     if not os.path.exists(path):
-        raise SystemExit(f"{path}: missing (make the dataset folder with python -m datasets.ms_ship)")
+        raise SystemExit(f"{path}: missing (make the dataset folder with python -m datasets.ship)")
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 

@@ -2,7 +2,7 @@
 
     python -m datasets.measure --work-dir /work/measure/znver4 --networks all --trials-per-task 64
     python -m datasets.measure --work-dir /work/measure/znver4 --remeasure 0.12
-    python -m datasets.ms_ship /work/measure/znver4          # → datasets/networks_<this cpu>/
+    python -m datasets.ship /work/measure/znver4          # → datasets/networks_<this cpu>/
 
 The machine's CPU is LLVM's name for it (`znver4`, `rocketlake`), as the measuring target
 uses it. Its dataset is `datasets/networks_<cpu>/`. A new work folder starts from that
@@ -123,7 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not any(a == "--first-keys" or a.startswith("--first-keys=") for a in rest):
         rest = [*first_keys_argv(work, cpu), *rest]
     code = ms_measure.main(["--work-dir", str(work), *rest])
-    print(f"ship what is measured: python -m datasets.ms_ship {os.path.relpath(work)}  "
+    print(f"ship what is measured: python -m datasets.ship {os.path.relpath(work)}  "
           f"(→ {os.path.relpath(dataset_folder(cpu))})", file=sys.stderr)
     return code
 

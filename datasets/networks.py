@@ -2,7 +2,7 @@
 the networks and operator kind of every sample, and the agreement of its two passes.
 
 A dataset folder is `extract.ms_measure`'s work folder or its compacted copy
-(`datasets/networks_<cpu>/`, made by `python -m datasets.ms_ship`); every file may be
+(`datasets/networks_<cpu>/`, made by `python -m datasets.ship`); every file may be
 gzipped (`.gz`):
 
     tasks.json        the task table (`extract.metaschedule.tasks`): key, operator kind, shapes,
@@ -22,7 +22,7 @@ inference, summed over its networks). The leave-network-out and leave-op-kind-ou
 One dataset per CPU model: `datasets/networks_<cpu>/`, named by LLVM's name for the CPU
 (`rocketlake`, `znver4`); its table's target, every measuring session in its meta.json and
 its folder name agree (`dataset_cpu`), and a dataset is never extended on another CPU
-(`datasets.measure`, `datasets.ms_ship`). The shipped dataset with the most measured tasks is
+(`datasets.measure`, `datasets.ship`). The shipped dataset with the most measured tasks is
 the default (`default_dataset`), and its `pretrained/gcn.pt` the default pre-trained cost model.
 
 The noise ceiling (`agreement`) joins pass 2's records with pass 1's by (workload,
@@ -170,7 +170,7 @@ def shipped_datasets() -> Dict[str, Path]:
 
 
 def summary_tasks(folder: os.PathLike) -> List[Dict[str, Any]]:
-    """The per-task rows of a dataset's summary.json (written by `datasets.ms_ship`)."""
+    """The per-task rows of a dataset's summary.json (written by `datasets.ship`)."""
     path = Path(folder) / SUMMARY
     try:
         with open(path, encoding="utf-8") as f:
@@ -179,7 +179,7 @@ def summary_tasks(folder: os.PathLike) -> List[Dict[str, Any]]:
             raise ValueError("a task row without key or valid")
         return rows
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise NetworkDataError(f"{path}: not a dataset summary ({e}); remake it with python -m datasets.ms_ship") from None
+        raise NetworkDataError(f"{path}: not a dataset summary ({e}); remake it with python -m datasets.ship") from None
 
 
 def measured_tasks(folder: os.PathLike) -> int:

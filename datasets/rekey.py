@@ -4,12 +4,12 @@ its key renamed with it.
 
     python -m datasets.rekey datasets/networks_rocketlake [--check]
 
-The folder is `extract.ms_measure`'s work folder or a shipped dataset (`datasets.ms_ship`),
+The folder is `extract.ms_measure`'s work folder or a shipped dataset (`datasets.ship`),
 plain or gzipped. Rewritten: the task table (`tasks.json[.gz]`, its rows' `key` and `kind`,
 version `extract.metaschedule.tasks.TABLE_VERSION`) and each pass's sidecar (`passN/records.jsonl[.gz]`,
 its rows' `workload`). The databases name no key (their records point at workload lines),
-so they are left as they are; `summary.json` and `README.md` are `datasets.ms_ship`'s to
-regenerate (`python -m datasets.ms_ship FOLDER --out FOLDER --overwrite`).
+so they are left as they are; `summary.json` and `README.md` are `datasets.ship`'s to
+regenerate (`python -m datasets.ship FOLDER --out FOLDER --overwrite`).
 
 Two tasks of the table that get one new key (the same computation reached twice) or two
 sidecar keys that map to no task are reported, not guessed: the command stops before
@@ -173,7 +173,7 @@ def rekey_state(path: Path, mapping: Dict[str, Tuple[str, str]]) -> str:
 
 
 def rekey_summary(path: Path, mapping: Dict[str, Tuple[str, str]]) -> str:
-    """summary.json (`datasets.ms_ship`) with its task rows' key and kind renamed."""
+    """summary.json (`datasets.ship`) with its task rows' key and kind renamed."""
     summary = _read_json(path)
     for row in summary.get("tasks", []):
         if row.get("key") in mapping:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from datasets import DatasetError, load_collection
-from datasets.ms_ship import main as ship_main
-from datasets.ms_ship import ship
+from datasets.ship import main as ship_main
+from datasets.ship import ship
 from datasets.networks import NetworkDataError, agreement, is_dataset, summarize_agreement
 from extract.sample import GraphSample
 from simulator.data.splits import GroupTags, group_tags, make_split

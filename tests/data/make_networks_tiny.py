@@ -5,7 +5,7 @@
 Per (task, sampling method), `--per-task` records of pass 1 (those pass 2 re-timed first),
 with their sidecar lines, pass 2's re-timings of them, the reference timings and the task
 rows (without their IRModule text, which loading does not read), written as a work folder
-in a temporary place and compacted by `python -m datasets.ms_ship`.
+in a temporary place and compacted by `python -m datasets.ship`.
 """
 import argparse
 import json
@@ -92,7 +92,7 @@ def main():
     for folder, side in (("pass1", side1), ("pass2", side2)):
         with open(os.path.join(tmp, folder, "records.jsonl"), "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in side)
-    from datasets.ms_ship import main as ship
+    from datasets.ship import main as ship
     return ship([tmp, "--out", args.out, "--overwrite"])
 
 

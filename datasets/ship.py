@@ -1,6 +1,6 @@
 """Compact `extract.ms_measure`'s work folder into the committed dataset folder.
 
-    python -m datasets.ms_ship WORK_DIR [--out datasets/networks_<cpu>] [--overwrite]
+    python -m datasets.ship WORK_DIR [--out datasets/networks_<cpu>] [--overwrite]
 
 Writes (every JSON/JSONL file gzipped, deterministically: same input → same bytes):
 
@@ -289,7 +289,7 @@ def readme(meta: Dict[str, Any], summary: Dict[str, Any], out: Path, work: Path)
              "", f"**Protocol.** {json.dumps(protocol, sort_keys=True)}", "",
              "**Commands** (in order; the work folder's `meta.json` sessions):", "",
              *[f"    {c}" for c in commands(meta)],
-             f"    python -m datasets.ms_ship {shipped_from(work, out, meta)} --out {rel} --overwrite", "",
+             f"    python -m datasets.ship {shipped_from(work, out, meta)} --out {rel} --overwrite", "",
              f"Load it: `python -m simulator.train --data {rel} --split leave-network-out "
              "--test-network bert` (pass 1's databases; every sample tagged with its networks and operator "
              "kind from `tasks.json.gz`; `--split leave-op-kind-out --test-op-kind softmax`).", "",
@@ -364,7 +364,7 @@ def ship(work: Path, out: Path, overwrite: bool = False) -> ShipReport:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m datasets.ms_ship", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m datasets.ship", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("work", help="extract.ms_measure's work folder")
     ap.add_argument("--out", type=output_folder, default=None,
