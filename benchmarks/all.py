@@ -23,8 +23,8 @@ Stages (`--stages`, in this order):
             predictions against it, beside pass 1's (quiet_agreement.json)
   tuning    model-guided tuning, measured on this machine (benchmarks.tuning)
   speed     speed and memory vs xgb (benchmarks.speed)
-  ms-tuning MetaSchedule tuning of held-out operators with gnn (alone and two-stage), xgb,
-            pre-trained xgb and random, and their rank quality (benchmarks.ms_tuning,
+  ms-tuning MetaSchedule tuning of held-out operators with gnn (alone and two-stage), tvm-xgb,
+            tvm-xgb-pretrained and random, and their rank quality (benchmarks.metaschedule.tuning,
             `--ms-…` options)
   networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
             networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
@@ -32,10 +32,10 @@ Stages (`--stages`, in this order):
             axis also the transfer study's gcn-inv-arf-noext-lane and knob-xgb / itervar-xgb
             (rank and reg), with a mean / worst summary per model (benchmarks.networks)
   ms-replay the gnn's online phase replayed offline on the networks dataset's pools, each
-            update recipe and way of picking (benchmarks.ms_replay; no kernel timed)
+            update recipe and way of picking (benchmarks.metaschedule.replay; no kernel timed)
   ms-networks  (not in the default stages: it measures for a day) whole networks tuned with
-            gnn / xgb / xgb-pretrained / random at 8–64 trials per task, compiled and timed
-            end to end (benchmarks.ms_networks, `--e2e-…` options; it resumes and says how
+            gnn / tvm-xgb / tvm-xgb-pretrained / random at 8–64 trials per task, compiled and timed
+            end to end (benchmarks.metaschedule.networks, `--e2e-…` options; it resumes and says how
             long it will take)
   report    docs/RESULTS.md (benchmarks.report)
 The timing stages (tuning, speed) wait while `extract.measure` is measuring
@@ -53,7 +53,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, cross_cpu, ms_networks, ms_replay, ms_tuning, networks, speed, sweep, tuning
+from . import accuracy, cross_cpu, networks, speed, sweep, tuning
+from .metaschedule import networks as ms_networks, replay as ms_replay, tuning as ms_tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 from .transfer import analysis, families, matrix, specs
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the transfer spec benchmarks.transfer.analysis analyses (RESULTS/transfer_analysis.json; "
                         "transfer_analysis_before.json, the tir-ast-v1 gcn reference, is kept as it is)")
     ms_tuning.add_arguments(ap.add_argument_group("MetaSchedule tuning"))
-    ms_networks.add_arguments(ap.add_argument_group("whole networks end to end (benchmarks.ms_networks)"),
+    ms_networks.add_arguments(ap.add_argument_group("whole networks end to end (benchmarks.metaschedule.networks)"),
                               prefix=ms_networks.ALL_PREFIX)
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n, kind_models=networks.KIND_MODELS)
@@ -317,7 +318,7 @@ class Stages:
 
     def ms_replay(self):
         return ms_replay.run(ms_replay.build_parser().parse_args(["--results", self.args.results]),
-                             command="python -m benchmarks.ms_replay")
+                             command="python -m benchmarks.metaschedule.replay")
 
     def networks(self):
         return networks.run(self.args)

@@ -446,11 +446,11 @@ def build(results: str, out: str) -> str:
         lines += speed_section(speed)
     if tuning:
         lines += tuning_section(tuning)
-    from .ms_tuning import report_section
+    from .metaschedule.tuning import report_section
     lines += report_section(results)
-    from .ms_replay import report_section as replay_section
+    from .metaschedule.replay import report_section as replay_section
     lines += replay_section(results)
-    from .ms_networks import report_section as networks_e2e_section
+    from .metaschedule.networks import report_section as networks_e2e_section
     lines += networks_e2e_section(results)
     from .cross_cpu import report_section as cross_cpu_section
     lines += cross_cpu_section(results)

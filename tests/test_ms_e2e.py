@@ -1,6 +1,6 @@
 """Whole networks end to end: `simulator.tune NETWORK` compiles the network with its tuning
 database and times it (`simulator.metaschedule.network`), and the benchmark that plans, resumes and
-reports the networks × cost models × budgets matrix (`benchmarks.ms_networks`).
+reports the networks × cost models × budgets matrix (`benchmarks.metaschedule.networks`).
 
 The tuning run is real but tiny: the MLP-Mixer layer (7 tasks), one trial per task, measured
 on core 0 as the other tuning tests do."""
@@ -51,7 +51,7 @@ def test_a_failed_timing_is_a_warning_not_a_lost_summary(mixer_tuned, monkeypatc
 
 # ---------------------------------------------------------------- the benchmark, without measuring
 def _args(tmp_path, **kw):
-    from benchmarks.ms_networks import build_parser
+    from benchmarks.metaschedule.networks import build_parser
 
     args = build_parser().parse_args(["--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")])
     for k, v in kw.items():
@@ -70,11 +70,11 @@ def _finish(step, latency, wall, share=0.05):
 
 
 def test_plan_resumes_and_estimates_from_finished_steps(tmp_path):
-    from benchmarks.ms_networks import PRIOR_S_PER_TRIAL, estimate, plan
+    from benchmarks.metaschedule.networks import PRIOR_S_PER_TRIAL, estimate, plan
 
-    args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "xgb"], seeds=[0], budgets=[8, 16])
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "tvm-xgb"], seeds=[0], budgets=[8, 16])
     steps = plan(args, {"bert": 10})
-    assert [(s["cost_model"], s["budget"]) for s in steps] == [("gnn", 8), ("gnn", 16), ("xgb", 8), ("xgb", 16)]
+    assert [(s["cost_model"], s["budget"]) for s in steps] == [("gnn", 8), ("gnn", 16), ("tvm-xgb", 8), ("tvm-xgb", 16)]
     before = estimate(steps)
     assert before["s_per_trial"] == PRIOR_S_PER_TRIAL and before["trials_left"] == 10 * (8 + 8 + 8 + 8)
     _finish(steps[0], 1e-3, wall=160.0)                 # 80 trials in 160 s
@@ -87,13 +87,13 @@ def test_plan_resumes_and_estimates_from_finished_steps(tmp_path):
 
 def test_aggregate_verdicts_and_report(tmp_path):
     from benchmarks.common import write_json
-    from benchmarks.ms_networks import RESULT, aggregate, plan, point, report_section, verdicts
+    from benchmarks.metaschedule.networks import RESULT, aggregate, plan, point, report_section, verdicts
 
-    args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "xgb", "xgb-pretrained"], seeds=[0, 1],
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "tvm-xgb", "tvm-xgb-pretrained"], seeds=[0, 1],
                  budgets=[8, 16, 64])
     steps = plan(args, {"bert": 2})
-    latency = {("gnn", 8): 1.0, ("gnn", 16): 0.9, ("gnn", 64): 0.8, ("xgb", 8): 2.0, ("xgb", 16): 1.5,
-               ("xgb", 64): 0.95, ("xgb-pretrained", 8): 1.1, ("xgb-pretrained", 16): 0.85, ("xgb-pretrained", 64): 0.8}
+    latency = {("gnn", 8): 1.0, ("gnn", 16): 0.9, ("gnn", 64): 0.8, ("tvm-xgb", 8): 2.0, ("tvm-xgb", 16): 1.5,
+               ("tvm-xgb", 64): 0.95, ("tvm-xgb-pretrained", 8): 1.1, ("tvm-xgb-pretrained", 16): 0.85, ("tvm-xgb-pretrained", 64): 0.8}
     for s in steps:
         _finish(s, latency[(s["cost_model"], s["budget"])] * (1 + 0.1 * s["seed"]), wall=100.0)
     points = [point(s, steps) for s in steps]
@@ -101,10 +101,10 @@ def test_aggregate_verdicts_and_report(tmp_path):
     agg = aggregate(points)
     assert agg["bert"]["gnn"]["8"]["mean_s"] == pytest.approx(1.05) and agg["bert"]["gnn"]["8"]["seeds"] == 2
     text = "\n".join(verdicts(agg))
-    assert "gnn at 16 per task 945.000 ms vs xgb at 64 997.500 ms — **met**" in text
-    assert "50.0% faster than xgb at 8 (goal ≥ 10%) — **met**" in text
-    assert "at least as good as xgb-pretrained at 2 of 3 budgets" in text
-    assert "at 16 per task in 67% of xgb's wall time (goal ≤ 25%) — **not met**" in text
+    assert "gnn at 16 per task 945.000 ms vs tvm-xgb at 64 997.500 ms — **met**" in text
+    assert "50.0% faster than tvm-xgb at 8 (goal ≥ 10%) — **met**" in text
+    assert "at least as good as tvm-xgb-pretrained at 2 of 3 budgets" in text
+    assert "at 16 per task in 67% of tvm-xgb's wall time (goal ≤ 25%) — **not met**" in text
     write_json(str(tmp_path / RESULT), {"command": "c", "networks": ["bert"], "cost_models": args.cost_models,
                                         "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
                                         "aggregate": agg, "figure": False})

@@ -1,10 +1,10 @@
-"""benchmarks.ms_features runs end to end on a small setting and reports every figure."""
+"""benchmarks.metaschedule.features runs end to end on a small setting and reports every figure."""
 import json
 import math
 
 
 def test_benchmark_reports_stages_rates_and_search(tmp_path):
-    from benchmarks.ms_features import PASS_NAMES, main
+    from benchmarks.metaschedule.features import PASS_NAMES, main
 
     out = tmp_path / "ms_features.json"
     assert main(["--count", "24", "--workloads", "matmul_512", "--cuda", "--workers", "1", "2",

@@ -192,7 +192,7 @@ def test_tune_flag_filter_keep_is_a_share():
 def test_benchmark_rates_two_stage_scoring(tmp_path):
     import json
 
-    from benchmarks.ms_features import main
+    from benchmarks.metaschedule.features import main
 
     if not os.path.exists(PRETRAINED):
         pytest.skip("no pretrained checkpoint")

@@ -1,4 +1,4 @@
-"""The offline replay of the gnn's online phase (`benchmarks.ms_replay`): real records of a
+"""The offline replay of the gnn's online phase (`benchmarks.metaschedule.replay`): real records of a
 committed miniature database replayed to schedules, the real GNNCostModel (the shipped
 checkpoint) ranking them and updating on what each round "measured"."""
 import os
@@ -14,7 +14,7 @@ CHECKPOINT = os.path.join(ROOT, "datasets", "networks_rocketlake", "pretrained",
 
 @pytest.fixture(scope="module")
 def pool():
-    from benchmarks.ms_replay import load_pools
+    from benchmarks.metaschedule.replay import load_pools
 
     row = {"key": POOL_KEY, "kind": "pool", "networks": {"resnet50": 1}, "valid": 24}
     (only,) = load_pools([os.path.join(MS_SMALL, "random"), os.path.join(MS_SMALL, "evolutionary")], [row])
@@ -36,7 +36,7 @@ def test_pool_holds_the_tasks_records_with_their_runtimes(pool):
 
 @pytest.mark.parametrize("name", ["none", "today"])
 def test_replay_updates_only_when_the_recipe_says(pool, graphs, name):
-    from benchmarks.ms_replay import VARIANTS, cost_model, replay
+    from benchmarks.metaschedule.replay import VARIANTS, cost_model, replay
 
     model = cost_model(CHECKPOINT, VARIANTS[name], 0, graphs)
     before = [p.detach().clone() for p in model.model.net.parameters()]
@@ -51,7 +51,7 @@ def test_replay_updates_only_when_the_recipe_says(pool, graphs, name):
 
 def test_without_updates_the_rounds_walk_down_the_first_ranking(pool, graphs):
     """No update: round r measures the r-th block of the first round's ranking."""
-    from benchmarks.ms_replay import VARIANTS, cost_model, replay
+    from benchmarks.metaschedule.replay import VARIANTS, cost_model, replay
 
     model = cost_model(CHECKPOINT, VARIANTS["none"], 0, graphs)
     first = np.asarray(model.predict(pool.context, pool.candidates))
@@ -61,7 +61,7 @@ def test_without_updates_the_rounds_walk_down_the_first_ranking(pool, graphs):
 
 
 def test_head_only_trains_only_the_head(pool, graphs):
-    from benchmarks.ms_replay import VARIANTS, cost_model, replay
+    from benchmarks.metaschedule.replay import VARIANTS, cost_model, replay
 
     model = cost_model(CHECKPOINT, VARIANTS["head-only"], 0, graphs)
     before = {n: p.detach().clone() for n, p in model.model.net.named_parameters()}
@@ -71,7 +71,7 @@ def test_head_only_trains_only_the_head(pool, graphs):
 
 
 def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
-    from benchmarks.ms_replay import Variant, pick
+    from benchmarks.metaschedule.replay import Variant, pick
 
     rng = np.random.default_rng(0)
     unmeasured = np.array([10, 11, 12, 13, 14, 15])
@@ -84,7 +84,7 @@ def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
 
 
 def test_choose_tasks_takes_kinds_in_turn_per_network():
-    from benchmarks.ms_replay import choose_tasks
+    from benchmarks.metaschedule.replay import choose_tasks
 
     rows = [{"key": f"{kind}.{i}", "kind": kind, "networks": {net: 1}, "valid": 80}
             for net in ("a", "b") for kind in ("conv2d", "dense", "pool") for i in range(3)]
@@ -97,7 +97,7 @@ def test_choose_tasks_takes_kinds_in_turn_per_network():
 
 def test_summary_and_report_section(tmp_path):
     from benchmarks.common import write_json
-    from benchmarks.ms_replay import RESULT, report_section, summarize
+    from benchmarks.metaschedule.replay import RESULT, report_section, summarize
 
     rows = [{"variant": v, "seed": 0, "task": t, "best_over_pool": b, "tau_unmeasured": [0.2, None],
              "update_s": 1.0} for v, t, b in (("none", "a", [2.0, 1.0]), ("none", "b", [1.0, 1.0]),
@@ -106,7 +106,7 @@ def test_summary_and_report_section(tmp_path):
     assert s["none"]["geomean_best_over_pool"] == pytest.approx([np.sqrt(2.0), 1.0])
     assert s["none"]["improved_after_round_1"] == 0.5 and s["today"]["improved_after_round_1"] == 0.0
     assert s["today"]["found_pool_best"] == [0.0, 0.0] and s["none"]["mean_tau_unmeasured"] == [0.2, None]
-    write_json(str(tmp_path / RESULT), {"command": "python -m benchmarks.ms_replay", "data": "d", "round_size": 8,
+    write_json(str(tmp_path / RESULT), {"command": "python -m benchmarks.metaschedule.replay", "data": "d", "round_size": 8,
                                         "rounds": 2, "seeds": [0], "pretraining": "p", "summary": s,
                                         "tasks": [{"key": "a", "network": "n", "kind": "dense", "pool": 88}]})
     text = "\n".join(report_section(str(tmp_path)))

@@ -30,7 +30,7 @@ def gnn_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tuned_each(tmp_path_factory, gnn_run):
-    """{cost model: (work dir, TuneResult)} for xgb, xgb-pretrained (on the committed
+    """{cost model: (work dir, TuneResult)} for tvm-xgb, tvm-xgb-pretrained (on the committed
     database), mlp, random and gnn from `gnn_run`, one shared builder."""
     from extract.metaschedule.runner import MeasureConfig, make_builder, make_runner
     from extract.tir.workloads import parse_workload
@@ -43,10 +43,10 @@ def tuned_each(tmp_path_factory, gnn_run):
                                    genetic_num_iters=1, seed=1)
     out = {}
     try:
-        for name in ("xgb", "xgb-pretrained", "mlp", "random", "gnn"):
+        for name in ("tvm-xgb", "tvm-xgb-pretrained", "tvm-mlp", "random", "gnn"):
             task = tune._task(TINY, parse_workload(TINY).prim_func(), target)
             model = ms_costmodel.make_cost_model(name, gnn_run if name == "gnn" else None, seed=1,
-                                                 pretrain_data=[MS_SMALL] if name == "xgb-pretrained" else ())
+                                                 pretrain_data=[MS_SMALL] if name == "tvm-xgb-pretrained" else ())
             work = str(tmp_path_factory.mktemp(name.replace("-", "_")))
             out[name] = (work, tune.tune([task], target, model, work, settings, measure, builder, runner,
                                          quiet=True), model)
@@ -55,7 +55,7 @@ def tuned_each(tmp_path_factory, gnn_run):
     return out
 
 
-@pytest.mark.parametrize("name", ["xgb", "xgb-pretrained", "mlp", "random", "gnn"])
+@pytest.mark.parametrize("name", ["tvm-xgb", "tvm-xgb-pretrained", "tvm-mlp", "random", "gnn"])
 def test_each_cost_model_tunes_and_writes_a_readable_database(tuned_each, name):
     from extract.metaschedule.database import database_samples
 

@@ -39,15 +39,15 @@ def _one_line_error(capsys, code, *needles):
 
 # ---------------------------------------------------------------- 3 settings ignored without a word
 @pytest.mark.parametrize("extra, needle", [
-    (["--cost-model", "xgb", "--checkpoint", "runs/x"], "--checkpoint: not read by the xgb cost model"),
+    (["--cost-model", "tvm-xgb", "--checkpoint", "runs/x"], "--checkpoint: not read by the tvm-xgb cost model"),
     (["--cost-model", "random", "--workers", "2"], "--workers: not read by the random cost model"),
-    (["--cost-model", "mlp", "--filter-keep", "0.5"], "--filter-keep: not read by the mlp cost model"),
+    (["--cost-model", "tvm-mlp", "--filter-keep", "0.5"], "--filter-keep: not read by the tvm-mlp cost model"),
     (["--cost-model", "gnn", "--pretrain-data", MS_SMALL], "--pretrain-data: not read by the gnn cost model"),
     (["--cost-model", "gnn", "--checkpoint", "runs/x", "--min-measured", "4"], "--min-measured: read only by a cold gnn"),
     (["--cost-model", "gnn", "--cold-model", "gcm"], "--cold-model: unknown model 'gcm'"),
     (["--cost-model", "gnn", "--cold-model", "knob-xgb"], "--cold-model knob-xgb: reads sample.vectors['knob']"),
-    (["--cost-model", "xgb-pretrained"], "xgb-pretrained needs one of --checkpoint"),
-    (["--cost-model", "xgb-pretrained", "--checkpoint", "x.tar", "--pretrain-data", MS_SMALL], "needs one of"),
+    (["--cost-model", "tvm-xgb-pretrained"], "tvm-xgb-pretrained needs one of --checkpoint"),
+    (["--cost-model", "tvm-xgb-pretrained", "--checkpoint", "x.tar", "--pretrain-data", MS_SMALL], "needs one of"),
     (["--cost-model", "random", "--tasks", "tasks.json"], "--tasks: read only to look up a workload key"),
 ])
 def test_an_option_the_cost_model_would_ignore_is_refused_before_anything_is_made(tmp_path, capsys, extra, needle):
@@ -80,7 +80,7 @@ def _database(folder, records):
 
 
 def test_pretraining_on_nothing_usable_is_an_error_that_counts_what_was_skipped(tmp_path):
-    from simulator.metaschedule.cost_model import pretrain_xgb
+    from simulator.metaschedule.rivals import pretrain_xgb
     from simulator.registry import SimulatorError
 
     empty = tmp_path / "empty"
@@ -115,7 +115,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys, case):
         "bad_table": (["dense.none.1x2_2x3_1x3.float32.0badc0de.x86", "--tasks", _write(tmp_path / "t.json", '{"version": 2, '
                                                                                 '"tasks": [{"key": 1}]}')],
                       "t.json: task 0: not a task row"),
-        "empty_pretrain": ([TINY, "--cost-model", "xgb-pretrained", "--pretrain-data", str(tmp_path / "empty")],
+        "empty_pretrain": ([TINY, "--cost-model", "tvm-xgb-pretrained", "--pretrain-data", str(tmp_path / "empty")],
                            "holds no MetaSchedule database"),
         "num_cores": ([TINY, "--target", '{"kind": "llvm"}'], 'an LLVM target needs "num-cores"'),
     }[case]
@@ -442,7 +442,7 @@ def test_gnn_starts_from_the_shipped_pretrained_model_unless_told_cold(capsys):
     assert _choose(["--checkpoint", "cold"]) is None
     assert _choose(["--min-measured", "8"]) is None            # an option only a cold gnn reads
     assert _choose(["--checkpoint", "runs/x"]) == "runs/x"
-    assert _choose(["--cost-model", "xgb"]) is None
+    assert _choose(["--cost-model", "tvm-xgb"]) is None
     # another CPU: the model of the dataset with the most measured tasks, with a warning naming both CPUs
     from datasets.networks import default_dataset, dataset_cpu
 

@@ -1,16 +1,16 @@
-"""benchmarks.ms_tuning's pure parts: best-so-far at trial points, rank metrics, the held-out check."""
+"""benchmarks.metaschedule.tuning's pure parts: best-so-far at trial points, rank metrics, the held-out check."""
 import pytest
 
 
 def test_best_at_reads_the_best_so_far_and_none_when_not_reached():
-    from benchmarks.ms_tuning import best_at
+    from benchmarks.metaschedule.tuning import best_at
 
     history = [{"trial": i + 1, "best_s": b} for i, b in enumerate([None, 3.0, 2.0, 2.0, 1.0])]
     assert best_at(history, [1, 2, 4, 5, 6]) == {"1": None, "2": 3.0, "4": 2.0, "5": 1.0, "6": None}
 
 
 def test_rank_metrics():
-    from benchmarks.ms_tuning import kendall_tau, topk_recall
+    from benchmarks.metaschedule.tuning import kendall_tau, topk_recall
 
     runtime = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert kendall_tau([6, 5, 4, 3, 2, 1], runtime) == pytest.approx(1.0)   # higher score = faster
@@ -21,7 +21,7 @@ def test_rank_metrics():
 
 
 def test_an_operator_in_the_pretraining_data_is_refused():
-    from benchmarks.ms_tuning import held_out
+    from benchmarks.metaschedule.tuning import held_out
     from extract.metaschedule.runner import host_target
     from extract.tir.workload_key import workload_key
     from extract.tir.workloads import parse_workload
@@ -36,7 +36,7 @@ def test_an_operator_in_the_pretraining_data_is_refused():
 def test_gnn_pretraining_uses_the_ranking_recipe_and_names_its_folder_by_it(tmp_path):
     import argparse
 
-    from benchmarks.ms_tuning import add_arguments, pretrain_argv
+    from benchmarks.metaschedule.tuning import add_arguments, pretrain_argv
     from simulator.train import build_parser, config_from_flags
 
     ap = argparse.ArgumentParser()
@@ -59,7 +59,7 @@ def test_gnn_filter_is_the_pretrained_gnn_with_two_stage_scoring(tmp_path, monke
     import types
 
     import simulator.metaschedule.cost_model as ms_costmodel
-    from benchmarks import ms_tuning
+    from benchmarks.metaschedule import tuning as ms_tuning
     from simulator.metaschedule import tune
 
     ap = argparse.ArgumentParser()
@@ -75,7 +75,7 @@ def test_gnn_filter_is_the_pretrained_gnn_with_two_stage_scoring(tmp_path, monke
         (name, checkpoint, kw)) or "model")
     monkeypatch.setattr(tune, "_task", lambda *a: "task")
     monkeypatch.setattr(tune, "tune", lambda *a, **kw: types.SimpleNamespace(to_dict=lambda: {"history": []}))
-    pre = {"gnn": "GNN_RUN", "xgb-pretrained": "XGB_TAR"}
+    pre = {"gnn": "GNN_RUN", "tvm-xgb-pretrained": "XGB_TAR"}
     for name in ("gnn-filter", "gnn"):
         ms_tuning.tune_one("dense_16x16x32", name, 3, str(tmp_path / name), 64, 64, pre, None, None, None,
                            "llvm", filter_keep=0.5)
@@ -85,7 +85,7 @@ def test_gnn_filter_is_the_pretrained_gnn_with_two_stage_scoring(tmp_path, monke
 def test_snapshot_reads_gzipped_databases_and_spreads_records(tmp_path):
     import gzip
 
-    from benchmarks.ms_tuning import snapshot
+    from benchmarks.metaschedule.tuning import snapshot
 
     db = tmp_path / "shipped" / "random"
     db.mkdir(parents=True)
@@ -101,7 +101,7 @@ def test_snapshot_reads_gzipped_databases_and_spreads_records(tmp_path):
 
 
 def test_topk_slowdown_is_the_best_pick_against_the_best_record():
-    from benchmarks.ms_tuning import topk_slowdown
+    from benchmarks.metaschedule.tuning import topk_slowdown
 
     runtime = [1.0, 2.0, 4.0, 8.0]
     assert topk_slowdown([0, 9, 8, 7], runtime, 2) == pytest.approx(1.0)    # picks 2.0 and 4.0
@@ -111,17 +111,17 @@ def test_topk_slowdown_is_the_best_pick_against_the_best_record():
 
 
 def test_goal_lines_check_both_goals_against_each_xgb():
-    from benchmarks.ms_tuning import goal_lines
+    from benchmarks.metaschedule.tuning import goal_lines
 
     def row(model, trials, us):
         return {"workload": "op", "cost_model": model, "trials": trials, "mean_s": us * 1e-6}
 
     rows = [row("gnn", 64, 90), row("gnn", 128, 80), row("gnn", 256, 80),
-            row("xgb", 64, 100), row("xgb", 128, 90), row("xgb", 256, 85),
-            row("xgb-pretrained", 64, 95), row("xgb-pretrained", 128, 75), row("xgb-pretrained", 256, 70)]
+            row("tvm-xgb", 64, 100), row("tvm-xgb", 128, 90), row("tvm-xgb", 256, 85),
+            row("tvm-xgb-pretrained", 64, 95), row("tvm-xgb-pretrained", 128, 75), row("tvm-xgb-pretrained", 256, 70)]
     xgb, pre = goal_lines(rows)
-    assert "against xgb:" in xgb and xgb.count("**met**") == 2 and "10.0% faster" in xgb
-    assert "against xgb-pretrained:" in pre and pre.count("**not met**") == 2 and "5.3% faster" in pre
-    slower = goal_lines([row("gnn", 64, 110), row("gnn", 128, 90), row("xgb", 64, 100), row("xgb", 128, 95)])
+    assert "against tvm-xgb:" in xgb and xgb.count("**met**") == 2 and "10.0% faster" in xgb
+    assert "against tvm-xgb-pretrained:" in pre and pre.count("**not met**") == 2 and "5.3% faster" in pre
+    slower = goal_lines([row("gnn", 64, 110), row("gnn", 128, 90), row("tvm-xgb", 64, 100), row("tvm-xgb", 128, 95)])
     assert "10.0% slower" in slower[0]
     assert goal_lines([row("gnn", 64, 90)]) == []

@@ -5,7 +5,7 @@ postprocessed, as its evolutionary search does before it asks the cost model.
     ctx = tune_context(mod, target)                # cheap: no tensor-intrinsic imports
     schedules = sample_candidates(ctx, 64, seed=0) # List[tvm.s_tir.Schedule]
 
-Used by the featurization benchmark (`benchmarks.ms_features`) and its tests; a cost
+Used by the featurization benchmark (`benchmarks.metaschedule.features`) and its tests; a cost
 model sees exactly these objects (`MeasureCandidate.sch`).
 
 `WORKLOADS` holds small named operator builders (te → PrimFunc) covering the kinds the

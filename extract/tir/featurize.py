@@ -10,7 +10,7 @@ passes, C++), then the walk `extract.tir.graph.tir_to_graph`. The graphs are exa
 one schedule at a time (and of the shipped dataset's samples): same nodes, edges and
 features, bit for bit, same `EXTRACTOR_VERSION`.
 
-Where the time goes (see `benchmarks.ms_features`): TVM's lowering passes are most of
+Where the time goes (see `benchmarks.metaschedule.features`): TVM's lowering passes are most of
 it and cannot run side by side in threads of one process (they contend inside TVM:
 two threads score barely more than one), so `workers > 1` forks that many − 1
 children for the call, each lowering and walking its share of the items — the items

@@ -1,4 +1,4 @@
-"""The simulator as MetaSchedule's cost model, and its rivals.
+"""The simulator as MetaSchedule's cost model, and the registry of the cost models `simulator.tune` offers.
 
     from simulator.metaschedule.cost_model import GNNCostModel, make_cost_model
     model = from_checkpoint("runs/ms-gcn")                   # pre-trained by simulator.train
@@ -52,15 +52,15 @@ stored once, its first result kept (`MeasuredOnce`; counted in `stats.repeated`)
 `GNNCostModel`'s options are range-checked when it is made (a cold model's `cold_model`
 too, not at its first training), and calling `predict`/`update`/`save`/`load` from Python
 reaches the implementation directly (an empty candidate list works, errors keep their
-type). `COST_MODEL_OPTIONS` says which `simulator.tune` options each cost model reads;
+type). Each registered cost model says which `simulator.tune` options it reads;
 `check_options` refuses the others.
 
 `make_cost_model(name, …)` builds the cost models `simulator.tune` and
-`benchmarks.ms_tuning` compare: `gnn`, `xgb` (MetaSchedule's `XGBModel` as TVM uses it:
-random until 100 measurements), `xgb-pretrained` (TenSet's recipe: `XGBModel` on
-MetaSchedule's PerStoreFeature rows, trained offline on a dataset's records
-(`pretrain_xgb`), no warm-up, retrained on all data at every update), `mlp`
-(MetaSchedule's `MLPModel`, see `mlp_cost_model`) and `random`.
+`benchmarks.metaschedule.tuning` compare, by their names in `TUNING_COST_MODELS`: `gnn`
+(here) and TVM's own, its rivals (`simulator.metaschedule.rivals`: `tvm-xgb`,
+`tvm-xgb-pretrained`, `tvm-mlp`, `random`). A new one is a function decorated with
+`@register_tuning_cost_model(name, options)` in a module listed in
+`simulator/metaschedule/__init__.py`.
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from tvm.ir.utils import derived_object
@@ -78,27 +78,47 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from extract.sample import GraphSample
 
-from simulator.registry import SimulatorError
+from simulator.registry import Registry, SimulatorError
 
-COST_MODELS = ("gnn", "xgb", "xgb-pretrained", "mlp", "random")
-# The simulator.tune options each cost model reads; any other one given is refused
-# (`check_options`), so that no setting is accepted and then ignored.
-COST_MODEL_OPTIONS: Dict[str, Tuple[str, ...]] = {
-    "gnn": ("checkpoint", "workers", "update_steps", "min_measured", "cold_model", "filter_keep"),
-    "xgb": (),
-    "xgb-pretrained": ("checkpoint", "pretrain_data"),
-    "mlp": (),
-    "random": (),
-}
 COLD_ONLY = ("min_measured", "cold_model")   # gnn: read only without a checkpoint
 FAST_VECTORS = (None, "curve")  # what extract.tir.featurize.featurize_schedules makes besides the graph
 MIN_MEASURED = 32       # cold: measurements before the first training
 COLD_STEPS = 64         # cold: steps of that first training
-UPDATE_STEPS = 32       # steps per update (8 left the search where the first round put it: benchmarks.ms_replay)
+UPDATE_STEPS = 32       # steps per update (8 left the search where the first round put it: benchmarks.metaschedule.replay)
 UPDATE_LOSS = "listmle"
 FILTER_KEEP = 0.25      # two-stage scoring in simulator.tune by default: the gnn's share of tuning time 25% → 10%
 FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
 FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
+
+
+# ---------------------------------------------------------------- the cost models simulator.tune offers
+@dataclass(frozen=True)
+class TuningCostModel:
+    """A cost model `simulator.tune --cost-model NAME` offers: `make(checkpoint, seed, workers,
+    pretrain_data, **gnn_options)` builds it, timed; `options` are the `simulator.tune` options it
+    reads (any other one given is refused, so that no setting is accepted and then ignored);
+    `check(given)` refuses a combination of them."""
+    make: Callable[..., Any]
+    options: Tuple[str, ...] = ()
+    check: Optional[Callable[[Dict[str, Any]], None]] = None
+
+
+TUNING_COST_MODELS: Registry = Registry("cost model")
+
+
+def register_tuning_cost_model(name: str, options: Sequence[str] = (),
+                               check: Optional[Callable[[Dict[str, Any]], None]] = None):
+    """Decorator: `make` becomes `simulator.tune --cost-model NAME`."""
+    def add(make: Callable[..., Any]) -> Callable[..., Any]:
+        TUNING_COST_MODELS.register(name)(TuningCostModel(make, tuple(options), check))
+        return make
+    return add
+
+
+def tuning_options() -> List[str]:
+    """Every `simulator.tune` option some cost model reads."""
+    return sorted({o for n in TUNING_COST_MODELS.names() for o in TUNING_COST_MODELS.get(n).options})
+
 
 
 class CostModelOptionError(SimulatorError, ValueError):
@@ -111,24 +131,27 @@ def _flag(option: str) -> str:
 
 def check_options(name: str, given: Dict[str, Any]) -> None:
     """Refuse, naming the flag, any option in `given` (option → value, only those the user
-    set) that cost model `name` does not read (`COST_MODEL_OPTIONS`)."""
-    if name not in COST_MODEL_OPTIONS:
-        raise CostModelOptionError(f"unknown cost model {name!r} (known: {', '.join(COST_MODELS)})")
+    set) that cost model `name` does not read (`TuningCostModel.options`)."""
+    if name not in TUNING_COST_MODELS:
+        raise CostModelOptionError(f"unknown cost model {name!r} (known: {', '.join(TUNING_COST_MODELS.names())})")
+    model = TUNING_COST_MODELS.get(name)
     for option in given:
-        if option not in COST_MODEL_OPTIONS[name]:
-            readers = [m for m, options in COST_MODEL_OPTIONS.items() if option in options]
+        if option not in model.options:
+            readers = [m for m in TUNING_COST_MODELS.names() if option in TUNING_COST_MODELS.get(m).options]
             raise CostModelOptionError(f"{_flag(option)}: not read by the {name} cost model "
                                        f"(read by: {', '.join(readers) or 'none'})")
-    if name == "gnn" and given.get("checkpoint"):
+    if model.check is not None:
+        model.check(given)
+    if "cold_model" in given:
+        check_cold_model(given["cold_model"])
+
+
+def _check_gnn_options(given: Dict[str, Any]) -> None:
+    if given.get("checkpoint"):
         for option in COLD_ONLY:
             if option in given:
                 raise CostModelOptionError(f"{_flag(option)}: read only by a cold gnn (no --checkpoint); "
                                            f"with --checkpoint the checkpoint's model is fine-tuned")
-    if name == "xgb-pretrained" and bool(given.get("checkpoint")) == bool(given.get("pretrain_data")):
-        raise CostModelOptionError("xgb-pretrained needs one of --checkpoint (a saved pre-trained XGBModel) "
-                                   "or --pretrain-data (MetaSchedule databases to train on)")
-    if "cold_model" in given:
-        check_cold_model(given["cold_model"])
 
 
 def check_cold_model(name: str) -> None:
@@ -527,86 +550,6 @@ class TimedCostModel(PyCostModel):
 _direct_python_calls(TimedCostModel)
 
 
-# ---------------------------------------------------------------- the rivals
-def xgb_cost_model(seed: int = 0, warmup: int = 100, adaptive: bool = True):
-    """MetaSchedule's XGBModel on one core (`warmup`: measurements before it stops
-    predicting at random; TVM's default 100)."""
-    from tvm.s_tir.meta_schedule.cost_model import XGBModel
-    from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
-
-    return XGBModel(config=XGBConfig(seed=seed, nthread=1), num_warmup_samples=warmup, num_tuning_cores=1,
-                    verbose_eval=10 ** 6, adaptive_training=adaptive)
-
-
-def pretrain_xgb(paths: Sequence[str], out: Optional[str] = None, seed: int = 0, progress: bool = False,
-                 leave_out: Sequence[str] = ()):
-    """TenSet's recipe: MetaSchedule's XGBModel trained offline on the successful
-    records of the MetaSchedule databases `paths` (PerStoreFeature rows of each record's
-    replayed schedule, costs normalised per workload as XGBModel does), then set to
-    update online with no warm-up and a full retrain at every update. Saved to `out`
-    (XGBModel's own tar of model and data) if given. `leave_out`: workload keys whose
-    records are not trained on (a tuned network's tasks, for a fair comparison)."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from extract.metaschedule.database import read_databases, target_of, workload_module
-
-    try:
-        jobs, report = read_databases(list(paths), skip_bad=True)
-    except (OSError, ValueError) as e:
-        raise SimulatorError(f"--pretrain-data: {e}") from None
-    by_group: Dict[str, List[Any]] = {}
-    skip = set(leave_out)
-    for job in jobs:
-        if job.group not in skip:
-            by_group.setdefault(job.group, []).append(job)
-    model = xgb_cost_model(seed, warmup=0, adaptive=True)
-    counts = {"records": 0, "workloads": 0, "bad_lines": len(report.bad_lines), "no_longer_apply": 0,
-              "errors_set_aside": sum(sum(c.values()) for c in report.errors.values())}
-    for i, (group, group_jobs) in enumerate(sorted(by_group.items())):
-        model.adaptive_training = i < len(by_group) - 1  # the last group's update trains on all
-        context = feature_context(workload_module(group_jobs[0].workload), target_of(group_jobs[0].target))
-        candidates, results = [], []
-        for job in group_jobs:
-            try:
-                sch = job.schedule()
-            except Exception:  # noqa: BLE001 - a trace that no longer applies: counted, not trained on
-                counts["no_longer_apply"] += 1
-                continue
-            candidates.append(measure_candidate(sch))
-            results.append(ms.runner.RunnerResult(run_secs=list(job.run_secs), error_msg=None))
-        if progress:
-            print(f"xgb pre-training: {group}: {len(candidates)} records", flush=True)
-        counts["records"] += len(candidates)
-        counts["workloads"] += bool(candidates)
-        model.update(context, candidates, results)
-    if not counts["records"]:
-        first = f"; first bad line {report.bad_lines[0][0]}:{report.bad_lines[0][1]}: {report.bad_lines[0][2]}" \
-            if report.bad_lines else ""
-        raise SimulatorError(f"--pretrain-data {' '.join(paths)}: no successful record to pre-train on "
-                             f"({describe_pretraining(counts)}{first})")
-    model.adaptive_training = False
-    model.pretraining = counts
-    if out:
-        model.save(out)
-    return model
-
-
-def describe_pretraining(counts: Dict[str, int]) -> str:
-    """`1200 records of 40 workloads; 3 bad lines skipped, 2 traces no longer apply, 9 failed
-    records set aside` (what `pretrain_xgb` trained on and left out)."""
-    return (f"{counts['records']} records of {counts['workloads']} workloads; {counts['bad_lines']} bad lines "
-            f"skipped, {counts['no_longer_apply']} traces no longer apply, {counts['errors_set_aside']} failed "
-            f"records set aside")
-
-
-def load_pretrained_xgb(path: str, seed: int = 0):
-    """A saved pre-trained XGBModel (`pretrain_xgb(..., out=path)`), set to update online
-    with a full retrain at every update."""
-    model = xgb_cost_model(seed, warmup=0, adaptive=False)
-    model.load(path)
-    return model
-
-
 def measure_candidate(sch):
     from tvm.s_tir import meta_schedule as ms
 
@@ -628,85 +571,21 @@ def feature_context(mod, target):
     return context
 
 
-def _step_lr_class(base):
-    class StepLR(base):
-        """StepLR without the `verbose` argument TVM's MLPModel passes (removed in torch 2.x)."""
-
-        def __init__(self, *args, verbose=None, **kwargs):  # noqa: ARG002
-            super().__init__(*args, **kwargs)
-
-    return StepLR
-
-
-def mlp_cost_model(seed: int = 0):
-    """MetaSchedule's MLPModel (segment-sum MLP on PerStoreFeature rows), untrained, with
-    two fixes: its full training passes `verbose` to torch's StepLR, which this torch no
-    longer takes (a subclass that drops it is swapped in for the call); and it holds out
-    `floor(0.2 × tasks)` tasks for validation, none when fewer than 5 tasks are tuned, and fails (`need at least one array to
-    concatenate`); here it validates on the training tasks in that case."""
-    import random
-
-    from tvm.s_tir.meta_schedule.cost_model import mlp_model
-
-    class Trainer(mlp_model.SegmentSumMLPTrainer):
-        def train_full(self):  # noqa: D102
-            step_lr = mlp_model.torch.optim.lr_scheduler.StepLR
-            mlp_model.torch.optim.lr_scheduler.StepLR = _step_lr_class(step_lr)
-            try:
-                return self._train_full()
-            finally:
-                mlp_model.torch.optim.lr_scheduler.StepLR = step_lr
-
-        def _train_full(self):
-            keys = list(self.state.data.keys())
-            if math.floor(len(keys) * self.test_split) >= 1:
-                return super().train_full()
-            saved_data, saved_random = self.state.data, mlp_model.random
-            copies = {f"{k}#validation": g for k, g in saved_data.items()}
-
-            class Picker:  # the held-out "tasks": copies of the training tasks
-                @staticmethod
-                def sample(population, k):
-                    return [p for p in population if p in copies]
-
-            from collections import OrderedDict
-            self.state.data = OrderedDict(list(saved_data.items()) + list(copies.items()))
-            mlp_model.random = Picker
-            try:
-                return super().train_full()
-            finally:
-                mlp_model.random = saved_random
-                self.state.data = saved_data
-
-    random.seed(seed)
-    return mlp_model.MLPModel(trainer=Trainer())
+@register_tuning_cost_model("gnn", options=("checkpoint", "workers", "update_steps", "min_measured", "cold_model",
+                                            "filter_keep"), check=_check_gnn_options)
+def _gnn(checkpoint: Optional[str], seed: int, workers: int, pretrain_data: Sequence[str], **options) -> "GNNCostModel":
+    """The simulator: from a `simulator.train` run or checkpoint, or cold (None)."""
+    if checkpoint:
+        return from_checkpoint(checkpoint, workers=workers, seed=seed, **options)
+    return GNNCostModel(workers=workers, seed=seed, **options)
 
 
 def make_cost_model(name: str, checkpoint: Optional[str] = None, seed: int = 0, workers: int = 1,
                     pretrain_data: Sequence[str] = (), **gnn_options):
-    """A cost model by `simulator.tune`'s name, wrapped so that its time is measured
-    (GNNCostModel times itself). `checkpoint`: gnn — a simulator run folder or checkpoint
-    (None: cold); xgb-pretrained — a saved pre-trained XGBModel (else `pretrain_data`,
-    MetaSchedule databases, are trained on now)."""
-    from tvm.s_tir.meta_schedule.cost_model import RandomModel
-
+    """A cost model by `simulator.tune`'s name (`TUNING_COST_MODELS`), wrapped so that its
+    time is measured (GNNCostModel times itself). `checkpoint`: gnn — a simulator run folder
+    or checkpoint (None: cold); tvm-xgb-pretrained — a saved pre-trained XGBModel (else
+    `pretrain_data`, MetaSchedule databases, are trained on now)."""
     if gnn_options and name != "gnn":
         raise CostModelOptionError(f"{', '.join(sorted(gnn_options))}: read only by the gnn cost model, not {name}")
-    if name == "gnn":
-        if checkpoint:
-            return from_checkpoint(checkpoint, workers=workers, seed=seed, **gnn_options)
-        return GNNCostModel(workers=workers, seed=seed, **gnn_options)
-    if name == "xgb":
-        return TimedCostModel(xgb_cost_model(seed))
-    if name == "xgb-pretrained":
-        if checkpoint:
-            return TimedCostModel(load_pretrained_xgb(checkpoint, seed))
-        if not pretrain_data:
-            raise SimulatorError("xgb-pretrained needs --checkpoint (a saved pre-trained XGBModel) or "
-                                 "--pretrain-data (MetaSchedule databases to train on)")
-        return TimedCostModel(pretrain_xgb(pretrain_data, seed=seed))
-    if name == "mlp":
-        return TimedCostModel(mlp_cost_model(seed))
-    if name == "random":
-        return TimedCostModel(RandomModel(seed=seed))
-    raise SimulatorError(f"unknown cost model {name!r} (known: {', '.join(COST_MODELS)})")
+    return TUNING_COST_MODELS.get(name).make(checkpoint, seed, workers, pretrain_data, **gnn_options)

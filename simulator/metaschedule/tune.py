@@ -1,6 +1,6 @@
 """Tune an operator or a whole network with MetaSchedule, the simulator as its cost model.
 
-    python -m simulator.tune WORKLOAD_OR_MODEL --cost-model gnn|xgb|xgb-pretrained|mlp|random
+    python -m simulator.tune WORKLOAD_OR_MODEL --cost-model gnn|tvm-xgb|tvm-xgb-pretrained|tvm-mlp|random
         --trials N --work-dir DIR [--checkpoint RUN_DIR] [--target TARGET] [--seed S]
 
 WORKLOAD_OR_MODEL is one of
@@ -15,14 +15,14 @@ WORKLOAD_OR_MODEL is one of
     `extract.ms_measure`, or MetaSchedule databases whose workloads hold it);
   * a TVMScript file (a `@T.prim_func`, or an `@I.ir_module` of PrimFuncs: each tuned).
 
-Cost models (`simulator.metaschedule.cost_model`): `gnn` — the simulator, from `--checkpoint` (a
+Cost models (`simulator.metaschedule.cost_model`, TVM's own in `simulator.metaschedule.rivals`): `gnn` — the simulator, from `--checkpoint` (a
 `simulator.train` run, pre-trained; by default the shipped pre-trained cost model of this
 CPU's networks dataset, or of the largest shipped one; `--checkpoint cold`: none, the first
-measurements train it), fine-tuned online; `xgb` —
-MetaSchedule's default XGBModel (random until 100 measurements); `xgb-pretrained` —
+measurements train it), fine-tuned online; `tvm-xgb` —
+MetaSchedule's default XGBModel (random until 100 measurements); `tvm-xgb-pretrained` —
 XGBModel trained offline on `--pretrain-data` databases (or loaded from `--checkpoint`,
-a tar saved by `pretrain_xgb`), then updated online; `mlp` — MetaSchedule's MLPModel;
-`random`.
+a tar saved by `pretrain_xgb`), then updated online; `tvm-mlp` — MetaSchedule's MLPModel;
+`random` — MetaSchedule's RandomModel.
 
 Measuring (`extract.metaschedule.runner`, the dataset's protocol): candidates are built by
 MetaSchedule's LocalBuilder function on a pool of persistent workers (the per-call pool
@@ -65,8 +65,8 @@ writes and prints the summary of what the database holds, and exits 130 with
 "interrupted".
 
 Refused before anything is made or measured (one line, exit 2): an option the chosen
-cost model does not read (the table `cost_model.COST_MODEL_OPTIONS`: e.g. `--checkpoint`
-with xgb, `--workers` with anything but gnn, `--cold-model` with a checkpoint), an
+cost model does not read (each registered cost model's `options`: e.g. `--checkpoint`
+with tvm-xgb, `--workers` with anything but gnn, `--cold-model` with a checkpoint), an
 unknown or unusable `--cold-model`, `--tasks` without a workload key, a target whose
 kernels cannot run on this machine (another device kind, architecture, or a CPU with
 instruction sets this one lacks; measuring on `--tracker` devices is not checked) or an
@@ -544,19 +544,19 @@ RUN_ONLY = ("trials", "trials_per_task", "quiet", "overwrite", "workers")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cost_model import COST_MODELS
+    from .cost_model import TUNING_COST_MODELS
 
     ap = argparse.ArgumentParser(prog="python -m simulator.tune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("workload", metavar="WORKLOAD_OR_MODEL")
-    ap.add_argument("--cost-model", choices=COST_MODELS, default="gnn")
+    ap.add_argument("--cost-model", choices=TUNING_COST_MODELS.names(), default="gnn")
     ap.add_argument("--trials", type=COUNT, required=True, help="measured candidates (a network: in all)")
     ap.add_argument("--work-dir", type=output_folder, required=True)
     ap.add_argument("--checkpoint", default=None,
                     help=f"gnn: a simulator.train run (default: the shipped pre-trained cost model; "
-                         f"{COLD}: none); xgb-pretrained: a saved pre-trained XGBModel")
+                         f"{COLD}: none); tvm-xgb-pretrained: a saved pre-trained XGBModel")
     ap.add_argument("--pretrain-data", nargs="+", default=None, metavar="DB",
-                    help="xgb-pretrained: MetaSchedule databases to train XGBModel on first")
+                    help="tvm-xgb-pretrained: MetaSchedule databases to train XGBModel on first")
     ap.add_argument("--target", default=None, help="target string or JSON (default: LLVM for this CPU, 1 core)")
     ap.add_argument("--seed", type=SEED, default=0)
     ap.add_argument("--tasks", nargs="+", default=[], metavar="TABLE_OR_DB",
@@ -603,10 +603,9 @@ def remote_runner(args: argparse.Namespace, measure):
 
 def model_options(args: argparse.Namespace) -> Dict[str, Any]:
     """The cost-model options the user gave (option → value)."""
-    from .cost_model import COST_MODEL_OPTIONS
+    from .cost_model import tuning_options
 
-    names = {o for options in COST_MODEL_OPTIONS.values() for o in options}
-    return {n: getattr(args, n) for n in sorted(names) if getattr(args, n) is not None}
+    return {n: getattr(args, n) for n in tuning_options() if getattr(args, n) is not None}
 
 
 def choose_checkpoint(args: argparse.Namespace, target) -> None:
@@ -728,7 +727,8 @@ def _tune_and_summarize(args, tasks, target, measure, settings, resumed: bool):
     """Tune, then write tune_summary.json (also after Ctrl-C); (summary, interrupted)."""
     from extract.fileio import atomic_write
 
-    from .cost_model import describe_pretraining, make_cost_model
+    from .cost_model import make_cost_model
+    from .rivals import describe_pretraining
 
     runner = remote_runner(args, measure)
     options = {k: v for k, v in model_options(args).items() if k not in ("checkpoint", "pretrain_data", "workers")}

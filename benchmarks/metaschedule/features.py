@@ -1,7 +1,7 @@
-"""Scoring MetaSchedule candidates with the simulator: candidates/s per stage and end
+"""Speed of scoring MetaSchedule candidates with the simulator: candidates/s per stage and end
 to end, beside MetaSchedule's own cost model (PerStoreFeature + XGBoost), in one run.
 
-    python -m benchmarks.ms_features [--count 512] [--workloads NAME ...] [--templates]
+    python -m benchmarks.metaschedule.features [--count 512] [--workloads NAME ...] [--templates]
         [--workers 1 2] [--es-trials 64] [--es-workloads matmul_512] [--out FILE.json]
         [--filter-workloads NAME ... [--filter-keep 0.25] [--filter-es-trials 128]]
 
@@ -39,7 +39,7 @@ a shadow first stage, fed as the two-stage model would feed it, rated on every c
 the share of the GNN's own top-64 it keeps, Kendall τ against the GNN — then by the two
 stages and by XGBModel.
 
-When another process owns a core (`taskset -c 0 python -m benchmarks.ms_features`),
+When another process owns a core (`taskset -c 0 python -m benchmarks.metaschedule.features`),
 only the cores this process may use count: `--workers` above that is skipped.
 """
 from __future__ import annotations
@@ -588,7 +588,7 @@ def table(result: Dict[str, Any]) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from extract.metaschedule import candidates as msc
 
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.ms_features", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.metaschedule.features", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=512, help="candidates per case")
     ap.add_argument("--workloads", nargs="*", default=list(msc.WORKLOADS), choices=list(msc.WORKLOADS))
@@ -640,7 +640,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"load average (1 min) before {result['load_average_before']:.1f}, after "
           f"{result['load_average_after']:.1f} on {os.cpu_count()} cores")
     if args.out:
-        from .common import write_json
+        from ..common import write_json
         write_json(args.out, result)
     return 0
 

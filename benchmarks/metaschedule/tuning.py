@@ -1,7 +1,8 @@
-"""MetaSchedule tuning of held-out operators with each cost model, measured here.
+"""MetaSchedule tuning of held-out operators with each cost model, measured here: best latency
+against trials, and rank quality (AutoTVM's conv2d tuning is `benchmarks.tuning`).
 
-    python -m benchmarks.ms_tuning --pretrain-data DB_FOLDER ... [--operators ...] [--trials 128]
-        [--points 64 128] [--seeds 0 1 2] [--cost-models gnn xgb xgb-pretrained random gnn-filter]
+    python -m benchmarks.metaschedule.tuning --pretrain-data DB_FOLDER ... [--operators ...] [--trials 128]
+        [--points 64 128] [--seeds 0 1 2] [--cost-models gnn tvm-xgb tvm-xgb-pretrained random gnn-filter]
         [--filter-keep 0.25]
         [--deadline-min 40] [--runs runs/ms_tuning] [--results docs/results]
 
@@ -16,7 +17,7 @@ Also the `ms-tuning` stage of `python -m benchmarks.all`.
    checked, not assumed).
 3. **Pre-training.** gnn: `simulator.train` (gcn, random split, `--epochs`, `--pretrain-loss`:
    the ranking recipe of `benchmarks.networks`, pairwise-hinge for 30 epochs by default) on the
-   snapshot's graph samples; xgb-pretrained: TenSet's recipe (`simulator.metaschedule.cost_model.
+   snapshot's graph samples; tvm-xgb-pretrained: TenSet's recipe (`simulator.metaschedule.rivals.
    pretrain_xgb`: MetaSchedule's XGBModel on PerStoreFeature rows of the same records).
    Both are reused when present under `--runs` (the gnn run only if made with the same
    loss and epochs: its folder is named by them).
@@ -51,11 +52,11 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from extract.cli import FRACTION, POSITIVE
 
-from .common import COUNT, SEED, log, loss_name, write_json
+from ..common import COUNT, SEED, log, loss_name, write_json
 
 OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
 GNN_FILTER = "gnn-filter"   # the pre-trained gnn with two-stage scoring (--filter-keep)
-COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random", GNN_FILTER]
+COST_MODELS = ["gnn", "tvm-xgb", "tvm-xgb-pretrained", "random", GNN_FILTER]
 RESULT = "ms_tuning.json"
 PRETRAIN_LOSS, PRETRAIN_EPOCHS = "pairwise-hinge", 30   # the ranking recipe (docs/RANKING.md)
 
@@ -147,7 +148,7 @@ def pretrain_argv(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETR
 def pretrain(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETRAIN_LOSS) -> Dict[str, str]:
     """The pre-trained gnn run folder and xgb tar (made unless present)."""
     from simulator import train
-    from simulator.metaschedule.cost_model import pretrain_xgb
+    from simulator.metaschedule.rivals import pretrain_xgb
 
     argv = pretrain_argv(snap, runs, epochs, loss)
     gnn = argv[argv.index("--out") + 1]
@@ -160,7 +161,7 @@ def pretrain(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETRAIN_L
     if not os.path.exists(xgb):
         log("pre-training xgb (PerStoreFeature rows of the same records)")
         pretrain_xgb(list(snap), out=xgb)
-    return {"gnn": gnn, "xgb-pretrained": xgb}
+    return {"gnn": gnn, "tvm-xgb-pretrained": xgb}
 
 
 # ---------------------------------------------------------------- tuning
@@ -263,7 +264,8 @@ def topk_slowdown(score, runtime, k: int) -> Optional[float]:
 
 def xgb_scores(path: str, jobs) -> List[float]:
     from extract.metaschedule.database import target_of, workload_module
-    from simulator.metaschedule.cost_model import feature_context, load_pretrained_xgb, measure_candidate
+    from simulator.metaschedule.cost_model import feature_context, measure_candidate
+    from simulator.metaschedule.rivals import load_pretrained_xgb
 
     model = load_pretrained_xgb(path)
     context = feature_context(workload_module(jobs[0].workload), target_of(jobs[0].target))
@@ -291,7 +293,7 @@ def rank_quality(runs: Sequence[Dict[str, Any]], pre: Dict[str, str], k: int) ->
         jobs = [j for _, j in unique.values()]
         runtime = [float(s.runtimes[0]) for s in samples]
         scores = {"gnn (pre-trained)": (-np.asarray(gnn.predict(samples))).tolist(),
-                  "xgb (pre-trained)": xgb_scores(pre["xgb-pretrained"], jobs),
+                  "tvm-xgb (pre-trained)": xgb_scores(pre["tvm-xgb-pretrained"], jobs),
                   "random": np.random.default_rng(0).random(len(samples)).tolist()}
         out[op] = {"records": len(samples), "skipped": len(report.bad_lines) + len(lost),
                    **{m: {"tau": kendall_tau(s, runtime), f"top{k}_recall": topk_recall(s, runtime, k),
@@ -346,7 +348,7 @@ def plot(rows: Sequence[Dict[str, Any]], path: str) -> None:
 
 def report_section(results: str) -> List[str]:
     """The MetaSchedule tuning section of docs/RESULTS.md (empty without results)."""
-    from .common import markdown_table
+    from ..common import markdown_table
 
     path = os.path.join(results, RESULT)
     if not os.path.exists(path):
@@ -374,8 +376,8 @@ def report_section(results: str) -> List[str]:
                              table), "", f"![MetaSchedule tuning]({res['figure']})", ""]
     goals = goal_lines(res["summary"]) + goal_lines(res["summary"], GNN_FILTER)
     if goals:
-        lines += ["The tuning goals, on the means over the seeds (gnn reaches xgb's best at the last point by half "
-                  "as many trials; gnn ≥ 10% faster than xgb at the first point):", "", *goals, ""]
+        lines += ["The tuning goals, on the means over the seeds (gnn reaches tvm-xgb's best at the last point by half "
+                  "as many trials; gnn ≥ 10% faster than tvm-xgb at the first point):", "", *goals, ""]
     k = res["top_k"]
     rq = [[op, m, _f(v["tau"]), _f(v[f"top{k}_recall"]), _pct(v.get(f"top{k}_slowdown")), str(rank["records"])]
           for op, rank in res["rank"].items() for m, v in rank.items() if isinstance(v, dict)]
@@ -393,8 +395,8 @@ def report_section(results: str) -> List[str]:
 
 def goal_lines(rows: Sequence[Dict[str, Any]], model: str = "gnn") -> List[str]:
     """The tuning goals checked per operator on the means over seeds: `model` reaches each
-    xgb's best-at-the-last-point latency by half as many trials, and is ≥ 10% faster than it
-    at the first point."""
+    rival's (tvm-xgb, tvm-xgb-pretrained) best-at-the-last-point latency by half as many
+    trials, and is ≥ 10% faster than it at the first point."""
     points = sorted({r["trials"] for r in rows})
     if len(points) < 2:
         return []
@@ -403,7 +405,7 @@ def goal_lines(rows: Sequence[Dict[str, Any]], model: str = "gnn") -> List[str]:
     mean = {(r["workload"], r["cost_model"], r["trials"]): r["mean_s"] for r in rows}
     out = []
     for op in sorted({r["workload"] for r in rows}):
-        for rival in ("xgb", "xgb-pretrained"):
+        for rival in ("tvm-xgb", "tvm-xgb-pretrained"):
             cells = [mean.get((op, model, half)), mean.get((op, rival, last)), mean.get((op, model, first)),
                      mean.get((op, rival, first))]
             if None in cells:
@@ -471,12 +473,12 @@ def _records(snap: Sequence[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.ms_tuning", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.metaschedule.tuning", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap, prefix="")
     ap.add_argument("--results", default=os.path.join("docs", "results"))
     args = ap.parse_args(argv)
-    command = " ".join(["python -m benchmarks.ms_tuning", *(argv if argv is not None else sys.argv[1:])])
+    command = " ".join(["python -m benchmarks.metaschedule.tuning", *(argv if argv is not None else sys.argv[1:])])
     out = run(args, prefix="", command=command)
     for line in report_section(args.results):
         print(line)

@@ -1,6 +1,6 @@
 """Offline replay of the gnn's online phase on the networks dataset: what its updates add.
 
-    python -m benchmarks.ms_replay [--data datasets/networks_rocketlake] [--tasks-per-network 3 | --all-tasks]
+    python -m benchmarks.metaschedule.replay [--data datasets/networks_rocketlake] [--tasks-per-network 3 | --all-tasks]
         [--variants none today ...] [--round-size 8] [--rounds 6] [--seeds 0]
         [--pretrained runs/ms_replay/pretrained | --checkpoint CKPT] [--runs runs/ms_replay] [--results docs/results]
 
@@ -45,7 +45,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .common import COUNT, SEED, cli, log, markdown_table, write_json
+from ..common import COUNT, SEED, cli, log, markdown_table, write_json
 
 RESULT = "ms_replay.json"
 FIGURE = "ms_replay.png"
@@ -356,7 +356,7 @@ def run(args, command: str = "") -> Dict[str, Any]:
 
 def report_section(results: str) -> List[str]:
     """The RESULTS.md section (empty when the replay has not run)."""
-    from .common import load_json
+    from ..common import load_json
 
     r = load_json(results, RESULT)
     if not r:
@@ -387,7 +387,7 @@ def report_section(results: str) -> List[str]:
 def build_parser() -> argparse.ArgumentParser:
     from datasets.networks import default_dataset
 
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.ms_replay", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.metaschedule.replay", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.path.relpath(default_dataset()))
     which = ap.add_mutually_exclusive_group()
@@ -410,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
 @cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    out = run(args, command=" ".join(["python -m benchmarks.ms_replay", *(argv if argv is not None else sys.argv[1:])]))
+    out = run(args, command=" ".join(["python -m benchmarks.metaschedule.replay", *(argv if argv is not None else sys.argv[1:])]))
     for name, s in out["summary"].items():
         print(f"{name:>10}  best/pool per round: {_show(s['geomean_best_over_pool'])}  "
               f"improved after round 1: {100 * s['improved_after_round_1']:.0f}%")

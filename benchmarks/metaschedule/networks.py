@@ -1,6 +1,7 @@
-"""Whole networks tuned with each cost model, compiled and timed end to end.
+"""Whole networks tuned by MetaSchedule with each cost model, compiled and timed end to end
+(rank quality on the networks dataset, leaving a network out, is `benchmarks.networks`).
 
-    python -m benchmarks.ms_networks [--networks bert vit mixer] [--cost-models gnn xgb xgb-pretrained random]
+    python -m benchmarks.metaschedule.networks [--networks bert vit mixer] [--cost-models gnn tvm-xgb tvm-xgb-pretrained random]
         [--budgets 8 16 32 64] [--seeds 0 1 2] [--data datasets/networks_rocketlake]
         [--runs runs/ms_networks] [--results docs/results] [--plan]
 
@@ -10,7 +11,7 @@ it measures for many hours).
 1. **Fair pre-training.** For a network of the dataset (`--data`'s task table tags each
    task with its networks), the gnn (`simulator.train --split leave-network-out
    --test-network NETWORK`, gcn, pairwise-hinge, `--epochs`) and the pre-trained XGB
-   (`simulator.metaschedule.cost_model.pretrain_xgb(..., leave_out=the network's task keys)`) learn
+   (`simulator.metaschedule.rivals.pretrain_xgb(..., leave_out=the network's task keys)`) learn
    from the same records: every task of the other networks. A network in no dataset
    (`mixer`, written for this benchmark) uses the whole dataset: the shipped checkpoint,
    and XGB on every record.
@@ -46,10 +47,10 @@ import numpy as np
 
 from extract.cli import Int
 
-from .common import COUNT, SEED, cli, log, markdown_table, write_json
+from ..common import COUNT, SEED, cli, log, markdown_table, write_json
 
 NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
-COST_MODELS = ["gnn", "xgb", "xgb-pretrained", "random"]
+COST_MODELS = ["gnn", "tvm-xgb", "tvm-xgb-pretrained", "random"]
 BUDGETS = [8, 16, 32, 64]
 RESULT, FIGURE = "ms_networks.json", "ms_networks.png"
 PRETRAIN_EPOCHS = 30
@@ -68,7 +69,7 @@ def network_keys(data: str, network: str) -> List[str]:
 def pretrained(args, network: str) -> Dict[str, str]:
     """cost model → its --checkpoint for `network` (made when missing)."""
     from datasets.networks import pretrained_path, training_databases
-    from simulator.metaschedule.cost_model import pretrain_xgb
+    from simulator.metaschedule.rivals import pretrain_xgb
 
     keys = network_keys(args.data, network)
     folder = os.path.join(args.runs, "pretrain", network if keys else "whole-dataset")
@@ -79,11 +80,11 @@ def pretrained(args, network: str) -> Dict[str, str]:
                         "--test-network", network, "--model", "gcn", "--loss", "pairwise-hinge", "--epochs",
                         str(args.epochs), "--seed", "0", "--threads", "1", "--out", gnn], check=True)
     xgb = os.path.join(folder, "xgb.tar")
-    if "xgb-pretrained" in args.cost_models and not os.path.exists(xgb):
+    if "tvm-xgb-pretrained" in args.cost_models and not os.path.exists(xgb):
         log(f"pre-training xgb ({'without ' + network + chr(39) + 's tasks' if keys else 'on the whole dataset'})")
         os.makedirs(folder, exist_ok=True)
         pretrain_xgb(training_databases(args.data), out=xgb, leave_out=keys)
-    return {"gnn": gnn, "xgb-pretrained": xgb}
+    return {"gnn": gnn, "tvm-xgb-pretrained": xgb}
 
 
 # ---------------------------------------------------------------- the plan
@@ -253,13 +254,13 @@ def verdicts(agg: Dict[str, Any]) -> List[str]:
     """The issue's goals, per network, on the means over seeds."""
     lines = []
     for network in sorted(agg):
-        g16, g8, x64, x8 = (_cell(agg, network, m, b) for m, b in (("gnn", 16), ("gnn", 8), ("xgb", 64), ("xgb", 8)))
+        g16, g8, x64, x8 = (_cell(agg, network, m, b) for m, b in (("gnn", 16), ("gnn", 8), ("tvm-xgb", 64), ("tvm-xgb", 8)))
         if g16 and x64:
-            lines.append(f"`{network}`: gnn at 16 per task {g16['mean_s'] * 1e3:.3f} ms vs xgb at 64 "
+            lines.append(f"`{network}`: gnn at 16 per task {g16['mean_s'] * 1e3:.3f} ms vs tvm-xgb at 64 "
                          f"{x64['mean_s'] * 1e3:.3f} ms — **{'met' if g16['mean_s'] <= x64['mean_s'] else 'not met'}**")
         if g8 and x8:
             gain = 1 - g8["mean_s"] / x8["mean_s"]
-            lines.append(f"`{network}`: gnn at 8 per task {100 * gain:.1f}% faster than xgb at 8 (goal ≥ 10%) — "
+            lines.append(f"`{network}`: gnn at 8 per task {100 * gain:.1f}% faster than tvm-xgb at 8 (goal ≥ 10%) — "
                          f"**{'met' if gain >= 0.10 else 'not met'}**")
         lines += _pretrained_and_time(agg, network, x64)
     return lines
@@ -267,11 +268,11 @@ def verdicts(agg: Dict[str, Any]) -> List[str]:
 
 def _pretrained_and_time(agg, network: str, x64: Optional[Dict[str, Any]]) -> List[str]:
     lines = []
-    gnn, pre = agg[network].get("gnn", {}), agg[network].get("xgb-pretrained", {})
+    gnn, pre = agg[network].get("gnn", {}), agg[network].get("tvm-xgb-pretrained", {})
     both = sorted(set(gnn) & set(pre), key=int)
     if both:
         wins = sum(gnn[b]["mean_s"] <= pre[b]["mean_s"] for b in both)
-        lines.append(f"`{network}`: gnn at least as good as xgb-pretrained at {wins} of {len(both)} budgets")
+        lines.append(f"`{network}`: gnn at least as good as tvm-xgb-pretrained at {wins} of {len(both)} budgets")
     shares = [gnn[b]["share"] for b in sorted(gnn, key=int) if gnn[b]["share"] is not None]
     if shares:
         lines.append(f"`{network}`: gnn's share of tuning wall time {100 * max(shares):.0f}% at most (goal ≤ 10%) — "
@@ -280,15 +281,15 @@ def _pretrained_and_time(agg, network: str, x64: Optional[Dict[str, Any]]) -> Li
         reach = [b for b in sorted(gnn, key=int) if gnn[b]["mean_s"] <= x64["mean_s"]]
         if reach:
             ratio = gnn[reach[0]]["wall_s"] / x64["wall_s"]
-            lines.append(f"`{network}`: gnn reaches xgb's 64-per-task latency at {reach[0]} per task in "
-                         f"{100 * ratio:.0f}% of xgb's wall time (goal ≤ 25%) — **{'met' if ratio <= 0.25 else 'not met'}**")
+            lines.append(f"`{network}`: gnn reaches tvm-xgb's 64-per-task latency at {reach[0]} per task in "
+                         f"{100 * ratio:.0f}% of tvm-xgb's wall time (goal ≤ 25%) — **{'met' if ratio <= 0.25 else 'not met'}**")
         else:
-            lines.append(f"`{network}`: gnn does not reach xgb's 64-per-task latency — **goal not met**")
+            lines.append(f"`{network}`: gnn does not reach tvm-xgb's 64-per-task latency — **goal not met**")
     return lines
 
 
 def report_section(results: str) -> List[str]:
-    from .common import load_json
+    from ..common import load_json
 
     r = load_json(results, RESULT)
     if not r:
@@ -308,8 +309,8 @@ def report_section(results: str) -> List[str]:
                                             f"({c['wall_s'] / 60:.0f} min)" for c in cells])
     lines += [markdown_table(["network", "cost model"] + [f"B = {b}" for b in budgets], rows), ""]
     lines += [f"![end to end against trials and wall time](results/{FIGURE})", ""] if r.get("figure") else []
-    lines += ["Goals (gnn at 16 per task ≤ xgb at 64; ≥ 10% better than xgb at 8; ≥ xgb-pretrained at "
-              "equal trials on most networks; share ≤ 10%; xgb's 64-per-task latency in ≤ ¼ of its wall time):", ""]
+    lines += ["Goals (gnn at 16 per task ≤ tvm-xgb at 64; ≥ 10% better than tvm-xgb at 8; ≥ tvm-xgb-pretrained at "
+              "equal trials on most networks; share ≤ 10%; tvm-xgb's 64-per-task latency in ≤ ¼ of its wall time):", ""]
     lines += [f"- {v}" for v in verdicts(agg)] + [""]
     return lines
 
@@ -366,7 +367,7 @@ def run_from_all(args, command: str) -> Dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.ms_networks", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.metaschedule.networks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
     ap.add_argument("--results", default=os.path.join("docs", "results"))
@@ -377,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
 @cli
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    run(args, command=" ".join(["python -m benchmarks.ms_networks", *(argv if argv is not None else sys.argv[1:])]))
+    run(args, command=" ".join(["python -m benchmarks.metaschedule.networks", *(argv if argv is not None else sys.argv[1:])]))
     return 0
 
 
