@@ -57,8 +57,8 @@ KIND_ORDER = ("dense", "conv2d", "batch_matmul", "depthwise_conv2d", "softmax", 
 class Variant:
     """An online recipe and a way of picking each round's candidates."""
 
-    update_steps: int = 8          # GNNCostModel's default (ms_costmodel.UPDATE_STEPS)
-    loss: str = "listmle"          # ... (ms_costmodel.UPDATE_LOSS)
+    update_steps: int = 8          # GNNCostModel's default (simulator.metaschedule.cost_model.UPDATE_STEPS)
+    loss: str = "listmle"          # ... (cost_model.UPDATE_LOSS)
     lr: Optional[float] = None     # None: the checkpoint's
     head_only: bool = False        # only the prediction head trains
     epsilon: float = 0.0           # share of each round picked at random

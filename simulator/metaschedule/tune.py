@@ -716,7 +716,7 @@ def _holding(work_dir: str):
 
 
 def gnn_filter_keep(given: Optional[float]) -> Optional[float]:
-    """The gnn's two-stage share: `ms_costmodel.FILTER_KEEP` unless given; 1 scores all (off)."""
+    """The gnn's two-stage share: `cost_model.FILTER_KEEP` unless given; 1 scores all (off)."""
     from .cost_model import FILTER_KEEP
 
     keep = FILTER_KEEP if given is None else given
