@@ -96,7 +96,7 @@ def test_predictions(run_dir: str, data: Optional[Sequence[str]] = None, samples
     test = [samples[i] for i in parts["test"]]
     pred = np.exp(model.predict(test, 1024))
     out = {"workload": np.array([s.group for s in test for _ in range(s.num_configs)]),
-           "index": np.array([int(s.meta.get("index", -1)) if s.num_configs == 1 else -1
+           "index": np.array([s.meta.index if s.meta.index is not None and s.num_configs == 1 else -1
                               for s in test for _ in range(s.num_configs)]),
            "measured": np.concatenate([s.runtimes for s in test]), "predicted": pred}
     if data is None:

@@ -113,7 +113,7 @@ def dataset_runtimes(data: Sequence[str]) -> Dict[str, Dict[int, float]]:
     from simulator.data.collection import load_data
     out: Dict[str, Dict[int, float]] = {}
     for s in load_data(list(data)):
-        idx = s.meta.get("index")
+        idx = s.meta.index
         if idx is not None and np.isfinite(s.runtimes[0]):
             out.setdefault(s.group, {})[int(idx)] = float(s.runtimes[0])
     return out
@@ -303,7 +303,7 @@ def run(args) -> Dict[str, Any]:
     for w in args.workloads:
         samples = space_samples(w, args.spaces, TEMPLATE, args.space_workers)
         pred = rank_space(jobs[w]["out"], samples)
-        indices = [int(s.meta["index"]) for s in samples]
+        indices = [int(s.meta.index) for s in samples]
         order = np.argsort(pred, kind="stable")
         ranking[w] = [indices[i] for i in order]
         for r, i in enumerate(order, 1):

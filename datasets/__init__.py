@@ -252,8 +252,8 @@ def sample_key(sample: GraphSample) -> Tuple:
     """What makes two samples the same measurement point: the workload group and the
     config (a template's config index), else the group and the sample's name. A sample
     of neither (no index, no name) is its own."""
-    if "index" in sample.meta:
-        return (sample.group, str(sample.meta.get("template", "")), str(sample.meta["index"]))
+    if sample.meta.index is not None:
+        return (sample.group, sample.meta.template or "", str(sample.meta.index))
     if sample.name:
         return (sample.group, sample.name)
     return (id(sample),)

@@ -14,8 +14,8 @@ gzipped (`.gz`):
 
 Loading (`datasets.load_collection`, the one data path) reads the databases of pass 1
 only (`training_databases`; pass 2 re-times schedules pass 1 already has) and tags every
-sample whose workload group is a task of the table (`annotate`): `meta["networks"]`
-(sorted names), `meta["kind"]` (operator kind) and `meta["weight"]` (calls per
+sample whose workload group is a task of the table (`annotate`): `meta.networks`
+(sorted names), `meta.kind` (operator kind) and `meta.weight` (calls per
 inference, summed over its networks). The leave-network-out and leave-op-kind-out splits
 (`simulator.data.splits`) read those tags.
 
@@ -32,6 +32,7 @@ runtimes and the median |t₂ − t₁| / t₁, raw and drift-corrected (each ru
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -284,7 +285,7 @@ def annotate(samples: Sequence[Any], tags: Mapping[str, TaskTags]) -> int:
         if t is None:
             untagged += 1
             continue
-        s.meta.update(networks=list(t.networks), kind=t.kind, weight=t.weight)
+        s.meta = dataclasses.replace(s.meta, networks=t.networks, kind=t.kind, weight=t.weight)
     return untagged
 
 

@@ -18,17 +18,149 @@ offsets, so that thousands of small graphs load in one read. A collection's `inf
 names the extractor that made its samples (`ExtractorInfo`: keys `extractor`,
 `vocabulary`, `feature_names`), so that a model trained on it takes its node
 vocabulary and feature names from the data, not from whatever extractor is installed.
+
+What a sample records beyond its arrays is a `SampleMeta`: typed fields for the facts
+other modules read (the extractor, where the sample was read from, an AutoTVM config,
+its task's networks and operator kind), and `extra` for what only the source that wrote
+it reads. On disk it is one flat JSON object per sample (`SampleMeta.as_dict`), the form
+collections have always had, so files written earlier load unchanged.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import zipfile
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .fileio import atomic_write
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+# what each typed field of SampleMeta holds, as (check, description)
+_META_TYPES = {"str": (lambda v: isinstance(v, str), "a string"), "int": (_is_int, "an integer"),
+               "number": (_is_number, "a number"), "names": (_is_names, "a list of strings"),
+               "dict": (lambda v: isinstance(v, dict), "a JSON object")}
+
+
+def _typed(kind: str) -> Any:
+    return field(default=None, metadata={"type": kind})
+
+
+@dataclass(frozen=True, repr=False)
+class SampleMeta:
+    """What a `GraphSample` records beyond its arrays. Every typed field is optional
+    (None: the source does not say); `as_dict` is the JSON object kept on disk, with
+    the typed fields under their own names and `extra`'s keys beside them."""
+
+    extractor: Optional[str] = _typed("str")
+    """The version of the extractor that made the graph, e.g. "tir-ast-v2"
+    (`extract.sample.EXTRACTORS`): a collection's vocabulary and feature names."""
+    target: Optional[str] = _typed("str")
+    """The target kind the program was featurized for, e.g. "llvm"."""
+    source: Optional[str] = _typed("str")
+    """The file (or label) the sample was read from, when no database and line say it."""
+    format: Optional[str] = _typed("str")
+    """The record format the sample came from: "metaschedule" for a tuning-database
+    record (None: an AutoTVM log, or no record)."""
+    database: Optional[str] = _typed("str")
+    """The MetaSchedule database (its folder, or the name it was read under)."""
+    line: Optional[int] = _typed("int")
+    """The record's line in the database's record file (1-based), or its index."""
+    template: Optional[str] = _typed("str")
+    """The AutoTVM template of the config, e.g. "conv2d_NCHWc.x86"."""
+    workload: Optional[str] = _typed("str")
+    """The template's workload key (`extract.tir.workloads`), e.g. "conv2d_1x3x224x224_64x7x7_s2_p3"."""
+    index: Optional[int] = _typed("int")
+    """The config's index in the template's space: with `template` and the group, what
+    makes two samples the same measurement point (`datasets.sample_key`)."""
+    config: Optional[Dict[str, Any]] = _typed("dict")
+    """The config's knob values by knob name (AutoTVM's `ConfigEntity`, as JSON)."""
+    networks: Optional[Tuple[str, ...]] = _typed("names")
+    """The networks whose task the sample's workload is (sorted), from a networks
+    dataset's task table (`datasets.networks.annotate`): what leave-network-out splits."""
+    kind: Optional[str] = _typed("str")
+    """The operator kind of the sample's task, e.g. "dense" (`datasets.networks.annotate`)."""
+    weight: Optional[float] = _typed("number")
+    """How many times the networks call the sample's task (`datasets.networks.annotate`)."""
+    tpugraphs: Optional[Dict[str, Any]] = _typed("dict")
+    """The TpuGraphs npz layout of an HLO graph's sample (kind, dtypes, shapes;
+    `extract.xla.tpugraphs_npz`); set on every HLO sample, absent on TIR ones."""
+    extra: Dict[str, Any] = field(default_factory=dict)
+    """JSON-able facts that only the source that wrote them reads (counts of runs left
+    out, MetaSchedule's mod_hash, a caller's own keys, …), by name; never a typed
+    field's name."""
+
+    def __post_init__(self) -> None:
+        """Check each field's type (a ValueError naming the field), and keep `networks`
+        as a tuple."""
+        for f in _TYPED_FIELDS:
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            check, what = _META_TYPES[f.metadata["type"]]
+            if not check(value):
+                raise ValueError(f"meta field {f.name!r} must be {what}, not {value!r}")
+        if self.networks is not None:
+            object.__setattr__(self, "networks", tuple(self.networks))
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"meta extra must be a JSON object, not {self.extra!r}")
+        clash = sorted(set(self.extra) & _TYPED_NAMES)
+        if clash:
+            raise ValueError(f"meta extra holds {clash}, typed fields of SampleMeta: set them as fields")
+
+    def __repr__(self) -> str:
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in _TYPED_FIELDS if getattr(self, f.name) is not None]
+        return f"SampleMeta({', '.join(shown + ([f'extra={self.extra!r}'] if self.extra else []))})"
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The JSON object of this meta: the typed fields that are set, and `extra`."""
+        out: Dict[str, Any] = {}
+        for f in _TYPED_FIELDS:
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.name] = list(value) if f.name == "networks" else value
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SampleMeta":
+        """A meta of its JSON object (`as_dict`'s form, which is also the free dict of
+        earlier versions): the typed fields by name, every other key into `extra`; a
+        typed field of the wrong type is a ValueError naming it."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"meta must be a JSON object, not {data!r}")
+        typed = {k: v for k, v in data.items() if k in _TYPED_NAMES}
+        return cls(**typed, extra={k: v for k, v in data.items() if k not in _TYPED_NAMES})
+
+    @classmethod
+    def of(cls, meta: "MetaLike") -> "SampleMeta":
+        """`meta` itself, a dict read by `from_dict`, or an empty meta for None."""
+        if isinstance(meta, SampleMeta):
+            return meta
+        return cls() if meta is None else cls.from_dict(meta)
+
+    def with_extra(self, **extra: Any) -> "SampleMeta":
+        """This meta with `extra` keys added (or replaced)."""
+        return dataclasses.replace(self, extra={**self.extra, **extra})
+
+
+_TYPED_FIELDS = tuple(f for f in fields(SampleMeta) if "type" in f.metadata)
+_TYPED_NAMES = frozenset(f.name for f in _TYPED_FIELDS)
+MetaLike = Union[SampleMeta, Mapping[str, Any], None]  # what `SampleMeta.of` takes
 
 
 @dataclass
@@ -47,7 +179,8 @@ class GraphSample:
     # fixed-width per-config vectors for the non-graph baselines, by feature-set name,
     # e.g. {"curve": (c, k), "per_store": (c, 164)}
     vectors: Dict[str, np.ndarray] = field(default_factory=dict)
-    meta: Dict[str, Any] = field(default_factory=dict)  # JSON-able: config knobs, source, …
+    # what else the sample records (a dict is read as `SampleMeta.from_dict` reads one)
+    meta: SampleMeta = field(default_factory=SampleMeta)
 
     def __post_init__(self) -> None:
         """Check the sample: a ValueError naming it (and the array) for a graph of no
@@ -55,6 +188,10 @@ class GraphSample:
         vector, a runtime that is infinite or not positive (NaN: unmeasured), or a
         negative or infinite spread, rather than a shape error or NaN weights later."""
         label = self.name or self.group or "<unnamed sample>"
+        try:
+            self.meta = SampleMeta.of(self.meta)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{label}: {e}") from None
         self.edges = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
         with np.errstate(over="ignore"):  # beyond float32: inf, refused below
             self.node_features = np.asarray(self.node_features, dtype=np.float32)
@@ -138,8 +275,8 @@ def register_extractor(extractor: ExtractorInfo) -> ExtractorInfo:
 
 
 def _extractor_of(samples: Sequence[GraphSample]) -> Optional[ExtractorInfo]:
-    """The registered extractor named by the samples' meta["extractor"], if they agree."""
-    versions = {s.meta.get("extractor") for s in samples}
+    """The registered extractor named by the samples' `meta.extractor`, if they agree."""
+    versions = {s.meta.extractor for s in samples}
     if len(versions) > 1:
         raise ValueError(f"samples of extractors {sorted(map(str, versions))} in one collection")
     return EXTRACTORS.get(versions.pop()) if versions else None
@@ -174,7 +311,7 @@ def save_samples(path: str, samples: Sequence[GraphSample], info: Optional[Dict[
     """Write a collection as one compressed npz (see module docstring), atomically.
 
     The info gets the extractor's `extractor`, `vocabulary` and `feature_names`:
-    `extractor` if given, else the registered extractor the samples' meta["extractor"]
+    `extractor` if given, else the registered extractor the samples' `meta.extractor`
     names (none for samples of no known extractor, e.g. synthetic ones)."""
     if not samples:
         raise ValueError(f"{path}: no samples to write")
@@ -187,7 +324,7 @@ def save_samples(path: str, samples: Sequence[GraphSample], info: Optional[Dict[
             raise ValueError(f"{path}: info {clash} contradict extractor {extractor.extractor!r}")
         info = {**extractor.as_info(), **info}
     header = {"groups": [s.group for s in samples], "names": [s.name for s in samples],
-              "meta": [s.meta for s in samples], "info": info}
+              "meta": [s.meta.as_dict() for s in samples], "info": info}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     with atomic_write(path, "wb") as f:
         np.savez_compressed(f, **arrays)

@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from extract.autotvm.itervar import itervar_vector
 from extract.autotvm.knob_features import knob_vector_of_meta
 from extract.autotvm.space import Config
 from extract.autotvm.templates import Template, get_template
-from extract.sample import ExtractorInfo, GraphSample, register_extractor
+from extract.sample import ExtractorInfo, GraphSample, MetaLike, SampleMeta, register_extractor
 from extract.store_rows import STORE_ROWS_VECTOR, pack_store_rows
 from .tir.graph import EXTRACTOR_VERSION, FEATURE_NAMES, VOCABULARY, lower_for_features, tir_to_graph
 from .tir.hardware import Hardware, hardware_of
@@ -112,10 +113,11 @@ def pool_store_rows(rows: np.ndarray) -> np.ndarray:
 
 
 def extract_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: str = "",
-                     meta: Optional[Dict[str, Any]] = None, per_store: bool = False,
+                     meta: MetaLike = None, per_store: bool = False,
                      hardware: Optional[Hardware] = None) -> Extraction:
     """`sample_from_schedule`, with the counts of node kinds mapped to UNK. `hardware`:
     what the graph's context columns measure against (default: the target's)."""
+    meta = SampleMeta.of(meta)
     mod = as_module(sch_or_mod)
     func = lower_for_features(mod)[main_func_name(mod)]
     if hardware is None and target is not None:
@@ -131,21 +133,21 @@ def extract_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: s
         packed, store_cut = pack_store_rows(rows)  # the rows themselves, for the segment-sum MLPs
         vectors[STORE_ROWS_VECTOR] = packed[None, :]
         if store_cut:
-            meta = {**(meta or {}), "store_cut": int(store_cut)}
-    knob = knob_vector_of_meta(meta or {})
+            meta = meta.with_extra(store_cut=int(store_cut))
+    knob = knob_vector_of_meta(meta)
     if knob is not None:  # a template's config: its knob values (what knob-xgb reads)
         vectors["knob"] = knob[None, :]
     sample = GraphSample(
         edges=graph.edges, node_features=graph.node_features, node_types=graph.node_types,
         runtimes=[costs.mean()], runtime_std=[costs.std() if costs.size > 1 else 0.0],
         group=group, name=name, vectors=vectors,
-        meta={**(meta or {}), "extractor": EXTRACTOR_VERSION},
+        meta=dataclasses.replace(meta, extractor=EXTRACTOR_VERSION),
     )
     return Extraction(sample, dict(graph.unknown))
 
 
 def sample_from_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, name: str = "",
-                         meta: Optional[Dict[str, Any]] = None, per_store: bool = False) -> GraphSample:
+                         meta: MetaLike = None, per_store: bool = False) -> GraphSample:
     """The sample of one scheduled PrimFunc, from anywhere.
 
     `sch_or_mod`: a `tvm.s_tir.Schedule`, an `IRModule` (its "main", or its only PrimFunc)
@@ -153,8 +155,9 @@ def sample_from_schedule(sch_or_mod, target, runtimes: Runtimes, group: str, nam
     per-store features; may be None without them); `runtimes`: the measured seconds, one
     per repeat (the sample's runtime is their mean, `runtime_std` their spread), or None
     for unmeasured (NaN); `group`: what the sample is ranked against (the workload, and
-    the target if not CPU); `meta`: JSON-able facts kept with the sample (the extractor
-    version is added; a meta naming a template, its workload key and config values, as
+    the target if not CPU); `meta`: what is kept with the sample (a `SampleMeta`, or a dict
+    of JSON-able facts read by `SampleMeta.from_dict`; the extractor version is set; a
+    meta naming a template, its workload key and config values, as
     `config_sample` writes, also gives the config's knob features, `vectors["knob"]`);
     `per_store`: also MetaSchedule's per-store features, pooled (`vectors["per_store"]`,
     what the xgb baseline reads; about a third of the time)."""
@@ -178,7 +181,7 @@ def config_sample(template: Template, wl: Workload, config: Config, costs: Runti
     wl = template.check_workload(wl)
     sch = template.schedule(wl, config)
     group = group or group_name(wl, template.target_kind)
-    meta = {"template": template.name, "workload": wl.key, "index": config.index, "config": config.values}
+    meta = SampleMeta(template=template.name, workload=wl.key, index=config.index, config=config.values)
     extraction = extract_schedule(sch, template_target(template.name), costs, group,
                                   name or f"{group}/{config.index}", meta, per_store,
                                   hardware_of(target or template_target(template.name)))

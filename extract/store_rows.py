@@ -8,7 +8,7 @@ rows travel as `STORE_SLOTS` slots of `1 + 164` values: a presence flag, then th
 absent slots are all zero. A program with more stores than slots (none in the networks
 dataset: at most 6) keeps its first `STORE_SLOTS - 1` rows and sums the rest into the last
 slot, whose flag then counts the rows summed; `pack_store_rows` returns how many rows were
-summed so that the extractor records it (`meta["store_cut"]`), never silently.
+summed so that the extractor records it (`meta.extra["store_cut"]`), never silently.
 """
 from __future__ import annotations
 

@@ -239,7 +239,7 @@ def test_a_config_that_fails_to_schedule_is_one_skip_not_a_lost_file(tmp_path, c
         tvm_log.extract_logs([str(log)], workers=1, progress=False, per_store=False)
     by_group, report = tvm_log.extract_logs([str(log)], skip_bad=True, workers=1, progress=False, per_store=False)
     group = "conv2d_1x16x14x14_32x3x3_s2_p1@cuda"
-    assert [s.name for s in by_group[group]] == [f"{group}/{by_group[group][0].meta['index']}"]
+    assert [s.name for s in by_group[group]] == [f"{group}/{by_group[group][0].meta.index}"]
     assert report.measured[group] == 1 and [(b[0], b[1]) for b in report.bad_lines] == [(str(log), 2)]
     assert "extraction failed" in report.bad_lines[0][2]
     out = tmp_path / "out"

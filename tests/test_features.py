@@ -2,6 +2,7 @@
 reads, taken from the samples by name, so that the context columns of tir-ast-v2 change
 no existing model and a checkpoint trained on tir-ast-v1 reads tir-ast-v2 samples."""
 import copy
+import dataclasses
 import os
 
 import numpy as np
@@ -124,7 +125,7 @@ def test_samples_naming_tir_ast_v1_get_its_column_names(shipped):
     for s in samples:
         s = copy.copy(s)
         s.node_features = np.ascontiguousarray(s.node_features[:, :24])
-        s.meta = dict(s.meta, extractor="tir-ast-v1")
+        s.meta = dataclasses.replace(s.meta, extractor="tir-ast-v1")
         old.append(s)
     info = collection_info(old)
     assert info.extractor == "tir-ast-v1" and info.feature_names == list(BASE_FEATURE_NAMES)
@@ -166,7 +167,7 @@ def test_shipped_accumulators_fill_of_the_register_file(shipped):
     assert source.info.feature_names[-1] == "acc_reg_fill"
     accumulate = collection.feature_names.index("accumulate")
     for item, s in zip(source.items(BatchSpec(graph=True)), samples):
-        knobs = s.meta["config"]
+        knobs = s.meta.config
         floats = knobs["tile_oc"][1] * knobs["tile_ow"][1] * knobs["tile_oh"]
         fill = item.x.numpy()[:, -1]
         stores = s.node_features[:, accumulate] > 0
@@ -218,7 +219,7 @@ def test_shipped_accumulators_lane_share_is_one_over_the_rows(shipped):
     assert source.info.feature_names[-2:] == ["acc_reg_fill", "acc_lane_share"]
     accumulate = collection.feature_names.index("accumulate")
     for item, s in zip(source.items(BatchSpec(graph=True)), samples):
-        knobs = s.meta["config"]
+        knobs = s.meta.config
         share = item.x.numpy()[:, -1]
         stores = s.node_features[:, accumulate] > 0
         assert share[stores][0] == pytest.approx(1 / (knobs["tile_ow"][1] * knobs["tile_oh"]), rel=1e-4)

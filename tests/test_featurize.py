@@ -202,7 +202,7 @@ def test_featurize_schedules_samples(llvm_candidates):
         assert sample.group == "bmm" and np.isnan(sample.runtimes).all() and sample.num_configs == 1
         assert sample.node_features.tobytes() == ref.node_features.tobytes()
         assert np.array_equal(sample.vectors["curve"], ref.curve[None, :])
-        assert sample.meta == {"extractor": EXTRACTOR_VERSION, "target": "llvm", "trial": 3}
+        assert sample.meta.as_dict() == {"extractor": EXTRACTOR_VERSION, "target": "llvm", "trial": 3}
     with pytest.raises(ValueError, match="2 names for 4 items"):
         featurize_schedules(items, target, names=["a", "b"])
     with pytest.raises(TypeError, match="cannot featurize a str"):

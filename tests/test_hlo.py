@@ -218,7 +218,7 @@ def test_unknown_opcode_is_unk_and_counted(tmp_path, capsys):
     assert graph.edge_index.tolist() == [[1, 0], [2, 0], [2, 1]]
     sample = hlo.module_graphs(module, kind="layout")[0].sample()
     assert sample.edges.tolist() == [[0, 1], [0, 2], [1, 2]]
-    assert sample.meta["unknown_opcodes"] == {"erf": 1, "ragged-dot": 1}
+    assert sample.meta.extra["unknown_opcodes"] == {"erf": 1, "ragged-dot": 1}
     path = tmp_path / "m.pb"
     path.write_bytes(module.SerializeToString())
     assert hlo.main([str(path), "--out", str(tmp_path / "out")]) == 0
@@ -312,10 +312,10 @@ def test_from_jax_and_cli(jax_modules, tmp_path):
     f, args, pre, post = jax_modules
     samples = hlo.from_jax(f, *args)
     layout, tiles = samples[0], samples[1:]
-    assert layout.meta["tpugraphs"]["kind"] == "layout" and layout.num_configs == 0
+    assert layout.meta.tpugraphs["kind"] == "layout" and layout.num_configs == 0
     pre_module = hlo_graph.read_hlo_module(pre)
     assert layout.num_nodes == sum(len(c.instructions) for c in pre_module.computations)
-    assert tiles and all(t.meta["tpugraphs"]["kind"] == "tile" for t in tiles)
+    assert tiles and all(t.meta.tpugraphs["kind"] == "tile" for t in tiles)
     # A kernel's last node is its instruction: the root of the entry, fed by parameters.
     for tile in tiles:
         assert tile.node_features[-1, F["is_root"]] == 1

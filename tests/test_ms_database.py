@@ -90,7 +90,7 @@ def test_tuned_database_gives_one_sample_per_measured_record(ms_tuned):
     for sample, record in zip(samples, ok):
         secs = record[1][1]
         assert sample.runtimes[0] == pytest.approx(np.mean(secs))
-        assert sample.meta["min"] == pytest.approx(min(secs)) and sample.meta["format"] == "metaschedule"
+        assert sample.meta.extra["min"] == pytest.approx(min(secs)) and sample.meta.format == "metaschedule"
         assert sample.name.startswith(key + "/")
     assert len({s.name for s in samples}) == len(samples)
 

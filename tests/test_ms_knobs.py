@@ -79,13 +79,13 @@ def test_metaschedule_samples_carry_their_trace_knobs(tiny):
     from datasets.networks import training_databases
     from extract.metaschedule.database import read_databases
 
-    assert all(s.vectors["knob"].shape == (1, WIDTH) and s.meta["knob_cut"] == 0 for s in tiny.samples)
+    assert all(s.vectors["knob"].shape == (1, WIDTH) and s.meta.extra["knob_cut"] == 0 for s in tiny.samples)
     assert all(s.vectors["itervar"].shape[0] == 1 and s.vectors["itervar"].any() for s in tiny.samples)
     jobs, _ = read_databases(training_databases(TINY))
     by_line = {(j.source.rsplit(":", 1)[0].rsplit("/", 2)[-2], int(j.source.rsplit(":", 1)[1])): j for j in jobs}
     checked = 0
     for s in tiny.samples[:6]:
-        job = by_line[(Path(s.meta["database"]).name, s.meta["line"])]
+        job = by_line[(Path(s.meta.database).name, s.meta.line)]
         decisions = trace_decisions(job.trace)
         assert decisions, "a tuned trace has decisions"
         assert s.vectors["knob"][0, :len(decisions)] == pytest.approx(decisions, abs=1e-5)
@@ -127,7 +127,7 @@ def test_autotvm_baselines_train_and_predict_on_metaschedule_samples(tiny, name,
     assert source.info.vector_dims[vector] == samples[0].vectors[vector].shape[1]
     model = build_cost_model(config, source.info)
     model.set_normalization(source.normalization(model.batch_spec, 0))
-    dense = [i for i, s in enumerate(samples) if s.meta["kind"] == "dense"]
+    dense = [i for i, s in enumerate(samples) if s.meta.kind == "dense"]
     rest = [i for i in range(len(samples)) if i not in dense]
     model.fit(source.subset(rest))
     pred = model.predict([samples[i] for i in dense])
@@ -219,7 +219,7 @@ def test_autotvm_logs_and_metaschedule_databases_load_together(tmp_path):
 
     data = [str(ROOT / "tests" / "data" / "autotvm_v02.jsonl"), str(MS_SMALL)]
     c = load_collection(data, progress=False, cache=str(tmp_path))
-    widths = {s.meta.get("format", "autotvm"): s.vectors["knob"].shape[1] for s in c.samples}
+    widths = {(s.meta.format or "autotvm"): s.vectors["knob"].shape[1] for s in c.samples}
     assert len(c.samples) == 6 + 72 and widths["metaschedule"] == WIDTH != widths["autotvm"]
     assert len(list(tmp_path.glob("logs-*.npz"))) == 2          # each kind cached on its own
     again = load_collection(data, progress=False, cache=str(tmp_path))

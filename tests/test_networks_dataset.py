@@ -146,8 +146,8 @@ def test_bad_sidecar_line_names_file_and_line(tmp_path):
 def test_loader_reads_pass1_only_and_tags_networks_and_kinds(tmp_path):
     c = load_collection([str(TINY)], progress=False, cache=str(tmp_path))
     assert len(c.samples) == 24 and c.duplicates == 0                   # pass 2 not read
-    assert {s.meta["database"].split(os.sep)[-2] for s in c.samples} == {"pass1"}
-    tags = {(s.meta["kind"], tuple(s.meta["networks"])) for s in c.samples}
+    assert {s.meta.database.split(os.sep)[-2] for s in c.samples} == {"pass1"}
+    tags = {(s.meta.kind, tuple(s.meta.networks)) for s in c.samples}
     assert tags == {("conv2d", ("resnet50",)), ("dense", ("bert",)), ("depthwise_conv2d", ("mobilenet_v2",))}
     assert any("tagged 24 samples" in line for line in c.read)
 

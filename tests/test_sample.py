@@ -1,10 +1,12 @@
 """The one sample type: validation and the collection file round trip."""
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extract.sample import GraphSample, load_samples, save_samples
+from extract.sample import GraphSample, SampleMeta, collection_arrays, load_samples, save_samples
 
 
 def _layout_sample(name, configs, config_nodes, rng):
@@ -44,6 +46,77 @@ def test_damaged_collection_names_the_file(tmp_path):
     with pytest.raises(ValueError, match="broken.npz: not a readable sample collection"):
         load_samples(str(path))
 
+
+
+# ---------------------------------------------------------------- the sample's meta
+TYPED = SampleMeta(extractor="tir-ast-v2", target="llvm", source="hand", format="metaschedule",
+                   database="/db/pass1", line=12, template="conv2d_NCHWc.x86", workload="conv2d_1x8",
+                   index=7, config={"tile_ic": [-1, 8]}, networks=("bert", "resnet50"), kind="dense",
+                   weight=3, tpugraphs={"kind": "tile"}, extra={"mod_hash": "abc", "knob_cut": 0})
+
+
+def _write_old_form(path, metas):
+    """A collection as earlier versions wrote it: each sample's meta one free JSON object."""
+    samples = [_sample(name=f"C2/{i}") for i in range(len(metas))]
+    arrays = collection_arrays(samples)
+    header = {"groups": [s.group for s in samples], "names": [s.name for s in samples],
+              "meta": list(metas), "info": {}}
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez_compressed(path, **arrays)
+
+
+def test_typed_meta_round_trips_through_a_collection_file(tmp_path):
+    """Every typed field and `extra` come back equal and typed (networks a tuple), and the
+    file holds the flat JSON object earlier versions wrote."""
+    path = str(tmp_path / "c.npz")
+    plain = SampleMeta(extractor=TYPED.extractor)
+    save_samples(path, [_sample(meta=TYPED), _sample(name="C2/8", meta=plain)])
+    first, second = load_samples(path)
+    assert first.meta == TYPED and isinstance(first.meta.networks, tuple) and second.meta == plain
+    with np.load(path) as z:
+        stored = json.loads(bytes(z["header"]).decode())["meta"]
+    assert stored[0] == {**TYPED.as_dict(), "networks": ["bert", "resnet50"]}
+    assert stored[1] == {"extractor": "tir-ast-v2"}
+    assert stored[0]["mod_hash"] == "abc" and "extra" not in stored[0]
+
+
+def test_old_dict_meta_loads_into_typed_fields_and_extra(tmp_path):
+    """A file of free-dict metas (the shipped samples' form) loads: the keys SampleMeta
+    types become fields, every other key goes to `extra`."""
+    old = {"template": "conv2d_NCHWc.x86", "workload": "conv2d_1x3x224x224_64x7x7_s2_p3", "index": 822,
+           "config": {"tile_ic": [-1, 1], "unroll_kw": True}, "extractor": "tir-ast-v2", "trial": 3}
+    _write_old_form(tmp_path / "old.npz", [old, {"networks": ["bert"], "kind": "dense", "weight": 2}])
+    first, second = load_samples(str(tmp_path / "old.npz"))
+    assert (first.meta.template, first.meta.index, first.meta.extractor) == ("conv2d_NCHWc.x86", 822, "tir-ast-v2")
+    assert first.meta.config == {"tile_ic": [-1, 1], "unroll_kw": True} and first.meta.extra == {"trial": 3}
+    assert first.meta.as_dict() == old
+    assert (second.meta.networks, second.meta.kind, second.meta.weight) == (("bert",), "dense", 2)
+
+
+@pytest.mark.parametrize("meta, message", [
+    ({"index": "seven"}, "meta field 'index' must be an integer, not 'seven'"),
+    ({"index": True}, "meta field 'index' must be an integer, not True"),
+    ({"networks": "bert"}, "meta field 'networks' must be a list of strings"),
+    ({"config": [1, 2]}, "meta field 'config' must be a JSON object"),
+    ([1, 2], "meta must be a JSON object"),
+])
+def test_mistyped_meta_field_in_a_file_names_file_sample_and_field(tmp_path, meta, message):
+    _write_old_form(tmp_path / "bad.npz", [{}, meta])
+    with pytest.raises(ValueError, match=r"bad\.npz: sample 1: C2/1: " + message.replace("(", r"\(")):
+        load_samples(str(tmp_path / "bad.npz"))
+
+
+def test_unknown_or_misplaced_meta_field_is_refused():
+    """A field SampleMeta does not have is an error where the meta is made (a typo is not
+    silently kept); `extra` cannot hide a typed field; a mistyped value names the field."""
+    with pytest.raises(TypeError, match="netwroks"):
+        SampleMeta(netwroks=("bert",))
+    with pytest.raises(ValueError, match=r"extra holds \['kind'\], typed fields"):
+        SampleMeta(extra={"kind": "dense"})
+    with pytest.raises(ValueError, match="C2/7: meta field 'line' must be an integer"):
+        _sample(meta={"line": 1.5})
+    assert SampleMeta.of({"kind": "dense", "x": 1}) == SampleMeta(kind="dense", extra={"x": 1})
+    assert SampleMeta.of(TYPED) is TYPED and SampleMeta.of(None) == SampleMeta()
 
 # ---------------------------------------------------------------- values a sample refuses
 def _sample(**changes):

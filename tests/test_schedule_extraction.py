@@ -1,5 +1,6 @@
 """Extraction from any schedule (`sample_from_schedule`), the workload notion, typed jobs,
 and a new operator added as one file's worth of code plus registration."""
+import dataclasses
 import pickle
 from dataclasses import dataclass
 from typing import List, Optional
@@ -139,7 +140,7 @@ def test_sample_from_a_schedule_module_or_prim_func(toy):
     by_schedule = tvm_graph.sample_from_schedule(sch, "llvm", [1e-3, 3e-3], "mm", "mm/a",
                                                  meta={"source": "hand"}, per_store=True)
     assert by_schedule.runtimes[0] == pytest.approx(2e-3) and by_schedule.runtime_std[0] == pytest.approx(1e-3)
-    assert by_schedule.meta == {"source": "hand", "extractor": EXTRACTOR_VERSION}
+    assert by_schedule.meta.as_dict() == {"source": "hand", "extractor": EXTRACTOR_VERSION}
     assert by_schedule.group == "mm" and by_schedule.name == "mm/a"
     assert by_schedule.vectors["per_store"].shape == (1, 328)
     assert by_schedule.node_features.shape[1] == len(FEATURE_NAMES)
@@ -163,7 +164,7 @@ def test_template_config_is_its_schedule_through_the_core():
     config = template.space(wl).get(17)
     sample, unknown = tvm_graph.config_sample(template, wl, config, (1e-3, 2e-3), per_store=True)
     assert unknown == {} and sample.name == f"{wl.key}/17" and sample.group == wl.key
-    assert sample.meta == {"template": X86, "workload": wl.key, "index": 17, "config": config.values,
+    assert sample.meta.as_dict() == {"template": X86, "workload": wl.key, "index": 17, "config": config.values,
                            "extractor": EXTRACTOR_VERSION}
     direct = tvm_graph.sample_from_schedule(template.schedule(wl, config), template.make_target(),
                                             [1e-3, 2e-3], sample.group, meta=sample.meta, per_store=True)
@@ -213,7 +214,7 @@ def test_collections_carry_the_extractor_vocabulary(tmp_path):
     # a collection of another extractor cannot be mixed in
     other = ExtractorInfo("hlo-v9", ("UNK", "add"), ("f",))
     for s in samples:
-        s.meta["extractor"] = "hlo-v9"
+        s.meta = dataclasses.replace(s.meta, extractor="hlo-v9")
     save_samples(str(tmp_path / "b.npz"), samples, extractor=other)
     assert ExtractorInfo.from_info(load_info(str(tmp_path / "b.npz"))) == other
     with pytest.raises(datasets.DatasetError, match="different extractors"):

@@ -127,7 +127,7 @@ def test_extracted_rows_are_what_the_xgb_vector_pools(tiny):
     """The one extraction path gives both: the unpooled rows and their sum ‖ max."""
     vectors = np.concatenate([s.vectors["per_store_rows"] for s in tiny.samples])
     present, rows = unpack_store_rows(vectors)
-    assert len(tiny.samples) == 24 and present.any(1).all() and not any("store_cut" in s.meta for s in tiny.samples)
+    assert len(tiny.samples) == 24 and present.any(1).all() and not any("store_cut" in s.meta.extra for s in tiny.samples)
     for s, keep, r in zip(tiny.samples, present, rows):
         pooled = np.concatenate([r[keep].sum(0), r[keep].max(0)])
         np.testing.assert_allclose(s.vectors["per_store"][0], pooled, rtol=1e-5, atol=1e-4)

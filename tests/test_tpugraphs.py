@@ -98,41 +98,41 @@ def test_layout_sample_from_raw(layout_sample):
     assert (s.name, s.num_nodes) == ("module_tuning_data_layout", 3163)
     assert s.node_features.shape == (3163, 140)
     # 122 runs: 10 flagged error (TpuGraphs drops them), 112 configs.
-    assert s.meta["raw_runs"] == 122 and s.meta["skipped_runs"] == {"error": 10}
+    assert s.meta.extra["raw_runs"] == 122 and s.meta.extra["skipped_runs"] == {"error": 10}
     assert s.num_configs == 112 and s.node_config_features.shape == (112, 62, 18)
     assert s.node_config_ids[:4].tolist() == [443, 461, 488, 652]
     # runs[0], the default: 910903932 ns; slot 4 (node 660, convolution.1043) has
     # tensors {4,0}, {4,0}, {4,3}, -1 padded.
-    assert s.meta["default_config_index"] == 0
+    assert s.meta.extra["default_config_index"] == 0
     assert s.runtimes[0] == 910903932 / 1e9
     assert s.node_config_ids[4] == 660
     expected = [4, 0] + [-1] * 4 + [4, 0] + [-1] * 4 + [4, 3] + [-1] * 4
     assert s.node_config_features[0, 4].tolist() == expected
     # slot 0 (reshape.58) gets two empty tensor layouts: all -1.
     assert (s.node_config_features[0, 0] == -1).all()
-    assert s.meta["node_splits"][0] == 0 and s.meta["node_splits"][-1] == 3163
+    assert s.meta.extra["node_splits"][0] == 0 and s.meta.extra["node_splits"][-1] == 3163
     assert s.edges.shape[1] == 2 and s.edges.max() < 3163
 
 
 @needs_raw
 def test_tile_samples_from_raw(tile_samples):
     assert len(tile_samples) == 15
-    runs = sum(s.meta["raw_runs"] for s in tile_samples)
+    runs = sum(s.meta.extra["raw_runs"] for s in tile_samples)
     kept = sum(s.num_configs for s in tile_samples)
-    skipped = sum(sum(s.meta["skipped_runs"].values()) for s in tile_samples)
+    skipped = sum(sum(s.meta.extra["skipped_runs"].values()) for s in tile_samples)
     assert runs == 754 and kept + skipped == 754 and skipped == 2
     by_name = {s.name.removeprefix("op_tuning_data."): s for s in tile_samples}
     assert by_name["fusion.191"].num_configs == 579
-    assert by_name["fusion.191"].meta["skipped_runs"] == {"error": 2}
+    assert by_name["fusion.191"].meta.extra["skipped_runs"] == {"error": 2}
     s = by_name["fusion.232"]
     assert (s.num_nodes, s.num_configs) == (20, 61)
     # runs[0] is the default (57188 ns) with output_bounds 2,26,4,2 and no kernel bounds.
-    assert s.meta["default_config_index"] == 0
-    assert s.meta["runtime_normalizers_ns"] == [57188] * 61
+    assert s.meta.extra["default_config_index"] == 0
+    assert s.meta.extra["runtime_normalizers_ns"] == [57188] * 61
     assert s.runtimes[0] == 1.0 and s.runtimes[1] == 126955 / 57188
     assert s.config_features[0].tolist() == ([0] * 8 + [2, 26, 4, 2, 0, 0, 34, 416] + [0] * 8)
     for sample in tile_samples:
-        assert sample.runtimes[sample.meta["default_config_index"]] == 1.0
+        assert sample.runtimes[sample.meta.extra["default_config_index"]] == 1.0
 
 
 # ---------------------------------------------------------------------------- npz
@@ -148,14 +148,14 @@ def test_npz_round_trip_of_raw_samples(tmp_path, layout_sample, tile_samples):
     for path, back in zip(files, tpugraphs_npz.iter_collection(tmp_path, "tile:xla", "train")):
         original = next(s for s in tile_samples if s.name == path.stem)
         assert_same_sample(original, back)
-        assert back.meta["runtime_normalizers_ns"] == original.meta["runtime_normalizers_ns"]
-        assert back.meta["collection"] == "tile:xla" and back.meta["split"] == "train"
+        assert back.meta.extra["runtime_normalizers_ns"] == original.meta.extra["runtime_normalizers_ns"]
+        assert back.meta.extra["collection"] == "tile:xla" and back.meta.extra["split"] == "train"
         # Writing what was read gives the same arrays, dtypes included.
         assert_same_arrays(path, tpugraphs_npz.write_npz(tmp_path / "again.npz", back))
     [layout_path] = tpugraphs_npz.list_files(root, "layout:xla:default", "valid")
     back = tpugraphs_npz.read_npz(layout_path)
     assert_same_sample(layout_sample, back)
-    assert back.meta["node_splits"] == layout_sample.meta["node_splits"]
+    assert back.meta.extra["node_splits"] == layout_sample.meta.extra["node_splits"]
     assert_same_arrays(layout_path, tpugraphs_npz.write_npz(tmp_path / "again.npz", back))
     with np.load(layout_path) as z:
         assert z["node_opcode"].dtype == np.uint8 and z["edge_index"].dtype == np.int64
@@ -224,16 +224,16 @@ def test_synthetic_collections_in_the_folder_layout(tmp_path, save):
     assert (file.kind, file.num_nodes, file.num_configs, file.num_config_nodes) == ("layout", 30, 40, 4)
     full = file.sample()
     assert np.array_equal(full.runtimes, bert["config_runtime"] / 1e9)
-    assert full.meta["node_splits"] == [0, 10, 30]
+    assert full.meta.extra["node_splits"] == [0, 10, 30]
     assert_same_arrays(layout_path, tpugraphs_npz.write_npz(tmp_path / "bert.npz", full))  # (1, k) kept
     # Config subsets: any order, repeats allowed; rows equal the full arrays' rows.
     picked = [17, 3, 17, 39]
     part = file.sample(picked)
     assert np.array_equal(part.node_config_features, bert["node_config_feat"][picked])
     assert np.array_equal(part.runtimes, full.runtimes[picked])
-    assert part.meta["config_indices"] == picked
+    assert part.meta.extra["config_indices"] == picked
     subset = file.sample_configs(8, np.random.default_rng(1))
-    assert subset.num_configs == 8 and subset.meta["config_indices"] == sorted(subset.meta["config_indices"])
+    assert subset.num_configs == 8 and subset.meta.extra["config_indices"] == sorted(subset.meta.extra["config_indices"])
     assert file.sample_configs(100).num_configs == 40
     assert np.array_equal(file.read("node_config_feat", [2]), bert["node_config_feat"][[2]])
     part.node_config_features[0, 0, 0] = 5  # arrays read are writable
@@ -368,7 +368,7 @@ def test_arrays_outside_the_format_are_listed_not_read(tmp_path, caplog):
     np.savez(tmp_path / "extra.npz", argsort_config_runtime=np.arange(5), **arrays)
     with caplog.at_level("WARNING"):
         sample = tpugraphs_npz.read_npz(tmp_path / "extra.npz")
-    assert sample.meta["tpugraphs"]["ignored_arrays"] == ["argsort_config_runtime"]
+    assert sample.meta.tpugraphs["ignored_arrays"] == ["argsort_config_runtime"]
     assert "extra.npz" in caplog.text and "argsort_config_runtime" in caplog.text
 
 

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from extract.sample import SampleMeta
 from simulator.registry import SimulatorError
 
 
@@ -33,8 +34,8 @@ def test_knob_vector_fills_the_outer_factor_and_lines_up_across_workloads():
     w = dict(zip(names, knob_vector(template, c3, values)))
     assert w["unroll_kw"] == 0.0 and w["workload_kernel_w"] == pytest.approx(1.0)
     meta = {"template": template, "workload": c2.key, "config": dict(values, unroll_kw=True)}
-    assert np.array_equal(knob_vector_of_meta(meta), knob_vector(template, c2, meta["config"]))
-    assert knob_vector_of_meta({"workload": c2.key}) is None
+    assert np.array_equal(knob_vector_of_meta(SampleMeta.from_dict(meta)), knob_vector(template, c2, meta["config"]))
+    assert knob_vector_of_meta(SampleMeta(workload=c2.key)) is None
 
 
 # ---------------------------------------------------------------- itervar features
@@ -239,7 +240,7 @@ def test_noise_ceiling_scores_pass_one_against_the_quiet_pass():
     from benchmarks.transfer.report import summary_table
 
     def sample(group, index, runtime):
-        return SimpleNamespace(group=group, runtimes=[runtime], meta={"index": index})
+        return SimpleNamespace(group=group, runtimes=[runtime], meta=SampleMeta(index=index))
     pass1 = [sample(g, i, 1.0 + i) for g in ("C1", "C2") for i in range(8)]
     quiet = {"C1": {i: 2.0 + i for i in range(8)},                 # same order: τ 1, top-5 0
              "C2": {i: (0.5 if i == 7 else 1.0 + i) for i in range(8)}}   # C2's best is pass 1's worst
@@ -322,7 +323,7 @@ def test_ensemble_standardises_each_workload_and_averages(monkeypatch):
     z = transfer.standardised(np.array([1.0, 2.0, 3.0, 10.0, 10.0, 5.0]), ["a", "a", "a", "b", "b", "c"])
     assert z[:3] == pytest.approx([-1.2247449, 0.0, 1.2247449]) and list(z[3:]) == [0.0, 0.0, 0.0]
     monkeypatch.setitem(transfer.ENSEMBLES, "ens-test", specs.Ensemble(("m1", "m2", "m3")))
-    samples = [SimpleNamespace(name=f"{g}/{i}", group=g, runtimes=[t], meta={"index": i})
+    samples = [SimpleNamespace(name=f"{g}/{i}", group=g, runtimes=[t], meta=SampleMeta(index=i))
                for g in ("C1", "C2") for i, t in enumerate([1.0, 2.0, 3.0, 4.0])]
     good = {s.name: float(np.log(s.runtimes[0])) for s in samples if s.group == "C2"}
     # m1, m3 rank C2 right (offset, shrunk); m2 exactly backwards on a 1000x larger scale
@@ -345,7 +346,7 @@ def test_pessimistic_ensemble_ranks_high_only_what_every_member_ranks_high(monke
 
     from benchmarks.transfer import matrix as transfer, specs
 
-    samples = [SimpleNamespace(name=f"C2/{i}", group="C2", runtimes=[t], meta={"index": i})
+    samples = [SimpleNamespace(name=f"C2/{i}", group="C2", runtimes=[t], meta=SampleMeta(index=i))
                for i, t in enumerate([1.0, 2.0, 3.0, 4.0])]
     # config 3 (the slowest) is m1's first pick, m2's third; both agree on 0 < 1 < 2
     runs = [{"spec": m, "train": ["C1"], "seconds": 1.0,
@@ -511,8 +512,8 @@ def test_invariant_models_ignore_the_absolute_columns(synthetic_samples, tmp_pat
 def _config_sample(group, index, oc, ow, oh, runtime, ic=1):
     from types import SimpleNamespace
     return SimpleNamespace(group=group, name=f"{group}/{index}", runtimes=[runtime],
-                           meta={"config": {"tile_ic": [-1, ic], "tile_oc": [-1, oc], "tile_ow": [-1, ow],
-                                            "tile_oh": oh, "unroll_kw": True}})
+                           meta=SampleMeta(config={"tile_ic": [-1, ic], "tile_oc": [-1, oc], "tile_ow": [-1, ow],
+                                                   "tile_oh": oh, "unroll_kw": True}))
 
 
 def test_lookup_rule_ranks_by_the_training_workloads_family_medians():
@@ -558,7 +559,7 @@ def test_family_needs_the_template_config():
 
     from benchmarks.transfer.families import family
     with pytest.raises(ValueError, match="B/0.*tile_oc"):
-        family(SimpleNamespace(name="B/0", meta={"config": {"tile_ow": [-1, 2]}}))
+        family(SimpleNamespace(name="B/0", meta=SampleMeta(config={"tile_ow": [-1, 2]})))
 
 
 def test_picks_to_within_counts_a_tuners_measurements():

@@ -39,7 +39,7 @@ def test_both_formats_become_samples_and_errors_are_set_aside():
     c2 = by_group["C2"]
     assert c2[0].runtimes[0] == pytest.approx(np.mean([0.00212, 0.00209]))
     assert c2[0].runtime_std[0] == pytest.approx(np.std([0.00212, 0.00209]))
-    assert c2[0].meta["config"]["tile_oh"] == 1  # AutoTVM's fixed choice for old logs
+    assert c2[0].meta.config["tile_oh"] == 1  # AutoTVM's fixed choice for old logs
     for sample in c2 + by_group["C3"]:
         assert sample.node_features.shape[1] == len(FEATURE_NAMES) == 42 and sample.num_configs == 1
         assert sample.vectors["per_store"].shape == (1, 328)
@@ -114,7 +114,7 @@ def test_extract_configs_in_processes_matches_one_process():
     indices = list(range(len(get_template("conv2d_NCHWc.x86").space(wl))))[::-3][:40]
     serial = extract_configs("conv2d_NCHWc.x86", wl, indices, workers=1, chunk=8, progress=False)
     pooled = extract_configs("conv2d_NCHWc.x86", wl, indices, workers=2, chunk=8, progress=False)
-    assert [s.meta["index"] for s in pooled] == [s.meta["index"] for s in serial] == indices
+    assert [s.meta.index for s in pooled] == [s.meta.index for s in serial] == indices
     for a, b in zip(serial, pooled):
         np.testing.assert_array_equal(a.node_features, b.node_features)
         np.testing.assert_array_equal(a.edges, b.edges)

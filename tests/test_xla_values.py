@@ -400,8 +400,8 @@ def test_bad_runs_of_a_raw_tile_record_are_counted_not_kept(work, runs):
         return
     [sample] = read_raw(path)
     kept = [spec for spec, reason in zip(runs, reasons) if not reason]
-    assert sample.meta["raw_runs"] == len(runs)
-    assert sample.meta["skipped_runs"] == dict(collections.Counter(r for r in reasons if r))
+    assert sample.meta.extra["raw_runs"] == len(runs)
+    assert sample.meta.extra["skipped_runs"] == dict(collections.Counter(r for r in reasons if r))
     assert sample.num_configs == len(kept)
     assert np.isfinite(sample.config_features).all()
     assert sample.runtimes.tolist() == [spec["runtime"] / runs[0]["runtime"] for spec in kept]
@@ -426,14 +426,14 @@ def test_raw_layout_records_count_bad_runs_and_check_their_nodes(work):
     path = work / "layout.pb"
     path.write_bytes(layout_record(runtimes=(100, -3, 0, MAX_RUNTIME_NS + 1, 200)).SerializeToString())
     [sample] = read_raw(path)
-    assert sample.meta["skipped_runs"] == {"negative_runtime": 1, "no_runtime": 1,
+    assert sample.meta.extra["skipped_runs"] == {"negative_runtime": 1, "no_runtime": 1,
                                            "absurd_runtime": 1}
     assert sample.runtimes.tolist() == [100e-9, 200e-9]
     record = layout_record(tensors_per_node=(4,), runtimes=(100, 200))
     record.runs[0].module_config.layout_config.nodes[0].ClearField("tensors")
     path.write_bytes(record.SerializeToString())
     [sample] = read_raw(path)
-    assert sample.meta["skipped_runs"] == {"bad_config": 1} and sample.num_configs == 1
+    assert sample.meta.extra["skipped_runs"] == {"bad_config": 1} and sample.num_configs == 1
     for bad, expected in [
             (layout_record(config_index_to_node=(2**64 - 1,)),
              "config_index_to_node names node 18446744073709551615, but the module has 4"),

@@ -49,7 +49,7 @@ def _knob(value: Any) -> Any:
 
 def family(sample) -> Tuple:
     """The sample's register-tile family; a clear error when its meta has no template config."""
-    config = sample.meta.get("config") if sample.meta else None
+    config = sample.meta.config
     if not config or any(k not in config for k in FAMILY_KNOBS):
         raise ValueError(f"sample {sample.name}: no template config with knobs {', '.join(FAMILY_KNOBS)} "
                          "(the family analysis reads the x86 conv2d template's configs)")

@@ -133,10 +133,10 @@ def score_pairs(pred: np.ndarray, samples: Sequence, quiet: Dict[str, Dict[int, 
     out: Dict[str, Dict[str, float]] = {}
     for g in sorted(set(groups), key=natural_key):
         out[g] = {m: result[m]["per_workload"][g] for m in TRANSFER_METRICS}
-        rows = [k for k, s in enumerate(samples) if s.group == g and s.meta.get("index") in quiet.get(g, {})]
+        rows = [k for k, s in enumerate(samples) if s.group == g and s.meta.index in quiet.get(g, {})]
         if len(rows) >= 3:
             p = np.exp(pred[rows])
-            t = np.array([quiet[g][samples[k].meta["index"]] for k in rows])
+            t = np.array([quiet[g][samples[k].meta.index] for k in rows])
             out[g]["quiet_kendall_tau"] = METRICS.get("kendall_tau").fn(p, t)
             out[g]["quiet_top5_slowdown"] = METRICS.get("top5_slowdown").fn(p, t)
             out[g]["quiet_configs"] = len(rows)
@@ -152,11 +152,11 @@ def noise_ceiling(samples: Sequence, quiet: Dict[str, Dict[int, float]]) -> Opti
     from simulator.metrics import METRICS
     per: Dict[str, Dict[str, float]] = {}
     for g in sorted(quiet, key=natural_key):
-        rows = [s for s in samples if s.group == g and s.meta.get("index") in quiet[g]]
+        rows = [s for s in samples if s.group == g and s.meta.index in quiet[g]]
         if len(rows) < 3:
             continue
         p = np.array([s.runtimes[0] for s in rows])
-        t = np.array([quiet[g][s.meta["index"]] for s in rows])
+        t = np.array([quiet[g][s.meta.index] for s in rows])
         per[g] = {"quiet_kendall_tau": METRICS.get("kendall_tau").fn(p, t),
                   "quiet_top5_slowdown": METRICS.get("top5_slowdown").fn(p, t), "quiet_configs": len(rows)}
     if not per:

@@ -34,7 +34,7 @@ padded with zeros to `DECISION_WIDTH` columns; then the workload's shape, log2(1
 every dimension of every argument in argument order (from the workload key,
 `extract.tir.workload_key`), padded to `SHAPE_WIDTH`; then log2 of the workload's FLOPs (0
 when unknown). Values beyond a width are cut, and the cut is counted, never silent
-(`TraceKnobs.cut`, kept as the sample's `meta["knob_cut"]`; `count_trace_cuts` counts a
+(`TraceKnobs.cut`, kept as the sample's `meta.extra["knob_cut"]`; `count_trace_cuts` counts a
 database's). On datasets/networks_rocketlake a trace has at most 24 decision values and a
 workload 20 argument dimensions: nothing is cut there.
 
@@ -55,6 +55,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from extract.sample import SampleMeta
 from extract.tir.workloads import Workload, parse_workload
 from .space import SplitKnob
 from .templates import get_template
@@ -100,7 +101,7 @@ def knob_names(template_name: str, workload: Workload) -> Tuple[str, ...]:
 
 def knob_vector(template_name: str, workload: Workload, values: Dict[str, Any]) -> np.ndarray:
     """The knob features (`knob_names`) of one config (`values`: knob name → value, as
-    `Config.values` and a sample's `meta["config"]` hold them)."""
+    `Config.values` and a sample's `meta.config` hold them)."""
     template = get_template(template_name)
     space = template.space(template.check_workload(workload))
     row: List[float] = []
@@ -116,15 +117,15 @@ def knob_vector(template_name: str, workload: Workload, values: Dict[str, Any]) 
     return np.asarray(row, dtype=np.float32)
 
 
-def knob_vector_of_meta(meta: Dict[str, Any]) -> Optional[np.ndarray]:
+def knob_vector_of_meta(meta: SampleMeta) -> Optional[np.ndarray]:
     """`knob_vector` from a sample's meta (template, workload key, config); None when the
     meta does not name all three (a MetaSchedule record, a user's schedule)."""
-    if not all(k in meta for k in ("template", "workload", "config")):
+    if meta.template is None or meta.workload is None or meta.config is None:
         return None
-    return knob_vector(meta["template"], parse_workload(meta["workload"]), meta["config"])
+    return knob_vector(meta.template, parse_workload(meta.workload), meta.config)
 
 
-def knob_matrix(metas: Sequence[Dict[str, Any]]) -> np.ndarray:
+def knob_matrix(metas: Sequence[SampleMeta]) -> np.ndarray:
     """`knob_vector_of_meta` of many samples, stacked (all must have knobs)."""
     rows = [knob_vector_of_meta(m) for m in metas]
     if any(r is None for r in rows):

@@ -32,7 +32,7 @@ asked to score in that run, while the same trace replayed with `remove_postproc=
 The replayed schedule goes through `extract.schedules.extract_schedule` (lowering for
 features, the TIR walk, and MetaSchedule's per-store rows for the xgb baseline; the
 trace's decisions and the workload's shape become `vectors["knob"]`, what knob-xgb reads,
-`extract.autotvm.knob_features.trace_knobs`, with the values cut counted in `meta["knob_cut"]`), with y
+`extract.autotvm.knob_features.trace_knobs`, with the values cut counted in `meta.extra["knob_cut"]`), with y
 from the record's `run_secs` (one entry per repeat, seconds; the sample's runtime is
 their mean, as for AutoTVM records, and `meta` keeps their min and median). Groups are
 `extract.tir.workload_key.workload_key(workload, record target)`: stable across runs and

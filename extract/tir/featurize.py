@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from extract.sample import GraphSample
+from extract.sample import GraphSample, MetaLike, SampleMeta
 from .graph import EXTRACTOR_VERSION, lower_for_features, tir_to_graph
 
 # (edges, node_types, node_features, curve, unknown kinds) of one program
@@ -253,29 +253,29 @@ class GraphCache:
 
 def featurize_schedules(items: Sequence[Any], target=None, group: str = "",
                         names: Optional[Sequence[str]] = None, workers: int = 1,
-                        meta: Optional[Dict[str, Any]] = None,
+                        meta: MetaLike = None,
                         cache: Optional[GraphCache] = None) -> List[GraphSample]:
     """One unmeasured `GraphSample` (runtime NaN) per item — MeasureCandidate, Schedule,
     IRModule or PrimFunc — in order (see module docstring). `group`: the workload's
     name (a cost model ranks a task's candidates within it); `names`: one per item
     (default: group/i); `target`: recorded in meta (lowering does not depend on it);
-    `meta`: added to every sample's meta; `workers`, `cache`: see `featurize_arrays`.
+    `meta`: every sample's meta (a `SampleMeta` or a dict, see `SampleMeta.of`), with the
+    extractor version and target set; `workers`, `cache`: see `featurize_arrays`.
     Samples made from cached arrays share them (treat samples as read-only)."""
     if names is not None and len(names) != len(items):
         raise ValueError(f"{len(names)} names for {len(items)} items")
     arrays = featurize_arrays(items, workers=workers, cache=cache)
-    base = {"extractor": EXTRACTOR_VERSION}
-    if target is not None:
-        base["target"] = str(getattr(getattr(target, "kind", None), "name", target))
-    base.update(meta or {})
+    target_kind = None if target is None else str(getattr(getattr(target, "kind", None), "name", target))
+    base = SampleMeta.from_dict({"extractor": EXTRACTOR_VERSION, "target": target_kind,
+                                 **SampleMeta.of(meta).as_dict()})
     return [to_sample(a, group, names[i] if names is not None else f"{group}/{i}", base)
             for i, a in enumerate(arrays)]
 
 
-def to_sample(arrays: GraphArrays, group: str, name: str, meta: Dict[str, Any]) -> GraphSample:
-    """An unmeasured GraphSample of one program's arrays (`meta` copied; node kinds
-    mapped to UNK, if any, under meta["unknown"])."""
+def to_sample(arrays: GraphArrays, group: str, name: str, meta: MetaLike) -> GraphSample:
+    """An unmeasured GraphSample of one program's arrays (node kinds mapped to UNK, if
+    any, counted under `meta.extra["unknown"]`)."""
     edges, types, features, curve, unknown = arrays
     return GraphSample(edges=edges, node_features=features, node_types=types, runtimes=[np.nan], group=group,
                        name=name, vectors={"curve": curve[None, :]},
-                       meta=dict(meta, unknown=unknown) if unknown else dict(meta))
+                       meta=SampleMeta.of(meta).with_extra(unknown=unknown) if unknown else SampleMeta.of(meta))

@@ -20,7 +20,7 @@ Graph (identical to TpuGraphs' `HloEncoder`, tpu_graphs/process_data/xla/hlo_enc
 * Node types: TpuGraphs' opcode ids (`OPCODE_IDS`, from hlo_opcode.h; ids are frozen
   there and 97/101 are retired opcodes). An opcode outside that vocabulary gets
   `UNKNOWN_OPCODE_ID` = 0, TpuGraphs' own id for unknown opcodes; such opcodes are
-  counted per name (`HloGraph.unknown_opcodes`, sample `meta["unknown_opcodes"]`) and
+  counted per name (`HloGraph.unknown_opcodes`, sample `meta.extra["unknown_opcodes"]`) and
   printed by the CLI.
 * Edges, `HloGraph.edge_index` as the npz stores them: (u, v) = "u consumes v": one per
   distinct operand of an instruction, plus (caller, root of callee) for each

@@ -103,14 +103,14 @@ A `GraphSample` is built only where one is wanted (`sample_from_arrays`,
 * edges: `edge_index` reversed, so edges run producer (v) → consumer (u), as for
   every GraphSample;
 * runtimes: the runtime rule above; tile normalizers are kept, exactly, in
-  `meta["runtime_normalizers_ns"]`;
-* `node_splits` is kept as the list `meta["node_splits"]`; a file's dtypes and shapes
-  in `meta["tpugraphs"]`, so `write_npz(read_npz(p))` reproduces the arrays exactly
+  `meta.extra["runtime_normalizers_ns"]`;
+* `node_splits` is kept as the list `meta.extra["node_splits"]`; a file's dtypes and shapes
+  in `meta.tpugraphs`, so `write_npz(read_npz(p))` reproduces the arrays exactly
   (runtime arrays absent from the source stay absent; unmeasured runtimes are written
   back as 0); arrays outside the format are listed in
-  `meta["tpugraphs"]["ignored_arrays"]` and a warning is logged;
+  `meta.tpugraphs["ignored_arrays"]` and a warning is logged;
 * group and name: the file name without `.npz` (each file is one graph, and its configs
-  are what get ranked); `meta` also holds collection, split and source.
+  are what get ranked); `meta` also holds the source (and in `extra` collection and split).
 """
 from __future__ import annotations
 
@@ -537,10 +537,10 @@ def _sample_config_arrays(sample: GraphSample, kind: str) -> Dict[str, np.ndarra
     """The per-config arrays (and node_config_ids) of a GraphSample of `kind`."""
     num_configs = sample.num_configs
     if kind == "tile":
-        normalizers = np.asarray(sample.meta.get("runtime_normalizers_ns", []), dtype=np.int64)
+        normalizers = np.asarray(sample.meta.extra.get("runtime_normalizers_ns", []), dtype=np.int64)
         if sample.config_features is None or normalizers.shape != (num_configs,):
             raise ValueError(f"{sample.name}: a tile sample needs config_features and "
-                             f"meta['runtime_normalizers_ns'] with one entry per config "
+                             f"meta.extra['runtime_normalizers_ns'] with one entry per config "
                              f"({num_configs})")
         if sample.config_features.ndim != 2 or sample.config_features.shape[0] != num_configs:
             raise ValueError(f"{sample.name}: config_features {sample.config_features.shape} "
@@ -562,24 +562,25 @@ def _sample_config_arrays(sample: GraphSample, kind: str) -> Dict[str, np.ndarra
 
 def arrays_from_sample(sample: GraphSample) -> Dict[str, np.ndarray]:
     """GraphSample → TpuGraphs arrays, the inverse of `sample_from_arrays`."""
-    info = sample.meta.get("tpugraphs", {})
+    info = sample.meta.tpugraphs or {}
     kind = info.get("kind") or ("tile" if sample.config_features is not None else
                                 "layout" if sample.node_config_ids is not None else None)
     if kind not in KINDS:
         raise ValueError(f"{sample.name}: not a TpuGraphs sample (no config_features, "
-                         "no node_config_ids, no meta['tpugraphs']['kind'])")
+                         "no node_config_ids, no meta.tpugraphs['kind'])")
     dtypes = {**DEFAULT_DTYPES, **info.get("dtypes", {})}
     values: Dict[str, np.ndarray] = {"node_feat": sample.node_features,
                                      "node_opcode": sample.node_types,
                                      "edge_index": sample.edges[:, ::-1],
                                      **_sample_config_arrays(sample, kind)}
-    if "node_splits" in sample.meta:
-        shape = info.get("node_splits_shape") or [len(sample.meta["node_splits"])]
-        values["node_splits"] = np.reshape(np.asarray(sample.meta["node_splits"], np.int64), shape)
+    splits = sample.meta.extra.get("node_splits")
+    if splits is not None:
+        shape = info.get("node_splits_shape") or [len(splits)]
+        values["node_splits"] = np.reshape(np.asarray(splits, np.int64), shape)
     for key in info.get("absent", []):
         if values[key].any():
             raise ValueError(f"{sample.name}: {key} was absent from the source but the sample "
-                             "now has runtimes; drop meta['tpugraphs']['absent'] to write them")
+                             "now has runtimes; drop meta.tpugraphs['absent'] to write them")
         del values[key]
     return {key: _cast(np.asarray(v), dtypes[key], key, sample.name) for key, v in values.items()}
 

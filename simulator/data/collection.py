@@ -126,16 +126,16 @@ def hlo_collection_info() -> CollectionInfo:
 def collection_info(samples: Sequence[GraphSample]) -> CollectionInfo:
     """What the samples themselves say made them, for a collection whose info names no
     extractor (samples made in memory, synthetic data): HLO samples (they carry
-    `meta["tpugraphs"]`) the HLO opcode table; samples naming a registered extractor
-    (`meta["extractor"]`, `extract.sample.EXTRACTORS`) that one; else the installed TIR
+    `meta.tpugraphs`) the HLO opcode table; samples naming a registered extractor
+    (`meta.extractor`, `extract.sample.EXTRACTORS`) that one; else the installed TIR
     extractor's vocabulary, with the extractor version the samples record."""
-    if samples and all("tpugraphs" in s.meta for s in samples):
+    if samples and all(s.meta.tpugraphs is not None for s in samples):
         return hlo_collection_info()
     try:
         from extract.tir import graph as tir_graph  # noqa: F401  (registers the TIR extractor's earlier versions)
     except ImportError:
         pass
-    versions = {s.meta.get("extractor") for s in samples}
+    versions = {s.meta.extractor for s in samples}
     version = versions.pop() if len(versions) == 1 else None
     if version in EXTRACTORS:
         return CollectionInfo.of(EXTRACTORS[version])

@@ -291,7 +291,7 @@ class SampleData(DataKind):
         for r in rankings:
             rows[r.key] = [{"rank": rank, "name": r.labels[i], "predicted_ms": math.exp(float(r.predicted[i])) * 1e3,
                             "measured_ms": float(r.measured[i]) * 1e3 if math.isfinite(r.measured[i]) else None,
-                            "meta": r.meta[i]} for rank, i in enumerate(r.order[:options.top_k], 1)]
+                            "meta": r.meta[i].as_dict()} for rank, i in enumerate(r.order[:options.top_k], 1)]
             measured = r.measured[np.isfinite(r.measured)]
             if measured.size:
                 rows[r.key].append({"rank": None, "name": "best measured", "predicted_ms": None,

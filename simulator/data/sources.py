@@ -35,6 +35,7 @@ from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Set,
 
 import numpy as np
 
+from extract.sample import SampleMeta
 from simulator.config import ModelInfo, Normalization, TrainConfig
 from simulator.registry import Registry, SimulatorError
 from .batching import Batch, BatchSpec
@@ -60,7 +61,7 @@ class Ranking:
     predicted: np.ndarray         # (c,) predicted log runtime of each config row
     measured: np.ndarray          # (c,) measured runtime (seconds; tile: ratio), NaN if unmeasured
     labels: List[str] = field(default_factory=list)      # each row's sample name, if any
-    meta: List[Dict[str, Any]] = field(default_factory=list)
+    meta: List[SampleMeta] = field(default_factory=list)    # each row's sample meta
 
     @property
     def order(self) -> np.ndarray:

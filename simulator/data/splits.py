@@ -14,7 +14,7 @@
   as for cross-workload. Networks come from the samples' tags (`group_tags`: the
   networks dataset, `datasets.networks`).
 * `leave-op-kind-out` (`--test-op-kind softmax`): the same with an operator kind
-  (`meta["kind"]`, else the kind a MetaSchedule workload key or a template name starts with).
+  (`meta.kind`, else the kind a MetaSchedule workload key or a template name starts with).
 
 `train_fraction` F then keeps a seeded ⌈F·n⌉ of each workload's training configs (the
 data-efficiency sweep); validation and test stay whole.
@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from extract.sample import SampleMeta
 from simulator.registry import Registry, SimulatorError
 from .collection import canonical_workload
 
@@ -63,26 +64,26 @@ class GroupTags:
     kind: Optional[str] = None
 
 
-def kind_of(group: str, meta: Mapping[str, Any]) -> Optional[str]:
+def kind_of(group: str, meta: SampleMeta) -> Optional[str]:
     """A sample's operator kind: its tag, else the kind its MetaSchedule workload key
     (`extract.tir.workload_key`) or its template's name starts with."""
     from extract.tir.workload_key import KINDS, parse_workload_key
 
-    if meta.get("kind"):
-        return str(meta["kind"])
+    if meta.kind:
+        return meta.kind
     try:
         head = parse_workload_key(group).kind
     except ValueError:
-        head = str(meta.get("template", "")).split(".")[0]
+        head = (meta.template or "").split(".")[0]
     return next((k for k in sorted(KINDS, key=len, reverse=True) if head == k or head.startswith(k + "_")), None)
 
 
 def group_tags(samples: Sequence[Any]) -> Dict[str, GroupTags]:
-    """Group → networks (union over its samples' `meta["networks"]`) and operator kind."""
+    """Group → networks (union over its samples' `meta.networks`) and operator kind."""
     networks: Dict[str, set] = {}
     kinds: Dict[str, Optional[str]] = {}
     for s in samples:
-        networks.setdefault(s.group, set()).update(s.meta.get("networks") or ())
+        networks.setdefault(s.group, set()).update(s.meta.networks or ())
         kinds.setdefault(s.group, kind_of(s.group, s.meta))
     return {g: GroupTags(tuple(sorted(networks[g])), kinds[g]) for g in networks}
 

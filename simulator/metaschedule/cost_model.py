@@ -440,7 +440,7 @@ class GNNCostModel(PyCostModel):
             for sample, (_, secs) in zip(samples, keep):
                 task.append(dataclasses.replace(sample, runtimes=[float(np.mean(secs))],
                                                 runtime_std=[float(np.std(secs))],
-                                                name=f"{group}/{len(task)}", meta=dict(sample.meta)))
+                                                name=f"{group}/{len(task)}"))
             train = time.perf_counter()
             with torch_threads(self.threads):
                 if self.model is None:
