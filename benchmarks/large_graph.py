@@ -13,7 +13,7 @@ Stages, each timed (wall clock) with the process RSS after it:
    of the goal: real modules come from XLA, not from Python.
 2. featurise: `extract.xla.hlo_graph.featurize_module` → TpuGraphs arrays (n × 140
    features, edges).
-3. configs: the layout npz arrays (`extract.xla.tpugraphs_npz.layout_arrays`, validated)
+3. configs: the layout npz arrays (`extract.xla.npz_format.layout_arrays`, validated)
    with `--configs` random layout configs on `--config-nodes` configurable nodes
    (convolutions, dots, reshapes, transposes).
 4. prepare: `simulator.data.batching.prepare_graph` on the whole graph (log1p, reverse
@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _layout_file_arrays(graph, args: argparse.Namespace) -> Dict[str, np.ndarray]:
     """The graph's layout npz arrays with `--configs` random layout configs (validated)."""
     from extract.xla.hlo_graph import OPCODE_IDS
-    from extract.xla.tpugraphs_npz import check_arrays, layout_arrays
+    from extract.xla.npz_format import check_arrays, layout_arrays
     rng = np.random.default_rng(args.seed)
     kinds = [OPCODE_IDS[o] for o in ("convolution", "dot", "reshape", "transpose")]
     configurable = np.flatnonzero(np.isin(graph.node_opcode, kinds))

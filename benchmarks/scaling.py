@@ -134,7 +134,7 @@ def synthetic_layout(nodes: int, configs: int, seed: int = 0) -> Dict[str, np.nd
     configurable (convolutions, dots, reshapes, transposes first), random layouts and
     runtimes."""
     from extract.xla.hlo_graph import OPCODE_IDS, featurize_module
-    from extract.xla.tpugraphs_npz import check_arrays, layout_arrays
+    from extract.xla.npz_format import check_arrays, layout_arrays
 
     from .large_graph import synthetic_module
 
@@ -177,7 +177,7 @@ def _reset_peak_rss() -> bool:
 def graph_costs(path: Path, k: int, depth: int, width: int, repeats: int) -> Dict[str, Any]:
     """The per-graph costs of one layout npz file (module docstring)."""
     import torch
-    from extract.xla.tpugraphs_npz import TpuGraphsFile
+    from extract.xla.npz_format import TpuGraphsFile
     from simulator.config import TrainConfig
     from simulator.models.costmodel import build_cost_model
     from simulator.losses import build_loss
@@ -220,7 +220,7 @@ def graph_costs(path: Path, k: int, depth: int, width: int, repeats: int) -> Dic
 def per_graph(nodes: Sequence[int], k: int, depth: int, width: int, repeats: int, configs: int,
               raw: Optional[Path]) -> Dict[str, Any]:
     import torch
-    from extract.xla.tpugraphs_npz import write_arrays
+    from extract.xla.npz_format import write_arrays
     from extract.xla.convert_tuning import read_tuning_file
 
     torch.set_num_threads(1)

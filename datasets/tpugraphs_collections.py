@@ -6,7 +6,7 @@ Kaggle submissions.
 
 A data spec `tpugraphs:<collection>` names one of the five collections (`tile:xla`,
 `layout:{xla,nlp}:{random,default}`) under a root laid out as the dataset ships (the
-folder layout and the file format: extract/xla/tpugraphs_npz.py)::
+folder layout and the file format: extract/xla/npz_format.py)::
 
     ROOT/npz/tile/xla/{train,valid,test}/*.npz
     ROOT/npz/layout/{xla,nlp}/{random,default}/{train,valid,test}/*.npz
@@ -16,7 +16,7 @@ train → train, valid → validation, test → test. Test files may have their 
 withheld (arrays absent or all 0): they are ranked by predict and left out of metrics.
 
 Nothing here reads a whole collection: `open_split` and `open_paths` read only the npy
-headers of each file (`extract.xla.tpugraphs_npz.TpuGraphsFile`, which then reads graphs and
+headers of each file (`extract.xla.npz_format.TpuGraphsFile`, which then reads graphs and
 config rows on request). Errors are `TpuGraphsError`s naming the path.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
 from extract.fileio import atomic_write
-from extract.xla.tpugraphs_npz import COLLECTIONS, TpuGraphsFile, collection_dir, kind_of, list_files
+from extract.xla.npz_format import COLLECTIONS, TpuGraphsFile, collection_dir, kind_of, list_files
 
 PREFIX = "tpugraphs:"
 # our split part → the dataset's folder

@@ -98,7 +98,7 @@ class SampleMeta:
     """How many times the networks call the sample's task (`datasets.networks.annotate`)."""
     tpugraphs: Optional[Dict[str, Any]] = _typed("dict")
     """The TpuGraphs npz layout of an HLO graph's sample (kind, dtypes, shapes;
-    `extract.xla.tpugraphs_npz`); set on every HLO sample, absent on TIR ones."""
+    `extract.xla.npz_format`); set on every HLO sample, absent on TIR ones."""
     extra: Dict[str, Any] = field(default_factory=dict)
     """JSON-able facts that only the source that wrote them reads (counts of runs left
     out, MetaSchedule's mod_hash, a caller's own keys, …), by name; never a typed

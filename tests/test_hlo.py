@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from extract.xla import convert_hlo as hlo, hlo_graph, proto, tpugraphs_npz
+from extract.xla import convert_hlo as hlo, hlo_graph, proto, npz_format
 
 from tpugraphs_raw import LAYOUT_PB, REPO, TILE_PB, needs_raw
 
@@ -224,7 +224,7 @@ def test_unknown_opcode_is_unk_and_counted(tmp_path, capsys):
     assert hlo.main([str(path), "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
     assert "erf ×1" in err and "ragged-dot ×1" in err and "UNK" in err
-    assert tpugraphs_npz.read_npz(tmp_path / "out/layout/m.npz").node_types.tolist() == [63, 0, 0]
+    assert npz_format.read_npz(tmp_path / "out/layout/m.npz").node_types.tolist() == [63, 0, 0]
 
 
 def test_bad_module_files_name_the_file(tmp_path, capsys):
@@ -328,7 +328,7 @@ def test_from_jax_and_cli(jax_modules, tmp_path):
     compiled = hlo_graph.read_hlo_module(post)
     written_tiles = sorted((out / "tile").glob("*.npz"))
     assert len(written_tiles) == len(hlo_graph.kernel_modules(compiled)) == len(tiles)
-    whole = tpugraphs_npz.read_npz(out / "layout" / "f_compiled.npz")
+    whole = npz_format.read_npz(out / "layout" / "f_compiled.npz")
     assert whole.num_nodes == sum(len(c.instructions) for c in compiled.computations)
     again = hlo.module_graphs(compiled, kind="layout", source=str(post))[0].sample()
     assert np.array_equal(whole.node_features, again.node_features)

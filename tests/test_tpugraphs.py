@@ -1,4 +1,4 @@
-"""extract.xla.tpugraphs_npz, extract.xla.convert_tuning, extract.tpugraphs: TpuGraphs npz
+"""extract.xla.npz_format, extract.xla.convert_tuning, extract.tpugraphs: TpuGraphs npz
 reader/writer, lazy access, raw protos, the command line, bad input."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from extract.sample import GraphSample
-from extract.xla import proto, tpugraphs_cli as tpugraphs, tpugraphs_npz
+from extract.xla import proto, convert_tpugraphs as tpugraphs, npz_format
 from extract.xla.convert_tuning import read_raw
 
 from tpugraphs_raw import LAYOUT_PB, REPO, TILE_PB, needs_raw
@@ -141,22 +141,22 @@ def test_tile_samples_from_raw(tile_samples):
 def test_npz_round_trip_of_raw_samples(tmp_path, layout_sample, tile_samples):
     root = tmp_path / "npz"
     for sample in tile_samples:
-        tpugraphs_npz.write_npz(root / "tile/xla/train" / f"{sample.name}.npz", sample)
-    tpugraphs_npz.write_npz(root / "layout/xla/default/valid" / f"{layout_sample.name}.npz", layout_sample)
-    files = tpugraphs_npz.list_files(tmp_path, "tile:xla", "train")
+        npz_format.write_npz(root / "tile/xla/train" / f"{sample.name}.npz", sample)
+    npz_format.write_npz(root / "layout/xla/default/valid" / f"{layout_sample.name}.npz", layout_sample)
+    files = npz_format.list_files(tmp_path, "tile:xla", "train")
     assert [f.stem for f in files] == sorted(s.name for s in tile_samples)
-    for path, back in zip(files, tpugraphs_npz.iter_collection(tmp_path, "tile:xla", "train")):
+    for path, back in zip(files, npz_format.iter_collection(tmp_path, "tile:xla", "train")):
         original = next(s for s in tile_samples if s.name == path.stem)
         assert_same_sample(original, back)
         assert back.meta.extra["runtime_normalizers_ns"] == original.meta.extra["runtime_normalizers_ns"]
         assert back.meta.extra["collection"] == "tile:xla" and back.meta.extra["split"] == "train"
         # Writing what was read gives the same arrays, dtypes included.
-        assert_same_arrays(path, tpugraphs_npz.write_npz(tmp_path / "again.npz", back))
-    [layout_path] = tpugraphs_npz.list_files(root, "layout:xla:default", "valid")
-    back = tpugraphs_npz.read_npz(layout_path)
+        assert_same_arrays(path, npz_format.write_npz(tmp_path / "again.npz", back))
+    [layout_path] = npz_format.list_files(root, "layout:xla:default", "valid")
+    back = npz_format.read_npz(layout_path)
     assert_same_sample(layout_sample, back)
     assert back.meta.extra["node_splits"] == layout_sample.meta.extra["node_splits"]
-    assert_same_arrays(layout_path, tpugraphs_npz.write_npz(tmp_path / "again.npz", back))
+    assert_same_arrays(layout_path, npz_format.write_npz(tmp_path / "again.npz", back))
     with np.load(layout_path) as z:
         assert z["node_opcode"].dtype == np.uint8 and z["edge_index"].dtype == np.int64
         # TpuGraphs' orientation: (u, v) = u consumes v, the reverse of GraphSample.edges.
@@ -196,36 +196,36 @@ def test_synthetic_collections_in_the_folder_layout(tmp_path, save):
         for name in names:
             written[name] = maker(rng)
             save(folder / f"{name}.npz", **written[name])
-    assert [p.name for p in tpugraphs_npz.list_files(tmp_path, "tile:xla", "valid")] == \
+    assert [p.name for p in npz_format.list_files(tmp_path, "tile:xla", "valid")] == \
         ["a_kernel.npz", "b_kernel.npz"]
-    assert tpugraphs_npz.list_files(tmp_path / "npz", "layout:nlp:random", "test")[0].name == "bert.npz"
-    assert tpugraphs_npz.collection_dir(tmp_path, "layout:xla:default", "train") == \
+    assert npz_format.list_files(tmp_path / "npz", "layout:nlp:random", "test")[0].name == "bert.npz"
+    assert npz_format.collection_dir(tmp_path, "layout:xla:default", "train") == \
         tmp_path / "npz/layout/xla/default/train"
     with pytest.raises(FileNotFoundError, match="layout/xla/default/train"):
-        tpugraphs_npz.list_files(tmp_path, "layout:xla:default", "train")
+        npz_format.list_files(tmp_path, "layout:xla:default", "train")
     with pytest.raises(ValueError, match="unknown TpuGraphs collection"):
-        tpugraphs_npz.list_files(tmp_path, "tile:nlp", "train")
+        npz_format.list_files(tmp_path, "tile:nlp", "train")
     with pytest.raises(ValueError, match="unknown split"):
-        tpugraphs_npz.list_files(tmp_path, "tile:xla", "validation")
+        npz_format.list_files(tmp_path, "tile:xla", "validation")
 
-    tiles = list(tpugraphs_npz.iter_collection(tmp_path, "tile:xla", "valid"))
+    tiles = list(npz_format.iter_collection(tmp_path, "tile:xla", "valid"))
     a = written["a_kernel"]
     assert tiles[0].name == "a_kernel" and tiles[0].num_configs == 5
     assert np.array_equal(tiles[0].edges, a["edge_index"][:, ::-1])
     assert np.array_equal(tiles[0].runtimes, a["config_runtime"] / a["config_runtime_normalizers"])
     assert tiles[0].node_types.tolist() == a["node_opcode"].tolist()
     # Exact rewrite, uint8 opcodes and int32 edges kept.
-    source = tpugraphs_npz.list_files(tmp_path, "tile:xla", "valid")[0]
-    assert_same_arrays(source, tpugraphs_npz.write_npz(tmp_path / "a.npz", tiles[0]))
+    source = npz_format.list_files(tmp_path, "tile:xla", "valid")[0]
+    assert_same_arrays(source, npz_format.write_npz(tmp_path / "a.npz", tiles[0]))
 
-    layout_path = tpugraphs_npz.list_files(tmp_path, "layout:nlp:random", "test")[0]
-    file = tpugraphs_npz.TpuGraphsFile(layout_path)
+    layout_path = npz_format.list_files(tmp_path, "layout:nlp:random", "test")[0]
+    file = npz_format.TpuGraphsFile(layout_path)
     bert = written["bert"]
     assert (file.kind, file.num_nodes, file.num_configs, file.num_config_nodes) == ("layout", 30, 40, 4)
     full = file.sample()
     assert np.array_equal(full.runtimes, bert["config_runtime"] / 1e9)
     assert full.meta.extra["node_splits"] == [0, 10, 30]
-    assert_same_arrays(layout_path, tpugraphs_npz.write_npz(tmp_path / "bert.npz", full))  # (1, k) kept
+    assert_same_arrays(layout_path, npz_format.write_npz(tmp_path / "bert.npz", full))  # (1, k) kept
     # Config subsets: any order, repeats allowed; rows equal the full arrays' rows.
     picked = [17, 3, 17, 39]
     part = file.sample(picked)
@@ -243,7 +243,7 @@ def test_config_rows_are_read_without_loading_the_whole_array(tmp_path):
     rng = np.random.default_rng(0)
     arrays = synthetic_layout(rng, nodes=100, configs=4000, config_nodes=60)  # 17 MB of configs
     np.savez_compressed(tmp_path / "big.npz", **arrays)
-    file = tpugraphs_npz.TpuGraphsFile(tmp_path / "big.npz")
+    file = npz_format.TpuGraphsFile(tmp_path / "big.npz")
     tracemalloc.start()
     part = file.sample([3999, 0, 2500])
     _, peak = tracemalloc.get_traced_memory()
@@ -257,20 +257,20 @@ def test_withheld_and_zero_runtimes(tmp_path):
     arrays = synthetic_tile(rng)
     arrays["config_runtime"][1] = 0  # an unmeasured config
     np.savez(tmp_path / "zero.npz", **arrays)
-    sample = tpugraphs_npz.read_npz(tmp_path / "zero.npz")
+    sample = npz_format.read_npz(tmp_path / "zero.npz")
     assert np.isnan(sample.runtimes[1]) and np.isfinite(sample.runtimes[[0, 2, 3, 4]]).all()
-    assert_same_arrays(tmp_path / "zero.npz", tpugraphs_npz.write_npz(tmp_path / "zero2.npz", sample))
+    assert_same_arrays(tmp_path / "zero.npz", npz_format.write_npz(tmp_path / "zero2.npz", sample))
     # A test split without runtime arrays: NaN runtimes, and none written back.
     hidden = {k: v for k, v in arrays.items() if not k.startswith("config_runtime")}
     np.savez(tmp_path / "hidden.npz", **hidden)
-    sample = tpugraphs_npz.read_npz(tmp_path / "hidden.npz")
+    sample = npz_format.read_npz(tmp_path / "hidden.npz")
     assert sample.num_configs == 5 and np.isnan(sample.runtimes).all()
-    assert_same_arrays(tmp_path / "hidden.npz", tpugraphs_npz.write_npz(tmp_path / "hidden2.npz", sample))
+    assert_same_arrays(tmp_path / "hidden.npz", npz_format.write_npz(tmp_path / "hidden2.npz", sample))
     # A runtime without a normalizer cannot be normalized.
     arrays["config_runtime_normalizers"][3] = 0
     np.savez(tmp_path / "bad_normalizer.npz", **arrays)
     with pytest.raises(ValueError, match=r"bad_normalizer.npz: config 3 "):
-        tpugraphs_npz.read_npz(tmp_path / "bad_normalizer.npz")
+        npz_format.read_npz(tmp_path / "bad_normalizer.npz")
 
 
 def test_bad_npz_files_name_the_file(tmp_path):
@@ -283,7 +283,7 @@ def test_bad_npz_files_name_the_file(tmp_path):
     truncated = tmp_path / "truncated.npz"
     truncated.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"truncated\.npz: not a readable npz file"):
-        tpugraphs_npz.TpuGraphsFile(truncated)
+        npz_format.TpuGraphsFile(truncated)
 
     # Damage the compressed bytes of node_config_feat: the headers still read, the data not.
     with zipfile.ZipFile(good) as archive:
@@ -294,26 +294,26 @@ def test_bad_npz_files_name_the_file(tmp_path):
     damaged[middle:middle + 64] = bytes(64)
     corrupted.write_bytes(bytes(damaged))
     with pytest.raises(ValueError, match=r"corrupted\.npz.*node_config_feat"):
-        tpugraphs_npz.read_npz(corrupted)
+        npz_format.read_npz(corrupted)
 
     (tmp_path / "text.npz").write_text("not a zip")
     with pytest.raises(ValueError, match=r"text\.npz"):
-        tpugraphs_npz.TpuGraphsFile(tmp_path / "text.npz")
+        npz_format.TpuGraphsFile(tmp_path / "text.npz")
     incomplete = {k: v for k, v in arrays.items() if k != "node_config_ids"}
     np.savez(tmp_path / "incomplete.npz", **incomplete)
     with pytest.raises(ValueError, match=r"incomplete\.npz: TpuGraphs layout file lacks arrays \['node_config_ids'\]"):
-        tpugraphs_npz.TpuGraphsFile(tmp_path / "incomplete.npz")
+        npz_format.TpuGraphsFile(tmp_path / "incomplete.npz")
     np.savez(tmp_path / "neither.npz", node_feat=arrays["node_feat"])
     with pytest.raises(ValueError, match=r"neither\.npz: neither a TpuGraphs tile file"):
-        tpugraphs_npz.TpuGraphsFile(tmp_path / "neither.npz")
+        npz_format.TpuGraphsFile(tmp_path / "neither.npz")
     mismatched = dict(arrays, node_opcode=arrays["node_opcode"][:-1])
     np.savez(tmp_path / "mismatched.npz", **mismatched)
     with pytest.raises(ValueError, match=r"mismatched\.npz: inconsistent array shapes"):
-        tpugraphs_npz.TpuGraphsFile(tmp_path / "mismatched.npz")
+        npz_format.TpuGraphsFile(tmp_path / "mismatched.npz")
     out_of_range = dict(arrays, edge_index=arrays["edge_index"] + 5)
     np.savez(tmp_path / "edges.npz", **out_of_range)
     with pytest.raises(ValueError, match=r"edges\.npz: edge_index refers to nodes outside"):
-        tpugraphs_npz.read_npz(tmp_path / "edges.npz")
+        npz_format.read_npz(tmp_path / "edges.npz")
 
 
 def test_bad_raw_files_name_the_file(tmp_path, capsys):
@@ -359,7 +359,7 @@ def test_convert_cli(tmp_path):
     assert result.returncode == 0, result.stderr
     assert len(list(tmp_path.glob("*.npz"))) == 15
     assert "runs left out: {'error': 2}" in result.stdout
-    file = tpugraphs_npz.TpuGraphsFile(tmp_path / "op_tuning_data.fusion.191.npz")
+    file = npz_format.TpuGraphsFile(tmp_path / "op_tuning_data.fusion.191.npz")
     assert (file.kind, file.num_configs, file.num_nodes) == ("tile", 579, 31)
 
 
@@ -367,7 +367,7 @@ def test_arrays_outside_the_format_are_listed_not_read(tmp_path, caplog):
     arrays = synthetic_tile(np.random.default_rng(4))
     np.savez(tmp_path / "extra.npz", argsort_config_runtime=np.arange(5), **arrays)
     with caplog.at_level("WARNING"):
-        sample = tpugraphs_npz.read_npz(tmp_path / "extra.npz")
+        sample = npz_format.read_npz(tmp_path / "extra.npz")
     assert sample.meta.tpugraphs["ignored_arrays"] == ["argsort_config_runtime"]
     assert "extra.npz" in caplog.text and "argsort_config_runtime" in caplog.text
 
@@ -379,40 +379,40 @@ def test_one_runtime_rule_for_samples_lazy_rows_and_chunks(tmp_path):
     np.savez(tmp_path / "tile.npz", **tile)
     np.savez(tmp_path / "layout.npz", **synthetic_layout(rng, configs=9))
     for name in ("tile", "layout"):
-        file = tpugraphs_npz.TpuGraphsFile(tmp_path / f"{name}.npz")
+        file = npz_format.TpuGraphsFile(tmp_path / f"{name}.npz")
         whole = file.sample().runtimes
         assert np.array_equal(file.runtimes(file.config_arrays()), whole, equal_nan=True)
         chunks = [file.runtimes(rows) for _, rows in file.iter_config_chunks(2)]
         assert np.array_equal(np.concatenate(chunks), whole, equal_nan=True)
         assert file.measured_configs().tolist() == np.flatnonzero(np.isfinite(whole)).tolist()
-    assert tpugraphs_npz.TpuGraphsFile(tmp_path / "tile.npz").measured_configs().tolist() == [0, 2, 3, 5, 6]
+    assert npz_format.TpuGraphsFile(tmp_path / "tile.npz").measured_configs().tolist() == [0, 2, 3, 5, 6]
     # Runtimes withheld: nothing measured, NaN runtimes.
     hidden = {k: v for k, v in tile.items() if not k.startswith("config_runtime")}
     np.savez(tmp_path / "hidden.npz", **hidden)
-    file = tpugraphs_npz.TpuGraphsFile(tmp_path / "hidden.npz")
+    file = npz_format.TpuGraphsFile(tmp_path / "hidden.npz")
     assert file.measured_configs().size == 0
     assert np.isnan(file.runtimes(file.config_arrays())).all()
 
 
 def test_folder_layout_both_ways(tmp_path):
-    for collection in tpugraphs_npz.COLLECTIONS:
-        for split in tpugraphs_npz.SPLITS:
-            folder = tpugraphs_npz.collection_dir(tmp_path, collection, split)
-            assert tpugraphs_npz.collection_of_path(folder / "g.npz") == collection
-        assert tpugraphs_npz.kind_of(collection) == collection.split(":")[0]
-    assert tpugraphs_npz.collection_of_path(tmp_path / "xla/train/g.npz") is None
-    assert tpugraphs_npz.collection_of_path("g.npz") is None
+    for collection in npz_format.COLLECTIONS:
+        for split in npz_format.SPLITS:
+            folder = npz_format.collection_dir(tmp_path, collection, split)
+            assert npz_format.collection_of_path(folder / "g.npz") == collection
+        assert npz_format.kind_of(collection) == collection.split(":")[0]
+    assert npz_format.collection_of_path(tmp_path / "xla/train/g.npz") is None
+    assert npz_format.collection_of_path("g.npz") is None
 
 
 def test_write_arrays_validates_and_writes_whole_files(tmp_path):
     arrays = synthetic_layout(np.random.default_rng(6))
-    path = tpugraphs_npz.write_arrays(tmp_path / "ok.npz", arrays)
+    path = npz_format.write_arrays(tmp_path / "ok.npz", arrays)
     with np.load(path) as z:
         assert all(np.array_equal(z[k], v) and z[k].dtype == v.dtype for k, v in arrays.items())
     bad = dict(arrays, edge_index=arrays["edge_index"] + 100)
     with pytest.raises(ValueError, match=r"bad\.npz: edge_index refers to nodes outside"):
-        tpugraphs_npz.write_arrays(tmp_path / "bad.npz", bad)
+        npz_format.write_arrays(tmp_path / "bad.npz", bad)
     negative = dict(arrays, config_runtime=-arrays["config_runtime"])
     with pytest.raises(ValueError, match="config_runtime 0 is negative"):
-        tpugraphs_npz.write_arrays(tmp_path / "negative.npz", negative)
+        npz_format.write_arrays(tmp_path / "negative.npz", negative)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.npz"]  # nothing torn or left over

@@ -15,7 +15,7 @@ import pytest
 
 from extract.xla.hlo_graph import OPCODE_IDS
 from extract.metaschedule.jsonl import read_jsonl
-from extract.xla.tpugraphs_npz import TpuGraphsFile, read_npz
+from extract.xla.npz_format import TpuGraphsFile, read_npz
 from extract.xla.collection.collect import results
 from extract.xla.collection.layouts import Candidate, Space, config_key, sample_configs
 from extract.xla.collection.plan import PlanSettings, remeasured, select_nodes

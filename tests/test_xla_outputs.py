@@ -19,7 +19,7 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-from extract.xla import convert_hlo as hlo, proto, tpugraphs_cli as tpugraphs
+from extract.xla import convert_hlo as hlo, proto, convert_tpugraphs as tpugraphs
 
 from tpugraphs_raw import REPO
 
@@ -195,19 +195,19 @@ def test_progress_on_a_terminal_is_a_bar(tmp_path):
 
 def test_npz_inputs_are_read_once_whatever_the_suffix_case(tmp_path):
     from datasets import tpugraphs_collections as tg
-    from extract.xla import tpugraphs_npz
+    from extract.xla import npz_format
     from extract.xla.convert_tuning import read_tuning_file
     raw = tmp_path / "g.pb"
     raw.write_bytes(raw_layout([100, 200]))
     [graph] = read_tuning_file(raw)
-    folder = tpugraphs_npz.collection_dir(tmp_path / "root", "layout:xla:random", "valid")
+    folder = npz_format.collection_dir(tmp_path / "root", "layout:xla:random", "valid")
     graph.write(folder / "a.npz")
     graph.write(folder / "B.NPZ")
-    assert [p.name for p in tpugraphs_npz.list_files(tmp_path / "root", "layout:xla:random",
+    assert [p.name for p in npz_format.list_files(tmp_path / "root", "layout:xla:random",
                                                      "valid")] == ["B.NPZ", "a.npz"]
     assert [f.name for f in tg.open_paths([folder])] == ["B", "a"]
     for twice in ([folder / "a.npz", folder / "a.npz"], [folder, folder / "B.NPZ"]):
         with pytest.raises(tg.TpuGraphsError, match=r"given twice .*read twice"):
             tg.open_paths(twice)
     with pytest.raises(ValueError, match=r"a\.npz: at most -5 configs"):
-        tpugraphs_npz.TpuGraphsFile(folder / "a.npz").sample_configs(-5)
+        npz_format.TpuGraphsFile(folder / "a.npz").sample_configs(-5)

@@ -12,7 +12,7 @@ import torch
 
 from datasets import tpugraphs_collections as tg
 from extract.xla.convert_tuning import read_raw
-from extract.xla.tpugraphs_npz import is_tpugraphs_npz, write_npz
+from extract.xla.npz_format import is_tpugraphs_npz, write_npz
 from simulator import evaluate, predict, train
 from simulator.checkpoint import load_checkpoint
 from simulator.data.batching import khop_nodes, make_batch, prepare_graph

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from extract.xla import convert_hlo as hlo, hlo_graph, proto, tpugraphs_npz
+from extract.xla import convert_hlo as hlo, hlo_graph, proto, npz_format
 from extract.xla.convert_tuning import read_tuning_file
 
 from tpugraphs_raw import LAYOUT_PB, TILE_PB, needs_raw
@@ -96,7 +96,7 @@ def field_ends(data: bytes, depth: int = 1, base: int = 0) -> List[int]:
     return ends
 
 
-def same_graphs(got: List[tpugraphs_npz.NpzGraph], full: Dict[str, tpugraphs_npz.NpzGraph]) -> None:
+def same_graphs(got: List[npz_format.NpzGraph], full: Dict[str, npz_format.NpzGraph]) -> None:
     """Each graph read is the full file's graph of that name, array for array."""
     assert got
     for graph in got:
@@ -197,7 +197,7 @@ def test_damaged_hlo_modules_give_a_clear_error_or_a_valid_graph(name, damage, w
     if not one_line_error_naming(lambda: graphs.extend(hlo.module_graphs(
             hlo_graph.read_hlo_module(bytes(data), name=name), source=name)), name):
         for graph in graphs:  # a valid graph, every value checked
-            tpugraphs_npz.check_arrays(graph.arrays, name)
+            npz_format.check_arrays(graph.arrays, name)
 
 
 @st.composite
@@ -297,7 +297,7 @@ def test_random_modules_read_when_consistent_and_are_refused_or_consistent_when_
     read into a graph that holds together."""
     module, mutated = drawn
     data = (proto.HloProto(hlo_module=module) if wrap else module).SerializeToString()
-    graphs: List[tpugraphs_npz.NpzGraph] = []
+    graphs: List[npz_format.NpzGraph] = []
     if one_line_error_naming(lambda: graphs.extend(hlo.module_graphs(
             hlo_graph.read_hlo_module(data, name="g.pb"), source="g.pb")), "g.pb"):
         assert mutated, "a consistent module was refused"
@@ -308,7 +308,7 @@ def test_random_modules_read_when_consistent_and_are_refused_or_consistent_when_
     layout = graphs[0]
     assert layout.num_nodes == sum(len(c.instructions) for c in module.computations)
     for graph in graphs:
-        tpugraphs_npz.check_arrays(graph.arrays, graph.name)
+        npz_format.check_arrays(graph.arrays, graph.name)
 
 
 def bad_module(change: str) -> object:
@@ -402,7 +402,7 @@ def test_kernels_cut_from_a_module_with_control_dependencies_are_complete():
 # ---------------------------------------------------------------------------- raw samples
 
 @functools.lru_cache(maxsize=None)
-def raw_full(path: Path) -> Dict[str, tpugraphs_npz.NpzGraph]:
+def raw_full(path: Path) -> Dict[str, npz_format.NpzGraph]:
     return {g.name: g for g in read_tuning_file(path)}
 
 
@@ -412,7 +412,7 @@ def read_cut(folder: Path, path: Path, data: bytes) -> bool:
     folder.mkdir(parents=True, exist_ok=True)
     cut_path = folder / path.name
     cut_path.write_bytes(data)
-    graphs: List[tpugraphs_npz.NpzGraph] = []
+    graphs: List[npz_format.NpzGraph] = []
     if one_line_error_naming(lambda: graphs.extend(read_tuning_file(cut_path)), str(cut_path)):
         return True
     same_graphs(graphs, raw_full(path))
@@ -459,10 +459,10 @@ def test_damaged_raw_samples_give_a_clear_error_or_valid_graphs(tmp_path_factory
     folder.mkdir(exist_ok=True)
     damaged = folder / path.name
     damaged.write_bytes(bytes(data))
-    graphs: List[tpugraphs_npz.NpzGraph] = []
+    graphs: List[npz_format.NpzGraph] = []
     if not one_line_error_naming(lambda: graphs.extend(read_tuning_file(damaged)), str(damaged)):
         for graph in graphs:
-            tpugraphs_npz.check_arrays(graph.arrays, graph.name)
+            npz_format.check_arrays(graph.arrays, graph.name)
 
 
 # ---------------------------------------------------------------------------- npz files
@@ -519,12 +519,12 @@ def test_damaged_npz_files_give_a_clear_error_or_valid_arrays(tmp_path_factory, 
     path.write_bytes(bytes(data))
 
     def read_everything():
-        file = tpugraphs_npz.TpuGraphsFile(path)
+        file = npz_format.TpuGraphsFile(path)
         file.validate(chunk=3)
-        tpugraphs_npz.check_arrays({**file.graph_arrays(), **file.config_arrays()}, str(path))
+        npz_format.check_arrays({**file.graph_arrays(), **file.config_arrays()}, str(path))
         file.runtimes(file.config_arrays(file.measured_configs()))
         list(file.iter_config_chunks(7))
         file.sample([19, 0])
 
     one_line_error_naming(read_everything, str(path))
-    tpugraphs_npz.is_tpugraphs_npz(path)  # never raises
+    npz_format.is_tpugraphs_npz(path)  # never raises

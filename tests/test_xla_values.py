@@ -2,7 +2,7 @@
 the XLA converters load is checked. Non-finite features, negative or absurd runtimes and
 normalizers, a runtime without a normalizer, a 0-node graph: refused with the file, the
 array and the row, the same way by the whole-file reader and by every lazy/chunked read
-the simulator uses (extract/xla/tpugraphs_npz.py); bad runs of raw tuning records are counted
+the simulator uses (extract/xla/npz_format.py); bad runs of raw tuning records are counted
 (extract/xla/convert_tuning.py); features an HLO module cannot have are refused
 (extract/xla/hlo_graph.py)."""
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extract.xla import convert_hlo as hlo, hlo_graph, proto, tpugraphs_npz
+from extract.xla import convert_hlo as hlo, hlo_graph, proto, npz_format
 from extract.xla.convert_tuning import read_raw
-from extract.xla.tpugraphs_npz import MAX_RUNTIME_NS, TpuGraphsFile
+from extract.xla.npz_format import MAX_RUNTIME_NS, TpuGraphsFile
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -100,10 +100,10 @@ def test_non_finite_features_are_refused_by_every_read_path(work, spec, where, v
     expected = f"{path}: {key} has a non-finite value ({np.float32(value)}) at {at}"
 
     # The whole-file reader, the converters' writer and GraphSample building.
-    assert message(lambda: tpugraphs_npz.read_npz(path)) == expected
-    assert message(lambda: tpugraphs_npz.write_arrays(work / "out.npz", arrays)) == \
+    assert message(lambda: npz_format.read_npz(path)) == expected
+    assert message(lambda: npz_format.write_arrays(work / "out.npz", arrays)) == \
         expected.replace(str(path), str(work / "out.npz"))
-    assert message(lambda: tpugraphs_npz.sample_from_arrays(arrays, name="g", source="g")) == \
+    assert message(lambda: npz_format.sample_from_arrays(arrays, name="g", source="g")) == \
         expected.replace(str(path), "g")
     # Every lazy read that meets the value: what training, evaluation and prediction use.
     file = TpuGraphsFile(path)
@@ -156,11 +156,11 @@ def test_bad_runtimes_are_refused_alike_by_full_and_lazy_reads(work, spec, fault
         arrays["config_runtime_normalizers"][row] = MAX_RUNTIME_NS + amount
         expected = f"config_runtime_normalizers {row} is more than a day"
     path = save(work, arrays, spec["compressed"])
-    full = message(lambda: tpugraphs_npz.read_npz(path))
+    full = message(lambda: npz_format.read_npz(path))
     assert full.startswith(f"{path}: {expected}")
 
     file = TpuGraphsFile(path)  # headers only: opening is fine
-    runtime_keys = [k for k in tpugraphs_npz.RUNTIME_KEYS[file.kind]]
+    runtime_keys = [k for k in npz_format.RUNTIME_KEYS[file.kind]]
     lazy = [file.measured_configs,                                    # training's choice of configs
             lambda: file.config_arrays([row]),                        # a training step's rows
             lambda: file.runtimes(file.config_arrays([row])),
@@ -172,8 +172,8 @@ def test_bad_runtimes_are_refused_alike_by_full_and_lazy_reads(work, spec, fault
     for read in lazy:
         assert message(read) == full
     # The runtime rule itself refuses the rows (no NaN "unmeasured" for a bad runtime).
-    rows = {k: arrays[k] for k in tpugraphs_npz.CONFIG_KEYS[file.kind]}
-    assert message(lambda: tpugraphs_npz.config_runtimes(file.kind, rows)).endswith(
+    rows = {k: arrays[k] for k in npz_format.CONFIG_KEYS[file.kind]}
+    assert message(lambda: npz_format.config_runtimes(file.kind, rows)).endswith(
         full.split(": ", 1)[1])
     others = [r for r in range(spec["configs"]) if r != row]
     if others:
@@ -191,7 +191,7 @@ def test_tile_runtimes_without_their_normalizers_are_an_error_not_unmeasured(wor
     path = save(work, no_normalizers, True)
     file = TpuGraphsFile(path)
     expected = f"{path}: config 0 has a runtime but no positive config_runtime_normalizers entry"
-    assert message(lambda: tpugraphs_npz.read_npz(path)) == expected
+    assert message(lambda: npz_format.read_npz(path)) == expected
     assert message(file.measured_configs) == expected
     assert message(lambda: list(file.iter_config_chunks(3))) == expected
     # Unmeasured (0) and withheld runtimes are still NaN, not errors.
@@ -216,8 +216,8 @@ def test_a_zero_node_graph_is_refused_naming_the_file(work, kind):
     path = save(work, arrays, True)
     expected = f"{path}: the graph has 0 nodes (node_opcode is empty)"
     assert message(lambda: TpuGraphsFile(path)) == expected
-    assert message(lambda: tpugraphs_npz.read_npz(path)) == expected
-    assert message(lambda: tpugraphs_npz.write_arrays(path, arrays)) == expected
+    assert message(lambda: npz_format.read_npz(path)) == expected
+    assert message(lambda: npz_format.write_arrays(path, arrays)) == expected
 
 
 def test_a_zero_node_hlo_module_is_refused_naming_the_file(work):

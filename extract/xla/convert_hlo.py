@@ -4,7 +4,7 @@
                           [--overwrite] [-v]
 
 reads a serialized `HloModuleProto` or `HloProto` (XLA dump; see extract/xla/hlo_graph.py
-`read_hlo_module`) and writes TpuGraphs npz files (format: extract/xla/tpugraphs_npz.py):
+`read_hlo_module`) and writes TpuGraphs npz files (format: extract/xla/npz_format.py):
 
 * `DIR/layout/<stem>.npz`: the whole module, as TpuGraphs' layout collections hold it;
 * `DIR/tile/<stem>.<kernel>.npz`: one graph per kernel, as TpuGraphs' tile collection
@@ -42,7 +42,7 @@ from extract.xla.hlo_graph import (
 )
 from extract.xla.npz_output import NpzOutput, OutputNotEmptyError, progress
 from extract.sample import GraphSample
-from extract.xla.tpugraphs_npz import NpzGraph, layout_arrays, tile_arrays
+from extract.xla.npz_format import NpzGraph, layout_arrays, tile_arrays
 
 KINDS = ("both", "layout", "tile")
 OUTPUT_PATTERNS = ("layout/*.npz", "tile/*.npz")  # what the command writes into --out

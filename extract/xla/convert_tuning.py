@@ -1,12 +1,12 @@
 """TpuGraphs' raw tuning records → TpuGraphs npz files: the converter behind
 
-    python -m extract.tpugraphs convert RAW.pb --out DIR   # (command line: extract/xla/tpugraphs_cli.py)
+    python -m extract.tpugraphs convert RAW.pb --out DIR   # (command line: extract/xla/convert_tpugraphs.py)
 
 The records TpuGraphs built its npz files from (tpu_graphs/proto/tuning.proto; the
 fields read are in extract/xla/proto/): a `TuningData` holds one `ModuleTuningData` per
 kernel with tile-config runs (tile collection), a `ModuleTuningData` holds one whole
 program with layout-config runs (layout collections). `read_tuning_file(path)` turns
-either into `NpzGraph`s — the npz arrays of each file (format: extract/xla/tpugraphs_npz.py;
+either into `NpzGraph`s — the npz arrays of each file (format: extract/xla/npz_format.py;
 graphs: extract/xla/hlo_graph.py) — following TpuGraphs' extractor
 (tuning_data_iterator.cc): runs flagged `error`, without a profile or config, or (tile)
 with runtime ≤ 1 ns are left out and counted in `meta["skipped_runs"]`; the tile
@@ -15,7 +15,7 @@ same as GraphSamples.
 
 Bad values are counted, never kept or dropped silently: a run with a negative runtime
 (`negative_runtime`), one longer than a day (`absurd_runtime`, see
-extract/xla/tpugraphs_npz.py MAX_RUNTIME_NS) or whose config features float32 cannot hold
+extract/xla/npz_format.py MAX_RUNTIME_NS) or whose config features float32 cannot hold
 or which has more tensor layouts than TpuGraphs has room for (`bad_config`) is left
 out under that reason in `meta["skipped_runs"]`, which the command line prints. If the
 default run is among them the kernel cannot be normalized: ValueError.
@@ -44,7 +44,7 @@ import numpy as np
 from extract.sample import GraphSample
 from extract.xla import proto
 from extract.xla.hlo_graph import featurize_module, module_problem
-from extract.xla.tpugraphs_npz import (
+from extract.xla.npz_format import (
     LAYOUT_CONFIG_FEATURES, MAX_RUNTIME_NS, TILE_CONFIG_FEATURES, NpzGraph, layout_arrays, tile_arrays,
 )
 

@@ -2,7 +2,7 @@
 
 `featurize_module(module)` turns an `HloModuleProto` into an `HloGraph`: the node, edge
 and split arrays exactly as a TpuGraphs npz file stores them (format:
-extract/xla/tpugraphs_npz.py). `read_hlo_module(path)` reads a serialized `HloModuleProto`
+extract/xla/npz_format.py). `read_hlo_module(path)` reads a serialized `HloModuleProto`
 (from `jax.jit(f).lower(...).compiler_ir("hlo").as_serialized_hlo_module_proto()` or
 from `compiled.runtime_executable().hlo_modules()[i].as_serialized_hlo_module_proto()`)
 or an `HloProto` (what `XLA_FLAGS=--xla_dump_hlo_as_proto` dumps: the module plus its
@@ -26,7 +26,7 @@ Graph (identical to TpuGraphs' `HloEncoder`, tpu_graphs/process_data/xla/hlo_enc
   distinct operand of an instruction, plus (caller, root of callee) for each
   computation an instruction calls (fusion, while, reduce, …), sorted by (u, v).
   They stay in this orientation until a `GraphSample` is built from them
-  (`extract.xla.tpugraphs_npz.sample_from_arrays`), whose edges run producer → consumer.
+  (`extract.xla.npz_format.sample_from_arrays`), whose edges run producer → consumer.
 * `node_splits`: node offsets where a computation whose name contains "cluster",
   "while" or "cond" ends, starting with 0 and ending with the node count.
 * Node features: 140 float32 per node, named in `NODE_FEATURE_NAMES` (same order as the
@@ -234,7 +234,7 @@ class HloGraph:
         return int(self.node_opcode.shape[0])
 
     def arrays(self) -> Dict[str, np.ndarray]:
-        """The graph's npz arrays (extract/xla/tpugraphs_npz.py)."""
+        """The graph's npz arrays (extract/xla/npz_format.py)."""
         return {"node_feat": self.node_feat, "node_opcode": self.node_opcode,
                 "edge_index": self.edge_index, "node_splits": self.node_splits}
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Sequence, Tuple, TypeVar
 
 from extract.fileio import output_lock
-from extract.xla.tpugraphs_npz import NpzGraph
+from extract.xla.npz_format import NpzGraph
 
 T = TypeVar("T")
 

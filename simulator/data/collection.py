@@ -44,7 +44,7 @@ def is_tpugraphs(data: Union[str, Sequence[str], None]) -> bool:
 
 def _refuse_tpugraphs_files(paths: Sequence[str]) -> None:
     """TpuGraphs npz files are not sample collections: say how to use them."""
-    from extract.xla.tpugraphs_npz import is_tpugraphs_npz
+    from extract.xla.npz_format import is_tpugraphs_npz
     for path in paths:
         found = (sorted(glob.glob(os.path.join(path, "**", "*.npz"), recursive=True))[:1]
                  if os.path.isdir(path) else [path])

@@ -104,7 +104,7 @@ def make_synthetic_samples(num_workloads: int = 12, configs_per_workload: int = 
 # ---------------------------------------------------------------- TpuGraphs-like
 def make_tpugraphs_arrays(kind: str, rng: np.random.Generator, nodes: int = 30, configs: int = 20,
                           config_nodes: int = 4, measured: bool = True) -> dict:
-    """One synthetic graph in TpuGraphs' npz arrays (extract/xla/tpugraphs_npz.py), with runtimes a
+    """One synthetic graph in TpuGraphs' npz arrays (extract/xla/npz_format.py), with runtimes a
     graph model can learn from the config features:
 
     * tile: runtime = Σ_v size_v / min(tile_0, want_v) · (1 + |log2 tile_1 − 2|), i.e.
@@ -169,7 +169,7 @@ def write_tpugraphs_collection(root: str, collection: str = "tile:xla", graphs=(
     """Write a small synthetic TpuGraphs collection in the dataset's folder layout:
     `root/npz/<collection as folders>/{train,valid,test}/g<i>.npz` (graphs per split),
     test runtimes withheld if `withhold_test`. Returns the written paths."""
-    from extract.xla.tpugraphs_npz import collection_dir, sample_from_arrays, write_npz
+    from extract.xla.npz_format import collection_dir, sample_from_arrays, write_npz
     rng = np.random.default_rng(seed)
     kind = collection.split(":")[0]
     written, index = [], 0

@@ -18,7 +18,7 @@ Memory strategy (large graphs)
 TpuGraphs layout graphs reach tens of thousands of nodes with thousands of configs each
 (c × nc × 18 floats); industrial graphs reach 500k nodes. Nothing holds a collection:
 
-1. Lazy files: opening a split reads only npy headers (`extract.xla.tpugraphs_npz.TpuGraphsFile`).
+1. Lazy files: opening a split reads only npy headers (`extract.xla.npz_format.TpuGraphsFile`).
    A training step reads the graph arrays of its B graphs and just the k sampled config
    rows of each (`TpuGraphsFile.config_arrays(rows)`, streamed); evaluation streams each
    file's config rows once, a chunk at a time (`TpuGraphsFile.iter_config_chunks`).
@@ -410,7 +410,7 @@ class TpuGraphsData(DataKind):
         """The target files, each with its collection: `tpugraphs:COLLECTION` (its
         `options.split` folder) or npz files/folders (collection from their folders,
         else `options.collection`, else the run's); default: the run's test folder."""
-        from extract.xla.tpugraphs_npz import COLLECTIONS, collection_of_path, kind_of
+        from extract.xla.npz_format import COLLECTIONS, collection_of_path, kind_of
         tg = _tpugraphs()
         run_collection, kind = info.tpugraphs["collection"], info.tpugraphs["kind"]
         if options.collection is not None and options.collection not in COLLECTIONS:

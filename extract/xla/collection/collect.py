@@ -148,7 +148,7 @@ def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureS
 def write_program_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runner: ProgramRunner) -> None:
     """One layout npz per search, the measured configs that compiled."""
     from extract.xla.hlo_graph import featurize_module, read_hlo_module
-    from extract.xla.tpugraphs_npz import layout_arrays, write_arrays
+    from extract.xla.npz_format import layout_arrays, write_arrays
 
     name = saved["program"]
     graph = featurize_module(read_hlo_module(runner.pre_fusion, name=name), source=name).arrays()

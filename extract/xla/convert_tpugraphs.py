@@ -1,7 +1,7 @@
 """TpuGraphs files on the command line (the code lives in the modules named below):
 
     python -m extract.tpugraphs convert RAW.pb … --out DIR   # raw protos → npz (extract/xla/convert_tuning.py)
-    python -m extract.tpugraphs info FILE.npz …              # kind, sizes (extract/xla/tpugraphs_npz.py)
+    python -m extract.tpugraphs info FILE.npz …              # kind, sizes (extract/xla/npz_format.py)
 
 `convert` writes `DIR/<name>.npz` for each file a raw proto holds: one per kernel
 (`<stem>.<kernel>.npz`) for a `TuningData`, `<stem>.npz` for a `ModuleTuningData`.
@@ -22,7 +22,7 @@ from typing import Callable, List, Optional, Sequence
 
 from extract.fileio import OutputBusyError
 from extract.xla.npz_output import NpzOutput, OutputNotEmptyError, progress
-from extract.xla.tpugraphs_npz import NpzGraph, TpuGraphsFile
+from extract.xla.npz_format import NpzGraph, TpuGraphsFile
 from extract.xla.convert_tuning import read_tuning_file
 
 
