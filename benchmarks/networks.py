@@ -15,7 +15,8 @@ conv2d-template dataset added to the training data (`--data NETWORKS shipped`: i
 workloads belong to no network, so they only ever train), to see whether the templates help.
 
 A model is a `simulator.train --model` name (trained with that model's defaults, e.g.
-`xgb`), a rival's own recipe (`RIVAL_SPECS`: `tenset-mlp`, TenSet's MLP; docs/COSTMODEL.md)
+`xgb`), a rival's own recipe (`RIVAL_SPECS`: `tenset-mlp`, TenSet's MLP; `tlp`, TLP with
+LambdaRank; docs/COSTMODEL.md)
 or a named command line of `benchmarks.transfer.specs.MODEL_SPECS` (the transfer study's
 models: `gcn-inv-arf-noext-lane`, the size-invariant gcn with its best transfer features, and
 AutoTVM's baselines `knob-xgb-rank` / `knob-xgb-reg` / `itervar-xgb-rank` /
@@ -65,7 +66,9 @@ NETWORKS = ["resnet50", "mobilenet_v2", "bert", "vit"]
 # (simulator/segsum_mlp.py; MetaSchedule's MLPModel is the same network, batch 128 with lr decay)
 RIVAL_SPECS = {"tenset-mlp": ["--model", "segsum-mlp", "--loss", "lambdarank", "--width", "256", "--lr", "7e-4",
                               "--weight-decay", "1e-6", "--batch-size", "512", "--grad-clip", "0.5",
-                              "--epochs", "50"]}
+                              "--epochs", "50"],
+               # TLP (simulator/models/tlp.py): LambdaRank within each task, as the paper trains it
+               "tlp": ["--model", "tlp", "--loss", "lambdarank"]}
 LOSS = "pairwise-hinge"   # the ranking recipe (docs/RANKING.md)
 SPLITS = {"network": ("leave-network-out", "--test-network"), "kind": ("leave-op-kind-out", "--test-op-kind")}
 
@@ -84,14 +87,15 @@ def networks_model(text: str) -> str:
 
 
 def model_flags(name: str) -> tuple:
-    """(simulator.train --model, its other flags) of a benchmark model name: a simulator
-    model's own name trains with its defaults (the argv of the runs before named command
-    lines existed); any other name is its `benchmarks.transfer.specs.MODEL_SPECS` command line."""
+    """(simulator.train --model, its other flags) of a benchmark model name: a rival's own
+    recipe (`RIVAL_SPECS`, also under its model's name: `tlp`); any other simulator model's
+    own name trains with its defaults (the argv of the runs before named command lines
+    existed); any other name is its `benchmarks.transfer.specs.MODEL_SPECS` command line."""
     from simulator.models.costmodel import model_names
 
     from .transfer.specs import MODEL_SPECS
 
-    if name in model_names():
+    if name in model_names() and name not in RIVAL_SPECS:
         return name, []
     spec = list(RIVAL_SPECS.get(name) or MODEL_SPECS[name])
     i = spec.index("--model")

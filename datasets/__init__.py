@@ -106,11 +106,13 @@ def _logs_key(files: Iterable[str]) -> str:
     files = list(files)
     digest = hashlib.sha256(EXTRACTOR_VERSION.encode())
     digest.update(f"store-rows-v{STORE_ROWS_VERSION}".encode())  # the samples' vectors, not only their graphs
-    if any(map(is_record_file, files)):  # MetaSchedule samples carry trace knobs too
+    if any(map(is_record_file, files)):  # MetaSchedule samples carry trace knobs and tokens too
         from extract.autotvm.knob_features import TRACE_KNOB_VERSION
         from extract.metaschedule.database import READER_VERSION
+        from extract.metaschedule.trace_tokens import TRACE_TOKENS_VERSION
         from extract.tir.workload_key import KEY_VERSION
         digest.update(f"trace-knobs-v{TRACE_KNOB_VERSION}-reader-v{READER_VERSION}-{KEY_VERSION}".encode())
+        digest.update(f"trace-tokens-v{TRACE_TOKENS_VERSION}".encode())
     for path in sorted(files):
         digest.update(os.path.basename(path).encode())
         with open(path, "rb") as f:

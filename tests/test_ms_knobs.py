@@ -99,15 +99,20 @@ def test_metaschedule_samples_carry_their_trace_knobs(tiny):
     assert checked == 6
 
 
-def test_cache_key_of_databases_follows_the_trace_knob_layout(monkeypatch):
+@pytest.mark.parametrize("module, version", [("extract.autotvm.knob_features", "TRACE_KNOB_VERSION"),
+                                             ("extract.metaschedule.trace_tokens", "TRACE_TOKENS_VERSION")])
+def test_cache_key_of_databases_follows_the_trace_layouts(monkeypatch, module, version):
+    """The trace knobs' and the trace tokens' layouts."""
+    import importlib
+
     import datasets
-    import extract.autotvm.knob_features as kf
     from extract.tvm_log import input_files
 
     db_files = input_files([str(MS_SMALL)])
     log_files = [str(ROOT / "tests" / "data" / "autotvm_v02.jsonl")]
     before = datasets._logs_key(db_files), datasets._logs_key(log_files)
-    monkeypatch.setattr(kf, "TRACE_KNOB_VERSION", kf.TRACE_KNOB_VERSION + 1)
+    layout = importlib.import_module(module)
+    monkeypatch.setattr(layout, version, getattr(layout, version) + 1)
     assert datasets._logs_key(db_files) != before[0]          # a new layout re-extracts databases
     assert datasets._logs_key(log_files) == before[1]         # AutoTVM logs' caches stay
 

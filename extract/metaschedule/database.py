@@ -32,7 +32,9 @@ asked to score in that run, while the same trace replayed with `remove_postproc=
 The replayed schedule goes through `extract.schedules.extract_schedule` (lowering for
 features, the TIR walk, and MetaSchedule's per-store rows for the xgb baseline; the
 trace's decisions and the workload's shape become `vectors["knob"]`, what knob-xgb reads,
-`extract.autotvm.knob_features.trace_knobs`, with the values cut counted in `meta.extra["knob_cut"]`), with y
+`extract.autotvm.knob_features.trace_knobs`, with the values cut counted in `meta.extra["knob_cut"]`;
+the trace's instructions as tokens, `vectors["trace_tokens"]`, what tlp reads,
+`extract.metaschedule.trace_tokens`, with what is cut counted in `meta.extra["trace_cut"]`), with y
 from the record's `run_secs` (one entry per repeat, seconds; the sample's runtime is
 their mean, as for AutoTVM records, and `meta` keeps their min and median). Groups are
 `extract.tir.workload_key.workload_key(workload, record target)`: stable across runs and
@@ -76,6 +78,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from extract.autotvm.records import GZIP_MAGIC, MAX_COST_S, MIN_COST_S, RecordFormatError, is_number
 from extract.inputs import DATABASE_NAMES, RECORD_FILE, WORKLOAD_FILE, database_files, find_inputs  # noqa: F401 (RECORD_FILE)
+from .trace_tokens import TRACE_TOKENS_VECTOR, trace_tokens
 
 FAILED_S = 1e10          # MetaSchedule's run_secs of a candidate that did not build or run
 ERROR_NO_RUN_SECS = "no run_secs"
@@ -352,11 +355,16 @@ class TraceJob:
 
         sch, digest = self.checked_schedule()
         knobs = trace_knobs(self.trace, self.group, workload_flops(self.workload))
-        meta = {**dict(self.meta), "mod_hash": digest, "knob_cut": knobs.cut}
+        tokens = trace_tokens(self.trace)
+        meta = {**dict(self.meta), "mod_hash": digest, "knob_cut": knobs.cut,
+                **({"trace_cut": tokens.cut} if tokens.cut else {}),
+                **({"trace_unknown": tokens.unknown} if tokens.unknown else {})}
         extraction = extract_schedule(sch, target_of(self.target), self.run_secs, self.group,
                                       f"{self.group}/{digest}", meta, per_store)
         # the trace's decisions and the workload's shape: what knob-xgb reads (extract.autotvm.knob_features)
         extraction.sample.vectors["knob"] = knobs.vector[None, :]
+        # its primitives, one token each: what tlp reads (extract.metaschedule.trace_tokens)
+        extraction.sample.vectors[TRACE_TOKENS_VECTOR] = tokens.vector[None, :]
         return extraction
 
 

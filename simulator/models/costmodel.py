@@ -216,6 +216,15 @@ def require_vector(config: TrainConfig, info: ModelInfo, vector: str) -> int:
     return info.vector_dims[vector]
 
 
+def require_packed(config: TrainConfig, info: ModelInfo, vector: str, item_width: int, items: str) -> int:
+    """How many `item_width`-wide items (`items`: what they are) `vectors[vector]` packs, or a clear error."""
+    width = require_vector(config, info, vector)
+    if width % item_width:
+        raise SimulatorError(f"vectors[{vector!r}] is {width} wide, not a whole number of {item_width}-wide "
+                             f"{items} (another extractor version?)")
+    return width // item_width
+
+
 class VectorCostModel(TorchCostModel):
     """ŷ = MLP(v) on one fixed-width vector per config (`VECTOR`, a `sample.vectors` entry)."""
 

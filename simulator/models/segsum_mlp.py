@@ -34,10 +34,9 @@ from extract.store_rows import SLOT_WIDTH, STORE_ROW_WIDTH, STORE_ROWS_VECTOR
 from simulator.config import ModelInfo, Normalization, TrainConfig
 from simulator.data.batching import Batch, BatchSpec
 from simulator.data.sources import Source
-from simulator.registry import SimulatorError
 from simulator.sgd import RunContext
 
-from .costmodel import UPDATE_STEPS, TorchCostModel, register_cost_model, require_vector
+from .costmodel import UPDATE_STEPS, TorchCostModel, register_cost_model, require_packed
 
 
 class SegmentSumMLP(nn.Module):
@@ -112,11 +111,8 @@ class SegmentSumCostModel(TorchCostModel):
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         super().__init__(config, info)
-        width = require_vector(config, info, self.VECTOR)
-        if width % SLOT_WIDTH:
-            raise SimulatorError(f"vectors[{self.VECTOR!r}] is {width} wide, not a whole number of "
-                                 f"{SLOT_WIDTH}-wide store slots (another extractor version?)")
-        self.net = SegmentSumMLP(width // SLOT_WIDTH, config.model.width)
+        slots = require_packed(config, info, self.VECTOR, SLOT_WIDTH, "store slots")
+        self.net = SegmentSumMLP(slots, config.model.width)
 
     @property
     def batch_spec(self) -> BatchSpec:
