@@ -169,10 +169,10 @@ def test_extraction_gives_the_records_tokens(tmp_path):
     tiny = load_collection([str(TINY)], progress=False, cache=str(tmp_path))
     with gzip.open(TINY / "pass1" / "random" / "database_tuning_record.json.gz", "rt") as f:
         traces = {n: json.loads(line)[1][0] for n, line in enumerate(f, 1) if line.strip()}
-    read = [s for s in tiny.samples if s.meta["database"].endswith("random")]
-    assert len(read) > 5 and all("trace_cut" not in s.meta for s in tiny.samples)
+    read = [s for s in tiny.samples if s.meta.database.endswith("random")]
+    assert len(read) > 5 and all("trace_cut" not in s.meta.extra for s in tiny.samples)
     for s in read:
-        np.testing.assert_array_equal(s.vectors["trace_tokens"][0], trace_tokens(traces[s.meta["line"]]).vector)
+        np.testing.assert_array_equal(s.vectors["trace_tokens"][0], trace_tokens(traces[s.meta.line]).vector)
 
 
 def test_the_benchmark_trains_tlp_with_lambdarank():
