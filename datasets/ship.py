@@ -298,11 +298,11 @@ def readme(meta: Dict[str, Any], summary: Dict[str, Any], out: Path, work: Path)
     if summary["problems"] or summary["cut_off"]:
         lines += ["## Found while compacting", "", *[f"* {p}" for p in summary["problems"]],
                   *[f"* {f}: {n} cut-off last line left out" for f, n in summary["cut_off"].items()], ""]
-    lines += [*pretrained_lines(out), "## Tasks", "", *table_lines(summary["tasks"]), ""]
+    lines += [*pretrained_lines(out, sum(r["valid"] for r in summary["tasks"])), "## Tasks", "", *table_lines(summary["tasks"]), ""]
     return "\n".join(lines)
 
 
-def pretrained_lines(out: Path) -> List[str]:
+def pretrained_lines(out: Path, valid_records: int) -> List[str]:
     """The pre-trained checkpoint's paragraph: how it is made, and its scores if present."""
     scores = out / "pretrained" / "gcn.json"
     if not scores.exists():
@@ -318,10 +318,27 @@ def pretrained_lines(out: Path) -> List[str]:
              "`datasets.networks.pretrained_path()`). Made by:", "",
              *[f"    {c}" for c in pretrain_commands(out)], ""]
     with open(scores, encoding="utf-8") as f:
-        test = json.load(f).get("test", {})
+        written = json.load(f)
+    test = written.get("test", {})
     lines += ["Its test scores (held-out records of every task): " + ", ".join(
-        f"{k} {v:.3f}" for k, v in sorted(test.items()) if isinstance(v, float)) + ".", ""]
+        f"{k} {v:.3f}" for k, v in sorted(test.items()) if isinstance(v, float)) + ".", "",
+              snapshot_line(written.get("samples") or {}, valid_records), ""]
     return lines
+
+
+def snapshot_line(samples: Dict[str, int], valid_records: int) -> str:
+    """Which snapshot of this growing dataset the checkpoint learned from, so that a stale
+    checkpoint is never described as trained on all of it."""
+    if not samples:
+        return ("Its scores file does not say how many records it was trained on (written before "
+                "`simulator.export` recorded that): re-run the two commands above to be sure it saw all "
+                f"{valid_records} valid records.")
+    seen = sum(samples.values())
+    split = ", ".join(f"{n} {part}" for part, n in samples.items())
+    if seen >= valid_records:
+        return f"It was trained on all {seen} valid records ({split})."
+    return (f"**It was trained on an earlier snapshot: {seen} of the {valid_records} valid records "
+            f"this dataset has now** ({split}); re-run the two commands above to train on all of them.")
 
 
 # ---------------------------------------------------------------- the command

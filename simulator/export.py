@@ -6,8 +6,9 @@ Writes the model's config, model info (vocabulary, feature names), normalisation
 best weights (`--last`: the last epoch's) — what `CostModel.load(FILE)` and
 `simulator.predict` need — without the run's split, optimizer state and history, which
 make a run's checkpoint many times larger. The file is checksummed like any checkpoint.
-`--scores FILE` also writes the run's validation and test means (its metrics.json) and
-its config there, as JSON.
+`--scores FILE` also writes the run's validation and test means (its metrics.json), its
+config and how many records it trained, validated and tested on there, as JSON (so that a
+shipped checkpoint says which snapshot of a growing dataset it learned from).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def export(run: str, out: str, which: str = "best_model") -> int:
 
 
 def scores(run: str) -> dict:
-    """The run's config and its val/test metric means (its metrics.json)."""
+    """The run's config, its val/test metric means and its split sizes (its metrics.json)."""
     from .checkpoint import run_folder_of
 
     path = os.path.join(run_folder_of(run), "metrics.json")
@@ -41,7 +42,9 @@ def scores(run: str) -> dict:
     with open(path, encoding="utf-8") as f:
         metrics = json.load(f)
     out = {part: {k: v.get("mean") for k, v in metrics[part].items()} for part in ("val", "test") if part in metrics}
-    return dict(out, config=metrics.get("config", {}))
+    run = metrics.get("run", {})
+    samples = {part: run[f"{part}_samples"] for part in ("train", "val", "test") if f"{part}_samples" in run}
+    return dict(out, config=metrics.get("config", {}), samples=samples)
 
 
 def _run(argv: Optional[Sequence[str]] = None) -> None:

@@ -349,6 +349,9 @@ def test_export_keeps_the_model_and_drops_the_run_state(tmp_path):
     saved = json.loads((tmp_path / "gcn.json").read_text())
     ran = json.loads((run / "metrics.json").read_text())
     assert saved["test"]["kendall_tau"] == ran["test"]["kendall_tau"]["mean"] and saved["config"]["model"] == "gcn"
+    assert saved["samples"] == {part: ran["run"][f"{part}_samples"] for part in ("train", "val", "test")}
+    assert sum(saved["samples"].values()) == ran["run"]["train_samples"] + ran["run"]["val_samples"] + \
+        ran["run"]["test_samples"] > 0
     full, _ = load_trained(str(run))
     small = CostModel.load(str(tmp_path / "gcn.pt"))
     a, b = full.net.state_dict(), small.net.state_dict()
@@ -356,6 +359,14 @@ def test_export_keeps_the_model_and_drops_the_run_state(tmp_path):
     assert small.info.vocabulary == full.info.vocabulary
     assert os.path.getsize(tmp_path / "gcn.pt") < os.path.getsize(run / "checkpoint.pt")
     assert export_main([str(tmp_path / "missing"), str(tmp_path / "x.pt")]) == 2
+
+
+def test_readme_says_when_the_checkpoint_learned_from_an_earlier_snapshot():
+    from datasets.ship import snapshot_line
+
+    assert "earlier snapshot: 90 of the 200" in snapshot_line({"train": 70, "val": 10, "test": 10}, 200)
+    assert snapshot_line({"train": 160, "val": 20, "test": 20}, 200).startswith("It was trained on all 200")
+    assert "does not say" in snapshot_line({}, 200)
 
 
 # ---------------------------------------------------------------- workload identity of the shipped data
