@@ -39,12 +39,14 @@ tasks whose design space holds one schedule) are listed in the results with thei
 counts, never dropped silently. Every run is repeated for each of `--networks-seeds`; the
 tables show the mean over seeds (± the standard deviation with more than one). Runs go to
 RUNS/networks/<split>-<held-out>-<model>-seed<S>[-with-shipped] (a finished run with the
-same command line is reused); results to RESULTS/networks.json and networks.csv, and a
-section of docs/RESULTS.md (`report_section`).
+same command line is reused); results to RESULTS/networks_<cpu>.json and .csv, one pair per
+dataset (`result_stem`: one CPU's results never replace another's), and a section of
+docs/RESULTS.md per dataset (`report_section`).
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import sys
@@ -57,6 +59,7 @@ MODELS = ["gcn", "sage", "mlp", "curve-mlp", "xgb", "segsum-mlp", "tenset-mlp"]
 # the transfer study's models, trained on the operator-kind axis only (benchmarks.transfer.specs)
 KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
 XGB_MODELS = ("xgb", "knob-xgb", "itervar-xgb")
+RESULT_PREFIX = "networks_"
 METRICS = ["kendall_tau", "opa", "top1_score", "top5_score", "top1_slowdown", "top5_slowdown", "top5_recall"]
 SCORES = {"top1_score": "top1_slowdown", "top5_score": "top5_slowdown"}   # TenSet's top-k score, from
 # each held-out task's top-k slowdown and fastest latency (`simulator.metrics.topk_score`)
@@ -172,9 +175,18 @@ def unheld_kinds(summary: Dict[str, Any]) -> Dict[str, Dict[str, int]]:
 
 
 def held_tasks(summary: Dict[str, Any], axis: str, held: str) -> List[Dict[str, Any]]:
+    """The tasks a run holds out: a network's and its batch variants' (as `--split
+    leave-network-out` holds them out), or an operator kind's."""
     if axis == "network":
-        return [t for t in summary["tasks"] if held in t["networks"]]
+        return [t for t in summary["tasks"] if held_calls(t, held)]
     return [t for t in summary["tasks"] if t["kind"] == held]
+
+
+def held_calls(task: Dict[str, Any], held: str) -> int:
+    """A task's calls in the held-out network and its batch variants (`resnet50_b8`)."""
+    from extract.metaschedule.networks import family
+
+    return sum(calls for net, calls in task["networks"].items() if net == held or family(net) == held)
 
 
 def ceiling_of(tasks: Sequence[Dict[str, Any]], key: str = "tau") -> Dict[str, Any]:
@@ -231,8 +243,8 @@ def result_rows(results: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 def task_weights(summary: Dict[str, Any], axis: str, held: str) -> Dict[str, float]:
     """Each held-out task's weight in TenSet's top-k score: its calls in the held-out network
-    (network axis), its calls in all networks (operator-kind axis)."""
-    return {t["key"]: float(t["networks"][held] if axis == "network" else t["weight"])
+    and its batch variants (network axis), its calls in all networks (operator-kind axis)."""
+    return {t["key"]: float(held_calls(t, held) if axis == "network" else t["weight"])
             for t in held_tasks(summary, axis, held)}
 
 
@@ -279,10 +291,27 @@ def run(args) -> Dict[str, Any]:
                         "valid_records": sum(t["valid"] for t in summary["tasks"]), "tasks": len(summary["tasks"])}}
     out["kind_summary"] = kind_summary(out)
     os.makedirs(args.results, exist_ok=True)
-    write_json(os.path.join(args.results, "networks.json"), out)
+    stem = result_stem(args.networks_data)
+    write_json(os.path.join(args.results, f"{stem}.json"), out)
     columns = ["axis", "held", "model", "shipped", "seed", "tasks", *METRICS]
-    write_csv(os.path.join(args.results, "networks.csv"), columns, [[r[k] for k in columns] for r in rows])
+    write_csv(os.path.join(args.results, f"{stem}.csv"), columns, [[r[k] for k in columns] for r in rows])
     return out
+
+
+def result_stem(dataset: str) -> str:
+    """Results are kept per dataset (one CPU's measurements never replace another's):
+    `datasets/networks_znver4` → `networks_znver4` (.json, .csv)."""
+    name = os.path.basename(os.path.normpath(dataset))
+    return name if name.startswith(RESULT_PREFIX) else RESULT_PREFIX + name
+
+
+def load_results(results: str) -> List[Dict[str, Any]]:
+    """Every dataset's results in RESULTS, the dataset with the most valid records first."""
+    found = []
+    for path in glob.glob(os.path.join(results, f"{RESULT_PREFIX}*.json")):
+        with open(path, encoding="utf-8") as f:
+            found.append(json.load(f))
+    return sorted(found, key=lambda res: -(res.get("protocol", {}).get("valid_records") or 0))
 
 
 def knob_cuts(data: str) -> Dict[str, int]:
@@ -454,7 +483,8 @@ def _protocol_line(res: Dict[str, Any]) -> str:
             f"(a ranking loss within each task: only the order of a task's schedules is scored; xgb then "
             f"uses rank:pairwise; the `-reg` xgb models keep squared error on log runtime, see each "
             f"summary row's \"trained with\"), every run pinned to one core "
-            f"(`python -m benchmarks.networks`; every command in `docs/results/networks.json`). Metrics are "
+            f"(`python -m benchmarks.networks`; every command in `docs/results/{result_stem(res['dataset'])}.json`). "
+            f"Metrics are "
             f"means over the held-out tasks with a value; the ceiling is the mean per-task τ between the "
             f"dataset's two measuring passes over those tasks (raw / drift-corrected; tasks with a τ in "
             f"brackets).")
@@ -462,7 +492,8 @@ def _protocol_line(res: Dict[str, Any]) -> str:
 
 def report_section(res: Dict[str, Any]) -> List[str]:
     raw, cor = res.get("agreement_raw") or {}, res.get("agreement_corrected") or {}
-    lines = ["## Cross-network and cross-operator generalisation (MetaSchedule networks dataset)", "",
+    lines = [f"## Cross-network and cross-operator generalisation (MetaSchedule networks dataset "
+             f"`{os.path.basename(os.path.normpath(res['dataset']))}`)", "",
              _protocol_line(res), ""]
     if raw.get("tasks"):
         lines += [f"Whole dataset, pass 1 vs pass 2: mean τ {fmt(raw.get('mean_tau'), 'kendall_tau')} raw, "

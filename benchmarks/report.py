@@ -454,9 +454,8 @@ def build(results: str, out: str) -> str:
     lines += networks_e2e_section(results)
     from .cross_cpu import report_section as cross_cpu_section
     lines += cross_cpu_section(results)
-    nets = load_json(results, "networks.json")
-    if nets:
-        from .networks import report_section as networks_section
+    from .networks import load_results as networks_results, report_section as networks_section
+    for nets in networks_results(results):
         lines += networks_section(nets)
     lines = with_summary(lines, results)
     text = "\n".join(lines).rstrip() + "\n"

@@ -31,7 +31,10 @@ def anchor(heading: str) -> str:
 
 
 def _link(text: str, topic: str, headings: Sequence[str]) -> str:
-    found = next((h for h in headings if h.lstrip("#").strip().startswith(SECTIONS[topic])), None)
+    """A link to the section of `topic` ('networks', or 'networks:<dataset>' for one dataset's)."""
+    topic, _, detail = topic.partition(":")
+    found = next((h for h in headings if h.lstrip("#").strip().startswith(SECTIONS[topic])
+                  and (not detail or f"`{detail}`" in h)), None)
     return f"[{text}]({anchor(found)})" if found else text
 
 
@@ -80,8 +83,20 @@ def network_rows(nets: Dict[str, Any]) -> List[List[str]]:
                   if v["top1_score"] is not None and v["top5_score"] is not None else "")
         cells.append(f"{m} τ {v['kendall_tau']:.3f}{scores}")
     ceiling_text = f"; measurement ceiling τ {ceiling:.3f}" if ceiling is not None else ""
-    return [[f"ranking schedules of a network never trained on (leave one of {len(helds)} out, mean)",
-             "; ".join(cells) + ceiling_text, "networks"]]
+    dataset = os.path.basename(os.path.normpath(nets.get("dataset", "")))
+    return [[f"ranking schedules of a network never trained on (`{dataset}`, leave one of {len(helds)} out, mean)",
+             "; ".join(cells) + ceiling_text, f"networks:{dataset}"]]
+
+
+def networks_rows(results: str) -> List[List[str]]:
+    """Leave one network out from the dataset with the most records; leave one operator kind
+    out from the largest dataset whose results have that axis."""
+    from .networks import load_results
+
+    found = load_results(results)
+    nets = next((n for n in found if network_rows(n)), None)
+    kinds = next((n for n in found if kind_rows(n)), None)
+    return (network_rows(nets) if nets else []) + (kind_rows(kinds) if kinds else [])
 
 
 def kind_rows(nets: Dict[str, Any]) -> List[List[str]]:
@@ -95,8 +110,10 @@ def kind_rows(nets: Dict[str, Any]) -> List[List[str]]:
     text = f"{best['model']} τ {best['mean_tau']:.3f} (worst kind {best['worst_tau']:.3f})"
     if ceiling:
         text += f"; measurement ceiling τ {ceiling['mean_tau']:.3f}"
-    return [[f"ranking schedules of an operator kind never trained on (leave one of {best['kinds']} out, mean)",
-             text, "networks"]]
+    dataset = os.path.basename(os.path.normpath(nets.get("dataset", "")))
+    return [[f"ranking schedules of an operator kind never trained on (`{dataset}`, leave one of {best['kinds']} "
+             "out, mean)",
+             text, f"networks:{dataset}"]]
 
 
 def accuracy_rows(acc: Dict[str, Any]) -> List[List[str]]:
@@ -134,10 +151,9 @@ def summary_section(results: str, headings: Sequence[str]) -> List[str]:
     """'## In one screen': the rows whose results exist, each linked to its section."""
     rows = []
     tuning = load_json(results, "ms_tuning.json")
-    nets = load_json(results, "networks.json")
     acc, speed = load_json(results, "accuracy.json"), load_json(results, "speed.json")
     rows += tuning_rows(tuning) if tuning else []
-    rows += (network_rows(nets) + kind_rows(nets)) if nets else []
+    rows += networks_rows(results)
     for path in sorted(glob.glob(os.path.join(results, "cross_cpu_*_*.json"))):
         rows += cross_cpu_rows(load_json(results, os.path.basename(path)))
     rows += accuracy_rows(acc) if acc else []

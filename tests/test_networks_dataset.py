@@ -238,7 +238,12 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
            "--networks-seeds", "0", "1", "--runs", str(tmp_path / "runs"), "--results", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    res = json.loads((out / "networks.json").read_text())
+    res = json.loads((out / "networks_tiny.json").read_text())   # one results file per dataset
+    (out / "networks_other.json").write_text(json.dumps(dict(res, dataset="elsewhere/networks_other", protocol=dict(
+        res["protocol"], valid_records=res["protocol"]["valid_records"] + 1))))
+    assert [r["dataset"] for r in bench.load_results(str(out))] == ["elsewhere/networks_other", str(TINY)]
+    assert bench.result_stem("datasets/networks_znver4/") == "networks_znver4" and \
+        bench.result_stem("mine") == "networks_mine"
     assert {(r["axis"], r["held"], r["seed"]) for r in res["rows"]} == {
         (axis, held, seed) for axis, held in (("network", "bert"), ("kind", "dense")) for seed in (0, 1)}
     assert res["protocol"]["seeds"] == [0, 1] and res["not_held_kinds"] == {}
@@ -250,6 +255,7 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     assert res["ceilings"]["network:bert"] == {"tau": dense["tau"], "tasks": 1, "corrected": dense["tau_corrected"]}
     text = "\n".join(bench.report_section(res))
     assert "**Leave one network out**" in text and "| bert | 1 |" in text
+    assert "networks dataset `networks_tiny`)" in text and "docs/results/networks_tiny.json" in text
     assert "nan" not in text.lower()
     row = next(r for r in res["rows"] if r["held"] == "bert")
     assert row["tasks"] == 1 and "--test-network bert" in row["command"]
@@ -313,6 +319,13 @@ def test_topk_score_weighs_each_task_by_its_calls_in_the_held_out_network():
                             slowdowns={"top1_slowdown": {"a": 1.0, "c": 0.0},
                                        "top5_slowdown": {"a": 0.0, "c": 0.0}})], summary)[0]
     assert kind["top1_score"] == pytest.approx((4 + 2) / (4 * 2 + 2))
+    # a batch variant's task is held out with its network (as the split holds it out) and weighs
+    # its calls in the variant
+    variant = {"tasks": summary["tasks"] + [{"key": "d", "kind": "dense", "networks": {"bert_b8": 2}, "weight": 2}]}
+    both = add_scores([dict(row, best_ms={"a": 1.0, "d": 1.0},
+                            slowdowns={"top1_slowdown": {"a": 0.0, "d": 1.0},
+                                       "top5_slowdown": {"a": 0.0, "d": 0.0}})], variant)[0]
+    assert both["top1_score"] == pytest.approx((3 + 2) / (3 + 2 * 2))
     # a scored task that the held-out network does not hold is an error, not a silent weight
     with pytest.raises(SystemExit, match="task c is not a held-out task of bert"):
         add_scores([dict(row, best_ms={"a": 1.0, "c": 1.0},
@@ -500,3 +513,25 @@ def test_leave_network_out_holds_out_the_batch_variants_too():
     assert {groups[i] for i in parts["test"]} == {"conv2d.a.1x8.f.0000000a.t", "conv2d.b.8x8.f.0000000b.t"}
     parts = make_split(groups, "leave-network-out", 0, tags=tags, test_network="resnet50_b8")
     assert {groups[i] for i in parts["test"]} == {"conv2d.b.8x8.f.0000000b.t"}
+
+
+def test_summary_takes_each_axis_from_the_largest_dataset_that_has_it(tmp_path):
+    """Leave-network-out from the dataset with most records, leave-kind-out from the largest
+    with that axis, each linked to its own dataset's section."""
+    from benchmarks.summary import _link, networks_rows
+
+    def result(name, records, kinds):
+        row = {"axis": "network", "held": "bert", "model": "gcn", "kendall_tau": 0.5, "top1_score": None,
+               "top5_score": None}
+        summary = [{"model": "gcn", "mean_tau": 0.3, "worst_tau": 0.1, "kinds": 2}] if kinds else []
+        return {"dataset": f"datasets/{name}", "rows": [row], "ceilings": {}, "kind_summary": summary,
+                "protocol": {"valid_records": records}}
+
+    for name, records, kinds in (("networks_big", 200, False), ("networks_small", 100, True)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(result(name, records, kinds)))
+    (network, _, net_topic), (kind, _, kind_topic) = networks_rows(str(tmp_path))
+    assert "`networks_big`" in network and "`networks_small`" in kind
+    headings = [f"## Cross-network and cross-operator generalisation (MetaSchedule networks dataset `{n}`)"
+                for n in ("networks_big", "networks_small")]
+    assert _link("d", kind_topic, headings).endswith("networks_small)")
+    assert _link("d", net_topic, headings).endswith("networks_big)")
