@@ -298,10 +298,15 @@ def run(args) -> Dict[str, Any]:
     return out
 
 
+def dataset_name(dataset: str) -> str:
+    """A dataset folder's name: `datasets/networks_znver4/` → `networks_znver4`."""
+    return os.path.basename(os.path.normpath(dataset))
+
+
 def result_stem(dataset: str) -> str:
     """Results are kept per dataset (one CPU's measurements never replace another's):
     `datasets/networks_znver4` → `networks_znver4` (.json, .csv)."""
-    name = os.path.basename(os.path.normpath(dataset))
+    name = dataset_name(dataset)
     return name if name.startswith(RESULT_PREFIX) else RESULT_PREFIX + name
 
 
@@ -493,7 +498,7 @@ def _protocol_line(res: Dict[str, Any]) -> str:
 def report_section(res: Dict[str, Any]) -> List[str]:
     raw, cor = res.get("agreement_raw") or {}, res.get("agreement_corrected") or {}
     lines = [f"## Cross-network and cross-operator generalisation (MetaSchedule networks dataset "
-             f"`{os.path.basename(os.path.normpath(res['dataset']))}`)", "",
+             f"`{dataset_name(res['dataset'])}`)", "",
              _protocol_line(res), ""]
     if raw.get("tasks"):
         lines += [f"Whole dataset, pass 1 vs pass 2: mean τ {fmt(raw.get('mean_tau'), 'kendall_tau')} raw, "

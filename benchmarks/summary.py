@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .common import best_by, fmt, load_json, markdown_table
+from .networks import dataset_name, load_results
 
 # what a summary row is about → the start of its section's heading
 SECTIONS = {"tuning": "MetaSchedule tuning of held-out operators",
@@ -83,7 +84,7 @@ def network_rows(nets: Dict[str, Any]) -> List[List[str]]:
                   if v["top1_score"] is not None and v["top5_score"] is not None else "")
         cells.append(f"{m} τ {v['kendall_tau']:.3f}{scores}")
     ceiling_text = f"; measurement ceiling τ {ceiling:.3f}" if ceiling is not None else ""
-    dataset = os.path.basename(os.path.normpath(nets.get("dataset", "")))
+    dataset = dataset_name(nets.get("dataset", ""))
     return [[f"ranking schedules of a network never trained on (`{dataset}`, leave one of {len(helds)} out, mean)",
              "; ".join(cells) + ceiling_text, f"networks:{dataset}"]]
 
@@ -91,12 +92,9 @@ def network_rows(nets: Dict[str, Any]) -> List[List[str]]:
 def networks_rows(results: str) -> List[List[str]]:
     """Leave one network out from the dataset with the most records; leave one operator kind
     out from the largest dataset whose results have that axis."""
-    from .networks import load_results
-
     found = load_results(results)
-    nets = next((n for n in found if network_rows(n)), None)
-    kinds = next((n for n in found if kind_rows(n)), None)
-    return (network_rows(nets) if nets else []) + (kind_rows(kinds) if kinds else [])
+    return (next(filter(None, map(network_rows, found)), [])
+            + next(filter(None, map(kind_rows, found)), []))
 
 
 def kind_rows(nets: Dict[str, Any]) -> List[List[str]]:
@@ -110,7 +108,7 @@ def kind_rows(nets: Dict[str, Any]) -> List[List[str]]:
     text = f"{best['model']} τ {best['mean_tau']:.3f} (worst kind {best['worst_tau']:.3f})"
     if ceiling:
         text += f"; measurement ceiling τ {ceiling['mean_tau']:.3f}"
-    dataset = os.path.basename(os.path.normpath(nets.get("dataset", "")))
+    dataset = dataset_name(nets.get("dataset", ""))
     return [[f"ranking schedules of an operator kind never trained on (`{dataset}`, leave one of {best['kinds']} "
              "out, mean)",
              text, f"networks:{dataset}"]]
