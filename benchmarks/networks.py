@@ -2,7 +2,7 @@
 
     python -m benchmarks.networks [--networks-data datasets/networks_<cpu>] [--networks-models gcn sage mlp curve-mlp xgb]
         [--kind-models gcn-inv-arf-noext-lane knob-xgb-rank knob-xgb-reg itervar-xgb-rank itervar-xgb-reg]
-        [--held-networks bert ...] [--held-kinds [softmax ...]] [--networks-epochs 20] [--networks-seeds 0 1 2]
+        [--held-networks [bert ...]] [--held-kinds [softmax ...]] [--networks-epochs 20] [--networks-seeds 0 1 2]
         [--combined-models gcn xgb] [--runs runs/bench] [--results docs/results] [--parallel 1]
 
 For every held-out network (`--split leave-network-out --test-network N`) and every held-out
@@ -134,7 +134,8 @@ def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) 
     ap.add_argument("--kind-models", nargs="*", type=networks_model, default=list(kind_models),
                     help="trained on the leave-op-kind-out axis only (default: %(default)s; "
                          f"the transfer study's: {' '.join(KIND_MODELS)})")
-    ap.add_argument("--held-networks", nargs="+", default=NETWORKS)
+    ap.add_argument("--held-networks", nargs="*", default=NETWORKS,
+                    help="default: %(default)s; none given: no network axis")
     ap.add_argument("--held-kinds", nargs="*", default=None,
                     help="default: every kind with a task of > 5 records; none given: no operator-kind axis")
     ap.add_argument("--networks-epochs", type=COUNT, default=20)
