@@ -29,9 +29,22 @@ def gnn_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tuned_each(tmp_path_factory, gnn_run):
+def stores_run(tmp_path_factory):
+    """A pre-trained `segsum-mlp` (1 epoch): a model that reads the candidates' store rows."""
+    from simulator import train
+
+    out = tmp_path_factory.mktemp("stores_run") / "run"
+    cache = str(tmp_path_factory.mktemp("cache"))
+    assert train.main(["--data", MS_SMALL, "--model", "segsum-mlp", "--split", "random", "--epochs", "1",
+                       "--threads", "1", "--out", str(out), "--cache-dir", cache]) == 0
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def tuned_each(tmp_path_factory, gnn_run, stores_run):
     """{cost model: (work dir, TuneResult)} for tvm-xgb, tvm-xgb-pretrained (on the committed
-    database), mlp, random and gnn from `gnn_run`, one shared builder."""
+    database), mlp, random, gnn from `gnn_run` and gnn from `stores_run` (`gnn-stores`), one
+    shared builder."""
     from extract.metaschedule.runner import MeasureConfig, make_builder, make_runner
     from extract.tir.workloads import parse_workload
     from simulator.metaschedule import cost_model as ms_costmodel, tune
@@ -43,19 +56,20 @@ def tuned_each(tmp_path_factory, gnn_run):
                                    genetic_num_iters=1, seed=1)
     out = {}
     try:
-        for name in ("tvm-xgb", "tvm-xgb-pretrained", "tvm-mlp", "random", "gnn"):
+        checkpoints = {"gnn": gnn_run, "gnn-stores": stores_run}
+        for label in ("tvm-xgb", "tvm-xgb-pretrained", "tvm-mlp", "random", "gnn", "gnn-stores"):
             task = tune._task(TINY, parse_workload(TINY).prim_func(), target)
-            model = ms_costmodel.make_cost_model(name, gnn_run if name == "gnn" else None, seed=1,
-                                                 pretrain_data=[MS_SMALL] if name == "tvm-xgb-pretrained" else ())
-            work = str(tmp_path_factory.mktemp(name.replace("-", "_")))
-            out[name] = (work, tune.tune([task], target, model, work, settings, measure, builder, runner,
-                                         quiet=True), model)
+            model = ms_costmodel.make_cost_model(label.split("-stores")[0], checkpoints.get(label), seed=1,
+                                                 pretrain_data=[MS_SMALL] if label == "tvm-xgb-pretrained" else ())
+            work = str(tmp_path_factory.mktemp(label.replace("-", "_")))
+            out[label] = (work, tune.tune([task], target, model, work, settings, measure, builder, runner,
+                                          quiet=True), model)
     finally:
         builder.pool.shutdown(wait=False)
     return out
 
 
-@pytest.mark.parametrize("name", ["tvm-xgb", "tvm-xgb-pretrained", "tvm-mlp", "random", "gnn"])
+@pytest.mark.parametrize("name", ["tvm-xgb", "tvm-xgb-pretrained", "tvm-mlp", "random", "gnn", "gnn-stores"])
 def test_each_cost_model_tunes_and_writes_a_readable_database(tuned_each, name):
     from extract.metaschedule.database import database_samples
 
@@ -75,6 +89,17 @@ def test_pretrained_gnn_scores_candidates_before_any_measurement(tuned_each):
     _, result, model = tuned_each["gnn"]
     assert not model.is_cold and model.stats.random_predictions == 0 and model.stats.scored > 0
     assert sum(len(v) for v in model.measured.values()) == 4
+
+
+def test_store_row_model_scores_candidates_by_their_store_rows(tuned_each):
+    """The candidates of a model that reads store rows get MetaSchedule's PerStoreFeature
+    rows, as the dataset's extractor packs them: what it was trained on."""
+    _, _, model = tuned_each["gnn-stores"]
+    assert model.model.config.model.model == "segsum-mlp" and model.stats.scored > 0
+    samples = [s for group in model.measured.values() for s in group]
+    rows = np.stack([s.vectors["per_store_rows"][0] for s in samples])
+    assert rows.shape[1] % 165 == 0 and (rows.reshape(len(rows), -1, 165)[:, 0, 0] == 1).all()
+    assert np.isfinite(model.model.predict(samples)).all()
 
 
 def test_cold_gnn_trains_after_min_measured_and_scores_higher_is_faster(ms_tuned):

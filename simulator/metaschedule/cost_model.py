@@ -77,11 +77,14 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from extract.sample import GraphSample
+from extract.store_rows import STORE_ROWS_VECTOR, pack_store_rows
 
 from simulator.registry import Registry, SimulatorError
 
 COLD_ONLY = ("min_measured", "cold_model")   # gnn: read only without a checkpoint
-FAST_VECTORS = (None, "curve")  # what extract.tir.featurize.featurize_schedules makes besides the graph
+# vectors candidates get besides the graph: `curve` (extract.tir.featurize.featurize_schedules) and the
+# store rows (MetaSchedule's PerStoreFeature in C++, only for a model that reads them)
+FAST_VECTORS = (None, "curve", STORE_ROWS_VECTOR)
 MIN_MEASURED = 32       # cold: measurements before the first training
 COLD_STEPS = 64         # cold: steps of that first training
 UPDATE_STEPS = 32       # steps per update (8 left the search where the first round put it: benchmarks.metaschedule.replay)
@@ -156,7 +159,7 @@ def _check_gnn_options(given: Dict[str, Any]) -> None:
 
 def check_cold_model(name: str) -> None:
     """A model a cold GNNCostModel can build: a graph model, or a vector model whose
-    vector the fast featurizer makes (`curve-mlp`)."""
+    vector candidates get (`FAST_VECTORS`: `curve-mlp`, the store-row models)."""
     from simulator.models.costmodel import GraphCostModel, cost_model_class, model_names
     from simulator.registry import UnknownNameError
 
@@ -200,6 +203,16 @@ class MeasuredOnce:
                 keep_c.append(candidate)
                 keep_r.append(result)
         return keep_c, keep_r
+
+
+def with_store_rows(samples: List[GraphSample], context, candidates) -> List[GraphSample]:
+    """`samples` with `vectors["per_store_rows"]`: MetaSchedule's `PerStoreFeature` rows of
+    their candidates (one C++ call for all), packed as the extractor packs them."""
+    from tvm.s_tir.meta_schedule.feature_extractor import PerStoreFeature
+
+    rows = PerStoreFeature().extract_from(context, list(candidates))
+    return [dataclasses.replace(s, vectors={**s.vectors, STORE_ROWS_VECTOR: pack_store_rows(r.numpy())[0][None]})
+            for s, r in zip(samples, rows)]
 
 
 def _direct_python_calls(cls):
@@ -337,7 +350,8 @@ class GNNCostModel(PyCostModel):
         spec = model.batch_spec
         if spec.vector not in FAST_VECTORS:
             raise SimulatorError(f"model {model.config.model.model} reads vectors[{spec.vector!r}], which "
-                                 f"candidates featurized for MetaSchedule lack (graph models and curve-mlp do)")
+                                 f"candidates featurized for MetaSchedule lack (graph models, curve-mlp and the "
+                                 f"store-row models have theirs)")
         changes = {"loss": self.loss}
         if self.lr is not None:
             changes["lr"] = self.lr
@@ -374,8 +388,18 @@ class GNNCostModel(PyCostModel):
         start = time.perf_counter()
         group = task_group(context, self._groups)
         samples = featurize_schedules(candidates, context.target, group, workers=self.workers, cache=self.cache)
+        if self._reads(STORE_ROWS_VECTOR):
+            samples = with_store_rows(samples, context, candidates)
         self.stats.featurize_s += time.perf_counter() - start
         return samples
+
+    def _reads(self, vector: str) -> bool:
+        """Whether the model (or, cold, the model it will build) reads `vectors[vector]`."""
+        from simulator.models.costmodel import cost_model_class
+
+        if self.model is not None:
+            return self.model.batch_spec.vector == vector
+        return getattr(cost_model_class(self.cold_model), "VECTOR", None) == vector
 
     # ------------------------------------------------------------ PyCostModel
     def predict(self, context, candidates) -> np.ndarray:
