@@ -27,10 +27,12 @@ Stages (`--stages`, in this order):
             tvm-xgb-pretrained and random, and their rank quality (benchmarks.metaschedule.tuning,
             `--ms-…` options)
   networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
-            networks dataset, gcn / sage / mlp / curve-mlp / xgb beside its noise
+            networks dataset, gcn and its rivals xgb / segsum-mlp / tenset-mlp / tlp, 3 seeds, beside its noise
             ceiling, and with the shipped conv2d dataset added; on the operator-kind
             axis also the transfer study's gcn-inv-arf-noext-lane and knob-xgb / itervar-xgb
             (rank and reg), with a mean / worst summary per model (benchmarks.networks)
+  curves    learning curves: leave-one-network-out on seeded shares of the training tasks and of
+            every task's records, gcn and tenset-mlp (benchmarks.learning_curves, `--curve-…` options)
   ms-replay the gnn's online phase replayed offline on the networks dataset's pools, each
             update recipe and way of picking (benchmarks.metaschedule.replay; no kernel timed)
   ms-networks  (not in the default stages: it measures for a day) whole networks tuned with
@@ -53,14 +55,14 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, cross_cpu, networks, speed, sweep, tuning
+from . import accuracy, cross_cpu, learning_curves, networks, speed, sweep, tuning
 from .metaschedule import networks as ms_networks, replay as ms_replay, tuning as ms_tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 from .transfer import analysis, families, matrix, specs
 
 STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "ms-replay",
-          "networks", "cross-cpu", "ms-networks", "report"]
+          "networks", "curves", "cross-cpu", "ms-networks", "report"]
 LONG_STAGES = ["ms-networks"]   # measures for a day: run only when asked for
 DEFAULT_STAGES = [s for s in STAGES if s not in LONG_STAGES]
 
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                               prefix=ms_networks.ALL_PREFIX)
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n, kind_models=networks.KIND_MODELS)
+    learning_curves.add_arguments(ap.add_argument_group("learning curves (benchmarks.learning_curves)"))
     return ap
 
 
@@ -322,6 +325,9 @@ class Stages:
 
     def networks(self):
         return networks.run(self.args)
+
+    def curves(self):
+        return learning_curves.run(self.args)
 
     def cross_cpu(self):
         """Every pair of shipped CPU datasets that share enough tasks, from each one that

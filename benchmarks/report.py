@@ -457,6 +457,9 @@ def build(results: str, out: str) -> str:
     from .networks import load_results as networks_results, report_section as networks_section
     for nets in networks_results(results):
         lines += networks_section(nets)
+    from .learning_curves import load_results as curve_results, report_section as curves_section
+    for curves in curve_results(results):
+        lines += curves_section(curves)
     lines = with_summary(lines, results)
     text = "\n".join(lines).rstrip() + "\n"
     with atomic_write(out, "w") as f:

@@ -38,7 +38,8 @@ class DataConfig:
     test_op_kind: Optional[str] = None       # leave-op-kind-out: the held-out operator kind
     val_fraction: float = 0.2
     feature_transform: str = "none"          # "none" | "log1p"
-    train_fraction: float = 1.0
+    train_fraction: float = 1.0              # seeded share of each training workload's configs
+    train_task_fraction: float = 1.0         # seeded share of the training workloads
     configs_per_graph: Optional[int] = None  # TpuGraphs: configs drawn per graph and step
     keep_hops: Optional[int] = None          # TpuGraphs layout: pruning radius (-1: whole graph)
     max_batch_nodes: int = 2_000_000         # TpuGraphs scoring: graph-copy nodes per forward pass

@@ -1,7 +1,7 @@
 """Train a runtime simulator and evaluate it on validation and test workloads.
 
     python -m simulator.train --split cross-workload [--model gcn] [--loss huber]
-        [--epochs N] [--train-fraction F] [--seed S] [--out DIR] [--resume]
+        [--epochs N] [--train-fraction F] [--train-task-fraction T] [--seed S] [--out DIR] [--resume]
 
 Reads the data (`--data`: the shipped dataset, AutoTVM logs or folders of them, or
 folders of .npz samples), splits it by workload, trains with early stopping on the
@@ -86,7 +86,9 @@ def _data_flags(add: Add) -> None:
         help="log1p: sign(x)·log(1+|x|) on node features and vectors before "
              "standardising (the TIR extractor's features are already log-scaled)")
     add("--train-fraction", type=FRACTION, default=1.0,
-        help="seeded share of the training set to train on (data-efficiency sweep)")
+        help="seeded share of each training workload's configs to train on (learning curve over records)")
+    add("--train-task-fraction", type=FRACTION, default=1.0,
+        help="seeded share of the training workloads to train on, whole (learning curve over tasks)")
     add("--configs-per-graph", type=COUNT, default=None,
         help="tpugraphs: measured configs of each graph drawn per step (default 16 tile, 8 layout)")
     add("--keep-hops", type=Int(-1), default=None,
@@ -219,6 +221,8 @@ def default_out(config: TrainConfig, kind: DataKind) -> str:
     name = f"{kind.run_name(config)}-{config.model.model}-{config.fit.loss}-seed{config.seed}"
     if config.data.train_fraction < 1.0:
         name += f"-f{config.data.train_fraction:g}"
+    if config.data.train_task_fraction < 1.0:
+        name += f"-tasks{config.data.train_task_fraction:g}"
     return os.path.join("runs", name)
 
 

@@ -190,7 +190,7 @@ def test_transfer_models_run_on_the_kind_axis_with_their_own_objective():
     bench.add_arguments(ap)
     ap.add_argument("--runs", default="runs")
     args = ap.parse_args(["--networks-models", "gcn", "xgb", "--held-networks", "bert", "--held-kinds", "dense",
-                          "--combined-models", "--kind-models", *bench.KIND_MODELS])
+                          "--combined-models", "--networks-seeds", "0", "--kind-models", *bench.KIND_MODELS])
     planned = bench.jobs(args, {"tasks": []})
     assert [(j["axis"], j["model"]) for j in planned] == (
         [("network", "gcn"), ("network", "xgb"), ("kind", "gcn"), ("kind", "xgb")]

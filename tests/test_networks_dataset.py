@@ -273,10 +273,10 @@ def test_benchmark_loss_is_checked_and_reaches_every_run():
     bench.add_arguments(ap)
     ap.add_argument("--runs", default="runs")
     args = ap.parse_args(["--networks-loss", "huber", "--networks-models", "gcn", "xgb", "--held-networks", "bert",
-                          "--held-kinds", "dense", "--combined-models", "gcn"])
+                          "--held-kinds", "dense", "--combined-models", "gcn", "--networks-seeds", "0"])
     planned = bench.jobs(args, {"tasks": []})
     assert len(planned) == 5 and all(j["argv"][-2:] == ["--loss", "huber"] for j in planned)
-    assert ap.parse_args([]).networks_loss == "pairwise-hinge" and ap.parse_args([]).networks_epochs == 20
+    assert ap.parse_args([]).networks_loss == "pairwise-hinge" and ap.parse_args([]).networks_epochs == 10
     with pytest.raises(SystemExit):
         ap.parse_args(["--networks-loss", "nope"])
 

@@ -56,3 +56,20 @@ def test_train_fraction_is_a_seeded_subsample():
     assert np.array_equal(a["val"], full["val"]) and np.array_equal(a["test"], full["test"])
     with pytest.raises(SimulatorError, match="train-fraction"):
         make_split(GROUPS, "cross-workload", seed=0, train_fraction=0.0)
+
+
+def test_train_task_fraction_keeps_whole_seeded_workloads():
+    full = make_split(GROUPS, "cross-workload", seed=0)
+    a = make_split(GROUPS, "cross-workload", seed=0, train_task_fraction=0.5)
+    b = make_split(GROUPS, "cross-workload", seed=0, train_task_fraction=0.5)
+    others = [make_split(GROUPS, "cross-workload", seed=s, train_task_fraction=0.5) for s in range(1, 6)]
+    kept = groups_of(a["train"])
+    assert len(kept) == 3 and kept < set(DEFAULT_TRAIN)            # ⌈0.5 · 6⌉ of the training workloads
+    assert np.array_equal(a["train"], b["train"])
+    assert any(groups_of(o["train"]) != kept for o in others)      # another seed, other workloads
+    assert len(a["train"]) == 3 * 16                               # each kept one whole
+    assert groups_of(a["val"]) == kept and np.array_equal(a["test"], full["test"])
+    both = make_split(GROUPS, "cross-workload", seed=0, train_task_fraction=0.5, train_fraction=0.25)
+    assert groups_of(both["train"]) == kept and len(both["train"]) == 3 * 4
+    with pytest.raises(SimulatorError, match="train-task-fraction"):
+        make_split(GROUPS, "cross-workload", seed=0, train_task_fraction=1.5)

@@ -184,7 +184,7 @@ def test_the_benchmark_trains_tlp_with_lambdarank():
     bench.add_arguments(ap)
     ap.add_argument("--runs", default="runs")
     args = ap.parse_args(["--networks-models", "gcn", "tlp", "--held-networks", "bert", "--held-kinds",
-                          "--combined-models", "--networks-epochs", "10"])
+                          "--combined-models", "--networks-epochs", "10", "--networks-seeds", "0"])
     gcn, tlp = (j["argv"] for j in bench.jobs(args, {"tasks": [{"kind": "dense", "valid": 30}]}))
     assert bench.objective_of(gcn) == "pairwise-hinge" and bench.objective_of(tlp) == "lambdarank"
     assert tlp[tlp.index("--model") + 1] == "tlp"

@@ -236,7 +236,8 @@ class SampleData(DataKind):
     def _split(self, config: TrainConfig, samples: Sequence[GraphSample]) -> Dict[str, np.ndarray]:
         d = config.data
         return make_split([s.group for s in samples], d.split, config.seed, d.train_workloads, d.test_workloads,
-                          d.val_fraction, d.train_fraction, group_tags(samples), d.test_network, d.test_op_kind)
+                          d.val_fraction, d.train_fraction, group_tags(samples), d.test_network, d.test_op_kind,
+                          d.train_task_fraction)
 
     def open_run(self, config: TrainConfig, info: Optional[ModelInfo]) -> RunData:
         samples, collection = samples_and_info(config.data.data, config.data.cache_dir)

@@ -16,8 +16,9 @@
 * `leave-op-kind-out` (`--test-op-kind softmax`): the same with an operator kind
   (`meta.kind`, else the kind a MetaSchedule workload key or a template name starts with).
 
-`train_fraction` F then keeps a seeded ⌈F·n⌉ of each workload's training configs (the
-data-efficiency sweep); validation and test stay whole.
+`train_task_fraction` T then keeps a seeded ⌈T·n⌉ of the n training workloads (with their
+validation configs), and `train_fraction` F a seeded ⌈F·n⌉ of each kept workload's training
+configs: the learning curves over tasks and over records per task; test stays whole.
 """
 from __future__ import annotations
 
@@ -197,6 +198,15 @@ def random_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=N
     return {k: np.sort(np.concatenate(v)) for k, v in parts.items()}
 
 
+def keep_training_tasks(parts: Dict[str, np.ndarray], groups: np.ndarray, fraction: float,
+                        rng: np.random.Generator) -> Dict[str, np.ndarray]:
+    """`parts` with a seeded ⌈fraction·n⌉ of the n training workloads left in "train" and
+    "val" (whole); test unchanged."""
+    tasks = sorted(set(groups[parts["train"]].tolist()))
+    kept = rng.choice(tasks, max(1, math.ceil(fraction * len(tasks))), replace=False)
+    return {part: idx[np.isin(groups[idx], kept)] if part in ("train", "val") else idx for part, idx in parts.items()}
+
+
 @register_split("official")
 def official_split(groups: np.ndarray, rng: np.random.Generator, train_workloads=None,
                    test_workloads=None, **_) -> Dict[str, np.ndarray]:
@@ -222,16 +232,20 @@ def _split_kwargs(split: str, val_fraction: float, tags: Optional[Mapping[str, G
 def make_split(groups: Sequence[str], split: str, seed: int, train_workloads: Optional[Sequence[str]] = None,
                test_workloads: Optional[Sequence[str]] = None, val_fraction: float = 0.2,
                train_fraction: float = 1.0, tags: Optional[Mapping[str, GroupTags]] = None,
-               test_network: Optional[str] = None, test_op_kind: Optional[str] = None) -> Dict[str, np.ndarray]:
+               test_network: Optional[str] = None, test_op_kind: Optional[str] = None,
+               train_task_fraction: float = 1.0) -> Dict[str, np.ndarray]:
     """Indices into the sample list for "train", "val" and "test" (sorted, disjoint).
     `tags` (`group_tags(samples)`): the groups' networks and operator kinds, for the
     leave-network-out (`test_network`) and leave-op-kind-out (`test_op_kind`) splits."""
-    if not 0.0 < train_fraction <= 1.0:
-        raise SimulatorError(f"--train-fraction {train_fraction} is not in (0, 1]")
+    for flag, fraction in (("--train-fraction", train_fraction), ("--train-task-fraction", train_task_fraction)):
+        if not 0.0 < fraction <= 1.0:
+            raise SimulatorError(f"{flag} {fraction} is not in (0, 1]")
     groups = np.asarray(groups)
     rng = np.random.default_rng([seed, 1])
     kwargs = _split_kwargs(split, val_fraction, tags, test_network, test_op_kind)
     parts = SPLITS.get(split)(groups, rng, train_workloads, test_workloads, **kwargs)
+    if train_task_fraction < 1.0:
+        parts = keep_training_tasks(parts, groups, train_task_fraction, np.random.default_rng([seed, 2]))
     if train_fraction < 1.0:
         keep = []
         for g, idx in _per_group(groups[parts["train"]]).items():

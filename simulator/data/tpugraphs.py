@@ -372,8 +372,9 @@ class TpuGraphsData(DataKind):
         if flat["select_metric"] in METRICS and flat["select_metric"] not in allowed:
             raise SimulatorError(f"--select-metric {flat['select_metric']}: {collection} is scored with "
                                  f"{', '.join(allowed)}")
-        if flat["train_fraction"] < 1.0:
-            raise SimulatorError("--train-fraction is not supported for TpuGraphs collections")
+        for flag in ("train_fraction", "train_task_fraction"):
+            if flat.get(flag, 1.0) < 1.0:
+                raise SimulatorError(f"--{flag.replace('_', '-')} is not supported for TpuGraphs collections")
         return TrainConfig.from_dict(flat)
 
     def run_name(self, config: TrainConfig) -> str:
