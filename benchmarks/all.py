@@ -31,6 +31,10 @@ Stages (`--stages`, in this order):
             ceiling, and with the shipped conv2d dataset added; on the operator-kind
             axis also the transfer study's gcn-inv-arf-noext-lane and knob-xgb / itervar-xgb
             (rank and reg), with a mean / worst summary per model (benchmarks.networks)
+  xla-layout  the cost models judged on the measured XLA layout collection (`--xla-root`, default:
+            the shipped datasets/xla_layout_<cpu>; skipped, with one log line, when there is none):
+            per held-out program and search, τ and top-k slowdown beside the noise ceiling and
+            XLA's default layout (benchmarks.xla_layout, `--xla-…` options)
   ms-replay the gnn's online phase replayed offline on the networks dataset's pools, each
             update recipe and way of picking (benchmarks.metaschedule.replay; no kernel timed)
   ms-networks  (not in the default stages: it measures for a day) whole networks tuned with
@@ -53,14 +57,14 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, cross_cpu, networks, speed, sweep, tuning
+from . import accuracy, cross_cpu, networks, speed, sweep, tuning, xla_layout
 from .metaschedule import networks as ms_networks, replay as ms_replay, tuning as ms_tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 from .transfer import analysis, families, matrix, specs
 
 STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "ms-replay",
-          "networks", "cross-cpu", "ms-networks", "report"]
+          "networks", "xla-layout", "cross-cpu", "ms-networks", "report"]
 LONG_STAGES = ["ms-networks"]   # measures for a day: run only when asked for
 DEFAULT_STAGES = [s for s in STAGES if s not in LONG_STAGES]
 
@@ -102,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                               prefix=ms_networks.ALL_PREFIX)
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n, kind_models=networks.KIND_MODELS)
+    xla_layout.add_arguments(ap.add_argument_group("measured XLA layout collection (benchmarks.xla_layout)"))
     return ap
 
 
@@ -109,7 +114,8 @@ def protocol_notes(args) -> List[str]:
     """Each option that differs from the full protocol, in words."""
     defaults = build_parser().parse_args([])
     skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "transfer_quiet_log",
-            "extraction_log", "tuning_runs", "spaces", "space_workers", "force", "split_run", "networks_data"}
+            "extraction_log", "tuning_runs", "spaces", "space_workers", "force", "split_run", "networks_data",
+            "xla_root"}
     notes = []
     for key, value in vars(args).items():
         if key in skip or getattr(defaults, key, value) == value:
@@ -322,6 +328,15 @@ class Stages:
 
     def networks(self):
         return networks.run(self.args)
+
+    def xla_layout(self):
+        if self.args.xla_root is None:
+            found = xla_layout.shipped_root()
+            if found is None:
+                log(f"xla-layout: skipped (no --xla-root and no datasets/{xla_layout.SHIPPED_PREFIX}<cpu> shipped)")
+                return None
+            self.args.xla_root = os.path.relpath(found)
+        return xla_layout.run(self.args)
 
     def cross_cpu(self):
         """Every pair of shipped CPU datasets that share enough tasks, from each one that

@@ -457,6 +457,8 @@ def build(results: str, out: str) -> str:
     from .networks import load_results as networks_results, report_section as networks_section
     for nets in networks_results(results):
         lines += networks_section(nets)
+    from .xla_layout import load_results as xla_layout_results, report_section as xla_layout_section
+    lines += xla_layout_section(xla_layout_results(results))
     lines = with_summary(lines, results)
     text = "\n".join(lines).rstrip() + "\n"
     with atomic_write(out, "w") as f:

@@ -58,6 +58,8 @@ MODEL_SPECS = {
 }
 XLA_DEFAULT = ""          # the config key of XLA's own layouts (nothing constrained)
 GOAL_MARGIN = 0.05        # "a measured layout beats XLA's default": by more than this share
+# the npz holds runtimes rounded to whole ns, the measurements seconds: equal within this share
+SAME_RUNTIME = 1e-6
 RESULT_NAME = "xla_layout"
 SHIPPED_PREFIX = "xla_layout_"
 
@@ -155,12 +157,19 @@ def run_rows(results: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[D
         for name, program in programs.items():
             part = r["metrics"].get(HELD_PARTS[program["split"]], {})
             values = {m: finite_or_null(part.get(m, {}).get("per_workload", {}).get(name)) for m in METRICS}
-            default, top1 = program["default_slowdown"], values["top1_slowdown"]
             rows.append({"search": r["search"], "model": r["model"], "seed": r["seed"], "program": name,
                          "split": program["split"], **values,
-                         "pick_beats_default": None if default is None or top1 is None else top1 < default,
+                         "pick_beats_default": pick_beats_default(values["top1_slowdown"], program["default_slowdown"]),
                          "command": "python -m simulator.train " + " ".join(r["argv"])})
     return rows
+
+
+def pick_beats_default(top1_slowdown: Optional[float], default_slowdown: Optional[float]) -> Optional[bool]:
+    """Whether the model's first pick ran faster than XLA's default (both against the same best
+    runtime; the same config measured once counts as equal): None without both numbers."""
+    if top1_slowdown is None or default_slowdown is None:
+        return None
+    return 1.0 + top1_slowdown < (1.0 + default_slowdown) * (1.0 - SAME_RUNTIME)
 
 
 # ---------------------------------------------------------------- tables
