@@ -250,40 +250,70 @@ def _share(value: Optional[float]) -> str:
     return "–" if value is None else f"{100 * value:.0f}%"
 
 
+def _model_cell(row: Optional[Dict[str, Any]]) -> str:
+    """τ (share of the ceiling); top-1 / top-5 slowdown."""
+    if row is None:
+        return "–"
+    return (f"{_cell(row['kendall_tau'], 'kendall_tau')} ({_share(row['tau_of_ceiling'])}); "
+            + " / ".join(_cell(row[k], k) for k in ("top1_slowdown", "top5_slowdown")))
+
+
+def split_means(means: Sequence[Dict[str, Any]], split: str, model: str) -> Optional[Dict[str, Any]]:
+    """A model's mean over the held-out programs of a split (each program's value a mean over
+    seeds; programs without a value left out), in a program row's form; None without any."""
+    mine = [r for r in means if r["split"] == split and r["model"] == model]
+    if not mine:
+        return None
+    out = {k: (mean_std(r[k][0] for r in mine)[0], None, 1) for k in METRICS}
+    out["tau_of_ceiling"] = mean_std(r["tau_of_ceiling"] for r in mine)[0]
+    return out
+
+
 def _program_table(res: Dict[str, Any], search: str) -> List[str]:
-    """One row per held-out program of a search: ceiling, XLA's default, each model's τ
-    (share of the ceiling) and top-1 / top-5 slowdown."""
+    """One row per held-out program of a search (the test ones first), then each split's mean:
+    ceiling, XLA's default, and per model τ (share of the ceiling); top-1 / top-5 slowdown."""
     means = [r for r in res["programs"] if r["search"] == search]
     models = list(dict.fromkeys(r["model"] for r in means))
     facts = res["facts"][search]["programs"]
     order = sorted(facts, key=lambda p: (facts[p]["split"] != "test", p))
-    header = ["program", "split", "configs", "ceiling τ (pairs)", "XLA default slowdown"] + \
-             [f"{m} τ (of ceiling)" for m in models] + [f"{m} top-1 / top-5" for m in models]
+    header = ["program", "split", "configs", "ceiling τ (pairs)", "XLA default: slowdown"] + \
+             [f"{m}: τ (of ceiling); top-1 / top-5" for m in models]
     body = []
     for program in order:
         f = facts[program]
         mine = {r["model"]: r for r in means if r["program"] == program}
-        body.append([program, f["split"], f["configs"],
-                     f"{fmt(f['ceiling_tau'], 'kendall_tau')} ({f['ceiling_pairs']})",
-                     fmt(f["default_slowdown"], "top1_slowdown")]
-                    + [f"{_cell(mine[m]['kendall_tau'], 'kendall_tau')} ({_share(mine[m]['tau_of_ceiling'])})"
-                       if m in mine else "–" for m in models]
-                    + [" / ".join(_cell(mine[m][k], k) for k in ("top1_slowdown", "top5_slowdown"))
-                       if m in mine else "–" for m in models])
+        body.append([program, f["split"], f["configs"], f"{fmt(f['ceiling_tau'], 'kendall_tau')} ({f['ceiling_pairs']})",
+                     fmt(f["default_slowdown"], "top1_slowdown")] + [_model_cell(mine.get(m)) for m in models])
+    for split in HELD_PARTS:
+        chosen = [facts[p] for p in order if facts[p]["split"] == split]
+        if chosen:
+            ceilings = [c["ceiling_tau"] for c in chosen]
+            body.append([f"**mean, {split}**", split, len(chosen), fmt(mean_std(ceilings)[0], "kendall_tau"),
+                         fmt(mean_std(c["default_slowdown"] for c in chosen)[0], "top1_slowdown")]
+                        + [_model_cell(split_means(means, split, m)) for m in models])
     return [markdown_table(header, body, "ll" + "r" * (len(header) - 2)), ""]
 
 
 def _goal_table(res: Dict[str, Any]) -> List[str]:
-    """Per search, split and model: programs some layout beats XLA's default on, and on how
-    many of them the model's first pick beats it (per seed)."""
-    groups: Dict[tuple, List[Dict[str, Any]]] = {}
+    """Per model, for each search and split: on how many of the programs some layout beats
+    XLA's default on, the model's first pick beats it (per seed)."""
+    cells: Dict[tuple, List[Dict[str, Any]]] = {}
     for g in res["goal"]:
-        groups.setdefault((g["search"], g["split"], g["model"]), []).append(g)
-    body = [[search, split, model, rs[0]["beatable"], ", ".join(str(r["picked"]) for r in sorted(rs, key=lambda r: r["seed"]))]
-            for (search, split, model), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] != "test"))]
-    header = ["search", "split", "model", f"programs a layout beats XLA's default on by > {100 * GOAL_MARGIN:.0f}%",
-              "of those, the first pick beats the default (per seed)"]
-    return [markdown_table(header, body, "lllrr"), ""]
+        cells.setdefault((g["model"], g["search"], g["split"]), []).append(g)
+    columns = [(search, split) for search in SEARCHES for split in HELD_PARTS
+               if any((m, search, split) in cells for m, _, _ in cells)]
+    models = list(dict.fromkeys(m for m, _, _ in cells))
+    body = []
+    for model in models:
+        row = [model]
+        for column in columns:
+            gs = sorted(cells.get((model, *column), []), key=lambda g: g["seed"])
+            row.append(f"{', '.join(str(g['picked']) for g in gs)} of {gs[0]['beatable']}" if gs else "–")
+        body.append(row)
+    header = ["model"] + [f"`{search}`, {split}" for search, split in columns]
+    return [f"On how many held-out programs the model's first pick runs faster than XLA's default layout, of "
+            f"those where some measured layout beats the default by more than {100 * GOAL_MARGIN:.0f}% "
+            f"(one count per seed):", "", markdown_table(header, body, "l" + "r" * len(columns)), ""]
 
 
 def report_section(res: Optional[Dict[str, Any]]) -> List[str]:

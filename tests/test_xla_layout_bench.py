@@ -144,6 +144,13 @@ def test_report_section_and_csv(results):
     assert "## Measured XLA layout collection (`root`)" in text and "Test CPU" in text
     assert "| delta.infer | test | 8 | 1.000 (4) | 20.0% |" in text
     assert text.index("delta.infer") < text.index("gamma.infer")   # test programs first
+    assert "| **mean, test** | test | 1 | 1.000 | 20.0% |" in text
+    cells = []
+    for search, split, program in [("random", "test", "delta.infer"), ("random", "valid", "gamma.infer")]:
+        row = next(r for r in res["rows"] if (r["search"], r["program"], r["model"]) == (search, program, "xgb"))
+        beatable = res["facts"][search]["programs"][program]["beats_default"]
+        cells.append(f"{int(bool(beatable and row['pick_beats_default']))} of {int(beatable)}")
+    assert f"| xgb | {cells[0]} | {cells[1]} |" in text
     csv_lines = (out / "results" / "xla_layout.csv").read_text().splitlines()
     assert len(csv_lines) == 1 + 2 * 2 * len(BENCH_MODELS)   # searches × held-out programs × models, one seed
     assert "nan" not in text.lower() and "inf" not in text.lower().replace("infer", "")
