@@ -316,6 +316,32 @@ def _goal_table(res: Dict[str, Any]) -> List[str]:
             f"(one count per seed):", "", markdown_table(header, body, "l" + "r" * len(columns)), ""]
 
 
+def summary_row(res: Optional[Dict[str, Any]]) -> List[List[str]]:
+    """The one-screen summary's row (benchmarks.summary): per search, the model with the best
+    mean τ over the test programs, beside their mean ceiling, and its first picks against
+    XLA's default; none without results."""
+    if not res:
+        return []
+    cells = []
+    for search in SEARCHES:
+        means = [r for r in res["programs"] if r["search"] == search and r["split"] == "test"]
+        scored = {m: split_means(means, "test", m) for m in dict.fromkeys(r["model"] for r in means)}
+        scored = {m: v for m, v in scored.items() if v and v["kendall_tau"][0] is not None}
+        if not scored:
+            continue
+        best = max(scored, key=lambda m: scored[m]["kendall_tau"][0])
+        facts = [f for f in res["facts"][search]["programs"].values() if f["split"] == "test"]
+        goal = [g for g in res["goal"] if (g["search"], g["split"], g["model"]) == (search, "test", best)]
+        cells.append(f"`{search}`: {best} τ {fmt(scored[best]['kendall_tau'][0], 'kendall_tau')} (ceiling "
+                     f"{fmt(mean_std(f['ceiling_tau'] for f in facts)[0], 'kendall_tau')}), first pick beats XLA's "
+                     f"default on {', '.join(str(g['picked']) for g in goal)} of {goal[0]['beatable'] if goal else 0}")
+    if not cells:
+        return []
+    name = os.path.basename(os.path.normpath(res["root"]))
+    return [[f"ranking layouts of XLA programs of model families never trained on (`{name}`, test programs, mean)",
+             "; ".join(cells), "xla_layout"]]
+
+
 def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
     """The section of docs/RESULTS.md (none without results)."""
     if not res:

@@ -231,3 +231,6 @@ def test_all_runs_the_stage_and_reports_it(tmp_path, results, collection):
         assert json.load(f)["programs"] == res["programs"]
     report = (tmp_path / "RESULTS.md").read_text()
     assert "## Measured XLA layout collection (`root`)" in report and "| delta.infer | test |" in report
+    summary = next(line for line in report.splitlines() if line.startswith("| ranking layouts of XLA programs"))
+    assert "`random`: " in summary and "`default`: " in summary and "(ceiling 1.000)" in summary
+    assert summary.endswith("[details](#measured-xla-layout-collection-root) |")
