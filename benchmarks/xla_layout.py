@@ -282,8 +282,8 @@ def _program_table(res: Dict[str, Any], search: str) -> List[str]:
     for program in order:
         f = facts[program]
         mine = {r["model"]: r for r in means if r["program"] == program}
-        body.append([program, f["split"], f["configs"], f"{fmt(f['ceiling_tau'], 'kendall_tau')} ({f['ceiling_pairs']})",
-                     fmt(f["default_slowdown"], "top1_slowdown")] + [_model_cell(mine.get(m)) for m in models])
+        ceiling = f"{fmt(f['ceiling_tau'], 'kendall_tau')} ({f['ceiling_pairs']})"
+        body.append([program, f["split"], f["configs"], ceiling, fmt(f["default_slowdown"], "top1_slowdown")] + [_model_cell(mine.get(m)) for m in models])
     for split in HELD_PARTS:
         chosen = [facts[p] for p in order if facts[p]["split"] == split]
         if chosen:
@@ -349,7 +349,8 @@ def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
     p, m = res["protocol"], res.get("machine") or {}
     lines = [f"## Measured XLA layout collection (`{os.path.basename(os.path.normpath(res['root']))}`)", "",
              f"`python -m benchmarks.xla_layout --xla-root {res['root']}` (every command in "
-             f"`docs/results/{RESULT_NAME}.json`); collection measured on {m.get('cpu', '?')} (jax {m.get('jax', '?')}). "
+             f"`docs/results/{RESULT_NAME}.json`); collection measured on {m.get('cpu', '?')} "
+             f"(jax {m.get('jax', '?')}). "
              f"Leave-model-family-out: trained on the `train` programs; `valid` programs chose each model's "
              f"epoch (early stopping), `test` programs are held out entirely. Seeds "
              f"{', '.join(map(str, p['seeds']))} (mean ± std), {p['epochs']} epochs. τ is Kendall's τ over a "
