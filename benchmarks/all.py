@@ -33,6 +33,10 @@ Stages (`--stages`, in this order):
             (rank and reg), with a mean / worst summary per model (benchmarks.networks)
   curves    learning curves: leave-one-network-out on seeded shares of the training tasks and of
             every task's records, gcn and tenset-mlp (benchmarks.learning_curves, `--curve-…` options)
+  xla-layout  the cost models judged on the measured XLA layout collection (`--xla-root`, default:
+            the shipped datasets/xla_layout_<cpu>; skipped, with one log line, when there is none):
+            per held-out program and search, τ and top-k slowdown beside the noise ceiling and
+            XLA's default layout (benchmarks.xla_layout, `--xla-…` options)
   ms-replay the gnn's online phase replayed offline on the networks dataset's pools, each
             update recipe and way of picking (benchmarks.metaschedule.replay; no kernel timed)
   ms-networks  (not in the default stages: it measures for a day) whole networks tuned with
@@ -55,14 +59,14 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import accuracy, cross_cpu, learning_curves, networks, speed, sweep, tuning
+from . import accuracy, cross_cpu, learning_curves, networks, speed, sweep, tuning, xla_layout
 from .metaschedule import networks as ms_networks, replay as ms_replay, tuning as ms_tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
                      model_name, output_file, output_folder, run_many, write_json)
 from .transfer import analysis, families, matrix, specs
 
 STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "ms-replay",
-          "networks", "curves", "cross-cpu", "ms-networks", "report"]
+          "networks", "curves", "xla-layout", "cross-cpu", "ms-networks", "report"]
 LONG_STAGES = ["ms-networks"]   # measures for a day: run only when asked for
 DEFAULT_STAGES = [s for s in STAGES if s not in LONG_STAGES]
 
@@ -105,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     n = ap.add_argument_group("networks dataset (benchmarks.networks)")
     networks.add_arguments(n, kind_models=networks.KIND_MODELS)
     learning_curves.add_arguments(ap.add_argument_group("learning curves (benchmarks.learning_curves)"))
+    xla_layout.add_arguments(ap.add_argument_group("measured XLA layout collection (benchmarks.xla_layout)"))
     return ap
 
 
@@ -112,7 +117,8 @@ def protocol_notes(args) -> List[str]:
     """Each option that differs from the full protocol, in words."""
     defaults = build_parser().parse_args([])
     skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "transfer_quiet_log",
-            "extraction_log", "tuning_runs", "spaces", "space_workers", "force", "split_run", "networks_data"}
+            "extraction_log", "tuning_runs", "spaces", "space_workers", "force", "split_run", "networks_data",
+            "xla_root"}
     notes = []
     for key, value in vars(args).items():
         if key in skip or getattr(defaults, key, value) == value:
@@ -328,6 +334,15 @@ class Stages:
 
     def curves(self):
         return learning_curves.run(self.args)
+
+    def xla_layout(self):
+        if self.args.xla_root is None:
+            found = xla_layout.shipped_root()
+            if found is None:
+                log(f"xla-layout: skipped (no --xla-root and no datasets/{xla_layout.SHIPPED_PREFIX}<cpu> shipped)")
+                return None
+            self.args.xla_root = os.path.relpath(found)
+        return xla_layout.run(self.args)
 
     def cross_cpu(self):
         """Every pair of shipped CPU datasets that share enough tasks, from each one that

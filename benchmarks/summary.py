@@ -15,13 +15,15 @@ import numpy as np
 
 from .common import best_by, fmt, load_json, markdown_table
 from .networks import dataset_name, load_results
+from .xla_layout import load_results as xla_layout_results, summary_row as xla_layout_row
 
 # what a summary row is about → the start of its section's heading
 SECTIONS = {"tuning": "MetaSchedule tuning of held-out operators",
             "networks": "Cross-network and cross-operator generalisation",
             "accuracy": "Accuracy: cross-workload split",
             "speed": "Speed and memory",
-            "cross_cpu": "New hardware"}
+            "cross_cpu": "New hardware",
+            "xla_layout": "Measured XLA layout collection"}
 TUNING_POINT = 64   # trials: the first point of the tuning benchmark
 
 
@@ -114,6 +116,11 @@ def kind_rows(nets: Dict[str, Any]) -> List[List[str]]:
              text, f"networks:{dataset}"]]
 
 
+def xla_layout_rows(results: str) -> List[List[str]]:
+    """The measured XLA layout collection: the best model on the held-out model families."""
+    return xla_layout_row(xla_layout_results(results))
+
+
 def accuracy_rows(acc: Dict[str, Any]) -> List[List[str]]:
     """AutoTVM conv2d, held-out workloads: the best model's τ and top-5 slowdown."""
     summary = acc.get("summary") or {}
@@ -152,6 +159,7 @@ def summary_section(results: str, headings: Sequence[str]) -> List[str]:
     acc, speed = load_json(results, "accuracy.json"), load_json(results, "speed.json")
     rows += tuning_rows(tuning) if tuning else []
     rows += networks_rows(results)
+    rows += xla_layout_rows(results)
     for path in sorted(glob.glob(os.path.join(results, "cross_cpu_*_*.json"))):
         rows += cross_cpu_rows(load_json(results, os.path.basename(path)))
     rows += accuracy_rows(acc) if acc else []

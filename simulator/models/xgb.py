@@ -10,6 +10,14 @@ Objectives (`--xgb-objective`): `reg` fits the log runtime (`reg:squarederror`);
 `rank` is `rank:pairwise` with each workload a query group, and its prediction, a
 score, is returned negated as an (uncalibrated) log runtime; `auto` picks `rank` for a
 ranking `--loss` and `reg` otherwise.
+
+TpuGraphs layout data has no `per_store` vectors: there each config's vector is made
+from the graph and its layout rows (`layout_vectors`): the program's opcode histogram
+(log1p of each opcode's node count, over the graph the source prepares: pass
+`--keep-hops -1` for the whole program) and the config's per-node layout features
+pooled over its configurable nodes (mean, min, max of each column), as TpuGraphs'
+XGBoost baseline reads an op-count histogram beside the config features. Train it on
+every measured config of each graph: `--configs-per-graph` above the largest count.
 """
 from __future__ import annotations
 
@@ -87,6 +95,28 @@ class XGBEstimator:
         return self
 
 
+def layout_vectors(batch: Batch, num_types: int) -> np.ndarray:
+    """(C, num_types + 3k) per config row of a layout batch (not expanded): log1p of its
+    graph's opcode counts, then the mean, min and max over its configurable nodes of each
+    of the k layout features (zeros for a graph without configurable nodes)."""
+    types = batch.types.numpy()
+    nodes = batch.graph.batch_num_nodes().numpy()
+    counts = np.zeros((len(nodes), num_types))
+    np.add.at(counts, (np.repeat(np.arange(len(nodes)), nodes), types), 1.0)
+    rows = len(batch.config_graph)
+    feats, row = batch.node_config_x.numpy().astype(np.float64), batch.node_config_row.numpy()
+    k = feats.shape[1]
+    total, low, high = np.zeros((rows, k)), np.full((rows, k), np.inf), np.full((rows, k), -np.inf)
+    np.add.at(total, row, feats)
+    np.minimum.at(low, row, feats)
+    np.maximum.at(high, row, feats)
+    per_row = np.bincount(row, minlength=rows)[:, None]
+    empty = per_row[:, 0] == 0
+    low[empty], high[empty] = 0.0, 0.0
+    pooled = np.hstack([total / np.maximum(per_row, 1), low, high])
+    return np.hstack([np.log1p(counts)[batch.config_graph.numpy()], pooled]).astype(np.float32)
+
+
 @register_cost_model("xgb")
 class XGBCostModel(CostModel):
     """XGBoost on MetaSchedule's PerStoreFeature, pooled per config (TVM's own cost model).
@@ -98,7 +128,10 @@ class XGBCostModel(CostModel):
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         super().__init__(config, info)
-        require_vector(config, info, self.VECTOR)
+        # layout data's own vectors stand in for `per_store` only (knob-xgb / itervar-xgb read others)
+        self.layout = self.VECTOR == "per_store" and bool(info.node_config_dim) and self.VECTOR not in info.vector_dims
+        if not self.layout:
+            require_vector(config, info, self.VECTOR)
         objective = config.model.xgb_objective
         if objective == "auto":
             objective = "rank" if LOSSES.get(config.fit.loss).ranking else "reg"
@@ -109,16 +142,24 @@ class XGBCostModel(CostModel):
 
     @property
     def batch_spec(self) -> BatchSpec:
+        if self.layout:  # the layout rows are built with the graph (`make_batch`)
+            return BatchSpec(graph=True, expand=False)
         return BatchSpec(graph=False, vector=self.VECTOR)
+
+    def vectors(self, batch: Batch) -> np.ndarray:
+        """Each config row's feature vector: `per_store`, or `layout_vectors` on layout data."""
+        if self.layout:
+            return layout_vectors(batch, self.info.num_types + 1)
+        return batch.vector.numpy()
 
     def arrays(self, source: Source) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(vectors, log runtimes, group ids) of every config row of `source`; a non-finite
         value is a one-line error naming its sample (XGBoost would take a NaN feature as
         missing and train on a NaN label)."""
         batch = source.batch(np.arange(len(source)), np.random.default_rng(self.config.seed), self.batch_spec)
-        x, y, g = batch.vector.numpy(), batch.y.numpy(), batch.group.numpy()
+        x, y, g = self.vectors(batch), batch.y.numpy(), batch.group.numpy()
         item = batch.config_graph.numpy()
-        for what, values in (("log runtime", y), (f"vectors[{self.VECTOR!r}]", x)):
+        for what, values in (("log runtime", y), ("layout vector" if self.layout else f"vectors[{self.VECTOR!r}]", x)):
             bad = ~np.isfinite(values.reshape(len(values), -1)).all(1)
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
@@ -160,7 +201,7 @@ class XGBCostModel(CostModel):
         self._check_fit(x)
 
     def predict_batch(self, batch: Batch) -> np.ndarray:
-        return self.estimator.predict(batch.vector.numpy())
+        return self.estimator.predict(self.vectors(batch))
 
     def weights(self) -> Dict[str, Any]:
         return {"xgb": self.estimator.to_json()}

@@ -1,0 +1,388 @@
+"""The cost models judged on the measured XLA layout collection (`extract.xla_collect`).
+
+    python -m benchmarks.xla_layout [--xla-root ROOT] [--xla-models gcn-early gcn-late sage-early sage-late
+        config-mlp xgb] [--xla-seeds 0 1 2] [--xla-epochs 30] [--runs runs/bench] [--results docs/results]
+        [--parallel 1]
+
+ROOT is a collection root (`ROOT/npz/layout/xla/{random,default}/{train,valid,test}/*.npz`,
+`ROOT/measurements/<program>.{plan.json,jsonl}`; docs/xla_collection.md); default: the
+shipped `datasets/xla_layout_<cpu>` with the most programs. Its split is by model family
+(leave-model-family-out): every model trains on the `train` programs, selects its epoch
+(early stopping) on the `valid` programs and is scored on both; the `test` programs are the
+held-out ones, the `valid` ones are held out of training but chose the model (so their
+scores lean optimistic). Per search (`random`, `default`) and held-out program:
+
+* Kendall τ (TpuGraphs' layout metric) and top-1 / top-5 slowdown (the best measured
+  runtime among the model's k first configs against the program's best), mean ± std over
+  `--xla-seeds`;
+* the noise ceiling: τ between the collector's two measuring passes over the search's
+  re-measured configs (`extract.xla.collection.collect.summarize`), and the model's τ as a
+  share of it;
+* XLA's default layout (config `""`, nothing constrained, in both searches): its slowdown
+  against the best, whether some measured layout beats it by more than `GOAL_MARGIN`, and
+  whether the model's first pick beats it (the collection's goal: on how many programs a
+  model finds a layout faster than XLA's own).
+
+Models (`MODEL_SPECS`): graph networks through the TpuGraphs path (`gcn`, `sage`, config
+features joined early onto the configurable nodes or late at the pooled embedding), the
+configuration-only `config-mlp` (no graph) and `xgb` on the opcode histogram + pooled
+layout features (simulator/models/xgb.py), each with the TpuGraphs layout defaults of
+`simulator.train` (loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every
+measured config of the whole graph). Runs go to RUNS/xla_layout/<search>-<model>-seed<S>
+(a finished run with the same command line is reused); results to RESULTS/xla_layout.json
+and .csv, and a section of docs/RESULTS.md (`report_section`, through benchmarks.report).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, finite_or_null, fmt, locked_outputs, log,
+                     markdown_table, mean_std, output_folder, run_many, train_argv, write_csv, write_json)
+
+SEARCHES = ("random", "default")
+HELD_PARTS = {"test": "test", "valid": "val"}   # collection folder → simulator.train's metrics part
+METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown"]
+MODEL_SPECS = {
+    "gcn-early": ["--model", "gcn", "--join", "early"],
+    "gcn-late": ["--model", "gcn", "--join", "late"],
+    "sage-early": ["--model", "sage", "--join", "early"],
+    "sage-late": ["--model", "sage", "--join", "late"],
+    "config-mlp": ["--model", "config-mlp"],
+    # every measured config of each graph, the graph whole (its opcode histogram is the program's)
+    "xgb": ["--model", "xgb", "--configs-per-graph", "1000000", "--keep-hops", "-1"],
+}
+XLA_DEFAULT = ""          # the config key of XLA's own layouts (nothing constrained)
+GOAL_MARGIN = 0.05        # "a measured layout beats XLA's default": by more than this share
+# the npz holds runtimes rounded to whole ns, the measurements seconds: equal within this share
+SAME_RUNTIME = 1e-6
+RESULT_NAME = "xla_layout"
+SHIPPED_PREFIX = "xla_layout_"
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--xla-root", default=None,
+                    help="a measured layout collection (default: the shipped datasets/xla_layout_<cpu>)")
+    ap.add_argument("--xla-models", nargs="+", choices=list(MODEL_SPECS), default=list(MODEL_SPECS))
+    ap.add_argument("--xla-seeds", nargs="+", type=SEED, default=[0, 1, 2])
+    ap.add_argument("--xla-epochs", type=COUNT, default=30)
+
+
+# ---------------------------------------------------------------- the collection
+def shipped_root() -> Optional[Path]:
+    """The shipped collection with the most measured programs (`datasets/xla_layout_<cpu>`), or None."""
+    import datasets
+
+    here = Path(datasets.__file__).parent
+    found = [p for p in here.glob(SHIPPED_PREFIX + "*") if (p / "measurements").is_dir()]
+    return max(found, key=lambda p: (len(list((p / "measurements").glob("*.plan.json"))), p.name), default=None)
+
+
+def split_programs(root: Path, search: str) -> Dict[str, List[str]]:
+    """{split folder: its programs (npz file stems)} of one search; a missing or empty split
+    folder is a one-line error naming it (the simulator needs train, valid and test)."""
+    from extract.xla.collection.collect import SPLITS
+
+    out = {}
+    for split in SPLITS:
+        folder = root / "npz" / "layout" / "xla" / search / split
+        names = sorted(p.name[:-len(".npz")] for p in folder.glob("*.npz")) if folder.is_dir() else []
+        if not names:
+            raise SystemExit(f"{folder}: no measured program (a layout collection needs programs in "
+                             f"train, valid and test; an unfinished collection may have none yet)")
+        out[split] = names
+    return out
+
+
+def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
+    """One program's search from its measurements: XLA's default against the best measured
+    config, and the noise ceiling (the collector's `summarize` over the search's configs)."""
+    from extract.metaschedule.jsonl import read_jsonl
+    from extract.xla.collection.collect import results, summarize
+
+    plan_path = root / "measurements" / f"{program}.plan.json"
+    if not plan_path.is_file():
+        raise SystemExit(f"{plan_path}: missing (the npz files of {program} have no measurements beside them)")
+    saved = json.loads(plan_path.read_text())
+    keys = set(saved["configs"][search])
+    rows = [r for r in results(read_jsonl(str(plan_path.with_name(f"{program}.jsonl")))) if r["config"] in keys]
+    noise = summarize(saved, rows)
+    first = {r["config"]: r["runtime_s"] for r in rows if r["pass"] == 1 and "error" not in r}
+    best = min(first.values()) if first else None
+    default = first.get(XLA_DEFAULT)
+    slowdown = None if default is None or not best else default / best - 1.0
+    return {"configs": len(first), "best_ms": None if best is None else 1e3 * best,
+            "default_ms": None if default is None else 1e3 * default, "default_slowdown": slowdown,
+            "beats_default": None if slowdown is None else slowdown > GOAL_MARGIN,
+            "ceiling_tau": noise.get("noise_tau"), "ceiling_pairs": noise.get("remeasured", 0),
+            "noise_rel": noise.get("noise_rel")}
+
+
+def collection_facts(root: Path) -> Dict[str, Any]:
+    """Per search: the split of every program and the facts of each held-out one."""
+    out: Dict[str, Any] = {}
+    for search in SEARCHES:
+        splits = split_programs(root, search)
+        out[search] = {"splits": splits,
+                       "programs": {p: {"split": split, **program_facts(root, p, search)}
+                                    for split in HELD_PARTS for p in splits[split]}}
+    return out
+
+
+# ---------------------------------------------------------------- training runs
+def jobs(args) -> List[Dict[str, Any]]:
+    """One training run per (search, model, seed), on the collection's own split."""
+    runs = os.path.join(args.runs, "xla_layout")
+    out = []
+    for seed in args.xla_seeds:
+        for search in SEARCHES:
+            for model in args.xla_models:
+                folder = os.path.join(runs, f"{search}-{model}-seed{seed}")
+                spec = MODEL_SPECS[model]
+                argv = train_argv(spec[1], seed, folder, [f"tpugraphs:layout:xla:{search}"], args.xla_epochs,
+                                  extra=[*spec[2:], "--data-root", str(args.xla_root)])
+                out.append({"search": search, "model": model, "seed": seed, "out": folder, "argv": argv})
+    return out
+
+
+def run_rows(results: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """One row per (run, held-out program): its metrics, and whether its first pick beats XLA's default."""
+    rows = []
+    for r in results:
+        programs = facts[r["search"]]["programs"]
+        for name, program in programs.items():
+            part = r["metrics"].get(HELD_PARTS[program["split"]], {})
+            values = {m: finite_or_null(part.get(m, {}).get("per_workload", {}).get(name)) for m in METRICS}
+            rows.append({"search": r["search"], "model": r["model"], "seed": r["seed"], "program": name,
+                         "split": program["split"], **values,
+                         "pick_beats_default": pick_beats_default(values["top1_slowdown"], program["default_slowdown"]),
+                         "command": "python -m simulator.train " + " ".join(r["argv"])})
+    return rows
+
+
+def pick_beats_default(top1_slowdown: Optional[float], default_slowdown: Optional[float]) -> Optional[bool]:
+    """Whether the model's first pick ran faster than XLA's default (both against the same best
+    runtime; the same config measured once counts as equal): None without both numbers."""
+    if top1_slowdown is None or default_slowdown is None:
+        return None
+    return 1.0 + top1_slowdown < (1.0 + default_slowdown) * (1.0 - SAME_RUNTIME)
+
+
+# ---------------------------------------------------------------- tables
+def program_means(rows: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per (search, program, model): each metric's (mean, std, seeds) and τ as a share of the ceiling."""
+    groups: Dict[tuple, List[Dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["search"], r["program"], r["model"]), []).append(r)
+    out = []
+    for (search, program, model), rs in groups.items():
+        stats = {m: mean_std(r[m] for r in rs) for m in METRICS}
+        ceiling = facts[search]["programs"][program]["ceiling_tau"]
+        tau = stats["kendall_tau"][0]
+        share = tau / ceiling if tau is not None and ceiling is not None and ceiling > 0 else None
+        out.append({"search": search, "program": program, "model": model, "split": rs[0]["split"],
+                    **stats, "tau_of_ceiling": share})
+    return out
+
+
+def goal_counts(rows: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per (search, split, model, seed): held-out programs where some measured layout beats XLA's
+    default by > GOAL_MARGIN, and of those, where the model's first pick beats the default."""
+    out: Dict[tuple, Dict[str, Any]] = {}
+    for r in rows:
+        program = facts[r["search"]]["programs"][r["program"]]
+        key = (r["search"], r["split"], r["model"], r["seed"])
+        row = out.setdefault(key, dict(zip(("search", "split", "model", "seed"), key), beatable=0, picked=0))
+        if program["beats_default"]:
+            row["beatable"] += 1
+            row["picked"] += int(bool(r["pick_beats_default"]))
+    return list(out.values())
+
+
+def run(args) -> Dict[str, Any]:
+    root = Path(args.xla_root)
+    if not (root / "measurements").is_dir():
+        raise SystemExit(f"{root}: not a measured layout collection (no measurements/ folder; "
+                         f"python -m extract.xla_collect makes one)")
+    facts = collection_facts(root)
+    planned = jobs(args)
+    log(f"xla-layout: {len(planned)} training runs on {root}")
+    rows = run_rows(run_many(planned, args.parallel), facts)
+    out = {"root": str(args.xla_root), "facts": facts, "rows": rows, "programs": program_means(rows, facts),
+           "goal": goal_counts(rows, facts), "machine": collection_machine(root),
+           "protocol": {"epochs": args.xla_epochs, "seeds": list(args.xla_seeds), "models": list(args.xla_models),
+                        "goal_margin": GOAL_MARGIN}}
+    os.makedirs(args.results, exist_ok=True)
+    write_json(os.path.join(args.results, f"{RESULT_NAME}.json"), out)
+    columns = ["search", "split", "program", "model", "seed", *METRICS, "pick_beats_default"]
+    write_csv(os.path.join(args.results, f"{RESULT_NAME}.csv"), columns, [[r[k] for k in columns] for r in rows])
+    return out
+
+
+def collection_machine(root: Path) -> Optional[Dict[str, Any]]:
+    """The machine of the collection's last run (`runs.jsonl`), or None without one."""
+    from extract.metaschedule.jsonl import read_jsonl
+
+    path = root / "runs.jsonl"
+    runs = read_jsonl(str(path)) if path.is_file() else []
+    return runs[-1].get("machine") if runs else None
+
+
+def load_results(results: str) -> Optional[Dict[str, Any]]:
+    path = os.path.join(results, f"{RESULT_NAME}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------- report
+def _cell(stat: Sequence[Any], metric: str) -> str:
+    mean, std, n = stat
+    return fmt(mean, metric, std if n > 1 else None)
+
+
+def _share(value: Optional[float]) -> str:
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
+def _model_cell(row: Optional[Dict[str, Any]]) -> str:
+    """τ (share of the ceiling); top-1 / top-5 slowdown."""
+    if row is None:
+        return "–"
+    return (f"{_cell(row['kendall_tau'], 'kendall_tau')} ({_share(row['tau_of_ceiling'])}); "
+            + " / ".join(_cell(row[k], k) for k in ("top1_slowdown", "top5_slowdown")))
+
+
+def split_means(means: Sequence[Dict[str, Any]], split: str, model: str) -> Optional[Dict[str, Any]]:
+    """A model's mean over the held-out programs of a split (each program's value a mean over
+    seeds; programs without a value left out), in a program row's form; None without any."""
+    mine = [r for r in means if r["split"] == split and r["model"] == model]
+    if not mine:
+        return None
+    out = {k: (mean_std(r[k][0] for r in mine)[0], None, 1) for k in METRICS}
+    out["tau_of_ceiling"] = mean_std(r["tau_of_ceiling"] for r in mine)[0]
+    return out
+
+
+def _program_table(res: Dict[str, Any], search: str) -> List[str]:
+    """One row per held-out program of a search (the test ones first), then each split's mean:
+    ceiling, XLA's default, and per model τ (share of the ceiling); top-1 / top-5 slowdown."""
+    means = [r for r in res["programs"] if r["search"] == search]
+    models = list(dict.fromkeys(r["model"] for r in means))
+    facts = res["facts"][search]["programs"]
+    order = sorted(facts, key=lambda p: (facts[p]["split"] != "test", p))
+    header = ["program", "split", "configs", "ceiling τ (pairs)", "XLA default: slowdown"] + \
+             [f"{m}: τ (of ceiling); top-1 / top-5" for m in models]
+    body = []
+    for program in order:
+        f = facts[program]
+        mine = {r["model"]: r for r in means if r["program"] == program}
+        ceiling = f"{fmt(f['ceiling_tau'], 'kendall_tau')} ({f['ceiling_pairs']})"
+        body.append([program, f["split"], f["configs"], ceiling, fmt(f["default_slowdown"], "top1_slowdown")] + [_model_cell(mine.get(m)) for m in models])
+    for split in HELD_PARTS:
+        chosen = [facts[p] for p in order if facts[p]["split"] == split]
+        if chosen:
+            ceilings = [c["ceiling_tau"] for c in chosen]
+            body.append([f"**mean, {split}**", split, len(chosen), fmt(mean_std(ceilings)[0], "kendall_tau"),
+                         fmt(mean_std(c["default_slowdown"] for c in chosen)[0], "top1_slowdown")]
+                        + [_model_cell(split_means(means, split, m)) for m in models])
+    return [markdown_table(header, body, "ll" + "r" * (len(header) - 2)), ""]
+
+
+def _goal_table(res: Dict[str, Any]) -> List[str]:
+    """Per model, for each search and split: on how many of the programs some layout beats
+    XLA's default on, the model's first pick beats it (per seed)."""
+    cells: Dict[tuple, List[Dict[str, Any]]] = {}
+    for g in res["goal"]:
+        cells.setdefault((g["model"], g["search"], g["split"]), []).append(g)
+    columns = [(search, split) for search in SEARCHES for split in HELD_PARTS
+               if any((m, search, split) in cells for m, _, _ in cells)]
+    models = list(dict.fromkeys(m for m, _, _ in cells))
+    body = []
+    for model in models:
+        row = [model]
+        for column in columns:
+            gs = sorted(cells.get((model, *column), []), key=lambda g: g["seed"])
+            row.append(f"{', '.join(str(g['picked']) for g in gs)} of {gs[0]['beatable']}" if gs else "–")
+        body.append(row)
+    header = ["model"] + [f"`{search}`, {split}" for search, split in columns]
+    return [f"On how many held-out programs the model's first pick runs faster than XLA's default layout, of "
+            f"those where some measured layout beats the default by more than {100 * GOAL_MARGIN:.0f}% "
+            f"(one count per seed):", "", markdown_table(header, body, "l" + "r" * len(columns)), ""]
+
+
+def summary_row(res: Optional[Dict[str, Any]]) -> List[List[str]]:
+    """The one-screen summary's row (benchmarks.summary): per search, the model with the best
+    mean τ over the test programs, beside their mean ceiling, and its first picks against
+    XLA's default; none without results."""
+    if not res:
+        return []
+    cells = []
+    for search in SEARCHES:
+        means = [r for r in res["programs"] if r["search"] == search and r["split"] == "test"]
+        scored = {m: split_means(means, "test", m) for m in dict.fromkeys(r["model"] for r in means)}
+        scored = {m: v for m, v in scored.items() if v and v["kendall_tau"][0] is not None}
+        if not scored:
+            continue
+        best = max(scored, key=lambda m: scored[m]["kendall_tau"][0])
+        facts = [f for f in res["facts"][search]["programs"].values() if f["split"] == "test"]
+        goal = [g for g in res["goal"] if (g["search"], g["split"], g["model"]) == (search, "test", best)]
+        cells.append(f"`{search}`: {best} τ {fmt(scored[best]['kendall_tau'][0], 'kendall_tau')} (ceiling "
+                     f"{fmt(mean_std(f['ceiling_tau'] for f in facts)[0], 'kendall_tau')}), first pick beats XLA's "
+                     f"default on {', '.join(str(g['picked']) for g in goal)} of {goal[0]['beatable'] if goal else 0}")
+    if not cells:
+        return []
+    name = os.path.basename(os.path.normpath(res["root"]))
+    return [[f"ranking layouts of XLA programs of model families never trained on (`{name}`, test programs, mean)",
+             "; ".join(cells), "xla_layout"]]
+
+
+def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
+    """The section of docs/RESULTS.md (none without results)."""
+    if not res:
+        return []
+    p, m = res["protocol"], res.get("machine") or {}
+    lines = [f"## Measured XLA layout collection (`{os.path.basename(os.path.normpath(res['root']))}`)", "",
+             f"`python -m benchmarks.xla_layout --xla-root {res['root']}` (every command in "
+             f"`docs/results/{RESULT_NAME}.json`); collection measured on {m.get('cpu', '?')} "
+             f"(jax {m.get('jax', '?')}). "
+             f"Leave-model-family-out: trained on the `train` programs; `valid` programs chose each model's "
+             f"epoch (early stopping), `test` programs are held out entirely. Seeds "
+             f"{', '.join(map(str, p['seeds']))} (mean ± std), {p['epochs']} epochs. τ is Kendall's τ over a "
+             f"program's measured configs; the ceiling is τ between the two measuring passes of the search's "
+             f"re-measured configs (pairs in brackets); top-k slowdown: the best of the model's k first configs "
+             f"against the program's best; XLA's default is config 0 (nothing constrained).", ""]
+    for search in SEARCHES:
+        if any(r["search"] == search for r in res["programs"]):
+            lines += [f"**Search `{search}`**", "", *_program_table(res, search)]
+    lines += ["**Beating XLA's default layout**", "", *_goal_table(res)]
+    return lines
+
+
+@cli
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.xla_layout", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    ap.add_argument("--runs", type=output_folder, default=DEFAULT_RUNS)
+    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
+    ap.add_argument("--parallel", type=COUNT, default=1, help="training runs at a time (1 thread each)")
+    args = ap.parse_args(argv)
+    if args.xla_root is None:
+        found = shipped_root()
+        if found is None:
+            raise SystemExit(f"no --xla-root given and no datasets/{SHIPPED_PREFIX}<cpu> collection is shipped")
+        args.xla_root = os.path.relpath(found)
+    with locked_outputs(args.results, args.runs):
+        res = run(args)
+    print("\n".join(report_section(res)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

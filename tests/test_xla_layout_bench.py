@@ -1,0 +1,236 @@
+"""benchmarks.xla_layout end to end on a tiny hand-made layout collection: the collector's
+files (plan, measurements with a re-measuring pass, npz per search and split), every model
+trained one epoch, the results checked against numbers worked out by hand."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from extract.metaschedule.jsonl import JsonlLog
+from extract.xla.npz_format import layout_arrays, write_arrays
+
+# program → split; one held-out program in valid and in test, as the collection's family split
+PROGRAMS = {"alpha.infer": "train", "beta.train": "train", "gamma.infer": "valid", "delta.infer": "test"}
+CONFIGS = 8          # per search, XLA's own ("") first
+NODES, CONFIG_NODES = 24, 3
+# delta.infer's random search, by hand: XLA's default 12 ms, the best config 10 ms → 20% slower
+DELTA_RANDOM_MS = [12.0, 10.0, 15.0, 11.0, 18.0, 13.0, 20.0, 16.0]
+
+
+def _graph(rng):
+    return {"node_feat": rng.normal(size=(NODES, 140)).astype(np.float32),
+            "node_opcode": rng.integers(0, 100, size=NODES).astype(np.int32),
+            "edge_index": np.array([[i + 1, i] for i in range(NODES - 1)], dtype=np.int64)}
+
+
+def _search_configs(rng, search):
+    """Config keys of a search (XLA's own first, as the collector samples them) and their features."""
+    keys = [""] + [f"{search}-{i}" for i in range(1, CONFIGS)]
+    feats = rng.integers(-1, 4, size=(CONFIGS, CONFIG_NODES, 18)).astype(np.float32)
+    return keys, feats
+
+
+def _runtimes_ms(rng, program, search, feats, xla_default_ms):
+    """XLA's own config is one config of both searches: measured once, one runtime."""
+    if program == "delta.infer" and search == "random":
+        out = np.array(DELTA_RANDOM_MS)
+    else:
+        out = 5.0 + feats[:, :, :4].sum(axis=(1, 2)) * 0.3 + rng.uniform(0, 0.2, size=len(feats))
+    if xla_default_ms is not None:
+        out[0] = xla_default_ms
+    return out
+
+
+def write_program(root, rng, program, split):
+    """One program as the collector leaves it: plan.json, measurements jsonl (pass 1 of every
+    config, pass 2 of some, a `started` marker), one npz per search."""
+    graph, plan, first = _graph(rng), {"program": program, "split": split, "nodes": ["n0", "n1", "n2"],
+                                       "below_noise": False, "configs": {}}, {}
+    for search in ("random", "default"):
+        keys, feats = _search_configs(rng, search)
+        runtime_ms = _runtimes_ms(rng, program, search, feats, first.get(""))
+        plan["configs"][search] = keys
+        first.update(zip(keys, runtime_ms))
+        folder = root / "npz" / "layout" / "xla" / search / split
+        folder.mkdir(parents=True, exist_ok=True)
+        write_arrays(folder / f"{program}.npz", layout_arrays(graph, np.array([3, 9, 15], np.int64), feats,
+                                                              np.round(runtime_ms * 1e6).astype(np.int64)))
+    (root / "measurements").mkdir(exist_ok=True)
+    (root / "measurements" / f"{program}.plan.json").write_text(json.dumps(plan))
+    with JsonlLog(str(root / "measurements" / f"{program}.jsonl")) as log:
+        log.append({"config": "random-1", "pass": 1, "started": 0.0})
+        for key, ms in first.items():
+            log.append({"config": key, "pass": 1, "time": 0.0, "runtime_s": ms / 1e3})
+        for key in ["", "random-1", "random-2", "random-3", "default-1", "default-2", "default-3"]:
+            log.append({"config": key, "pass": 2, "time": 0.0, "runtime_s": first[key] / 1e3 * 1.01})
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    root = tmp_path_factory.mktemp("xla_bench") / "root"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for program, split in PROGRAMS.items():
+        write_program(root, rng, program, split)
+    (root / "runs.jsonl").write_text(json.dumps({"machine": {"cpu": "Test CPU", "jax": "0.0"}}) + "\n")
+    return root
+
+
+# a graph model, the configuration-only one and xgb (each run is a subprocess of ~6 s)
+BENCH_MODELS = ["gcn-early", "config-mlp", "xgb"]
+
+
+def bench(root, out, *extra):
+    from benchmarks import xla_layout
+    return xla_layout.main(["--xla-root", str(root), "--xla-seeds", "0", "--xla-epochs", "1", "--xla-models",
+                            *BENCH_MODELS, "--runs", str(out / "runs"), "--results", str(out / "results"), *extra])
+
+
+@pytest.fixture(scope="module")
+def results(collection, tmp_path_factory):
+    out = tmp_path_factory.mktemp("xla_bench_out")
+    assert bench(collection, out) == 0
+    with open(out / "results" / "xla_layout.json", encoding="utf-8") as f:
+        return out, json.load(f)
+
+
+def test_every_held_out_program_model_and_search_is_scored(results):
+    _, res = results
+    assert res["facts"]["random"]["splits"] == {"train": ["alpha.infer", "beta.train"], "valid": ["gamma.infer"],
+                                                "test": ["delta.infer"]}
+    seen = {(r["search"], r["program"], r["model"], r["split"]) for r in res["programs"]}
+    assert seen == {(s, p, m, PROGRAMS[p]) for s in ("random", "default") for p in ("gamma.infer", "delta.infer")
+                    for m in BENCH_MODELS}
+    for r in res["programs"]:   # every model gave a τ and slowdowns on every held-out program
+        assert all(r[k][0] is not None and r[k][2] == 1 for k in ("kendall_tau", "top1_slowdown", "top5_slowdown"))
+        assert -1.0 <= r["kendall_tau"][0] <= 1.0 and r["top1_slowdown"][0] >= r["top5_slowdown"][0] >= 0.0
+
+
+def test_ceiling_and_share_of_it_come_from_the_remeasured_pairs(results):
+    _, res = results
+    delta = res["facts"]["random"]["programs"]["delta.infer"]
+    # "", random-1..3 measured twice, each 1% slower: their order is kept, τ = 1
+    assert delta["ceiling_pairs"] == 4 and delta["ceiling_tau"] == pytest.approx(1.0)
+    assert delta["noise_rel"] == pytest.approx(0.01)
+    for r in res["programs"]:
+        ceiling = res["facts"][r["search"]]["programs"][r["program"]]["ceiling_tau"]
+        assert r["tau_of_ceiling"] == pytest.approx(r["kendall_tau"][0] / ceiling)
+
+
+def test_xla_default_slowdown_and_goal_by_hand(results):
+    _, res = results
+    delta = res["facts"]["random"]["programs"]["delta.infer"]
+    assert delta["default_ms"] == pytest.approx(12.0) and delta["best_ms"] == pytest.approx(10.0)
+    assert delta["default_slowdown"] == pytest.approx(0.2) and delta["beats_default"] is True
+    assert delta["configs"] == CONFIGS
+    for row in (r for r in res["rows"] if r["program"] == "delta.infer" and r["search"] == "random"):
+        # picking XLA's own config (top-1 slowdown 20%, from the npz's whole ns) does not beat it
+        assert row["pick_beats_default"] == (row["top1_slowdown"] < 0.2 - 1e-6)
+    goal = {(g["search"], g["split"], g["model"]): g for g in res["goal"]}
+    for model in ("gcn-early", "xgb"):
+        picked = [r["pick_beats_default"] for r in res["rows"]
+                  if (r["search"], r["split"], r["model"]) == ("random", "test", model)]
+        assert goal[("random", "test", model)]["beatable"] == 1
+        assert goal[("random", "test", model)]["picked"] == sum(picked)
+
+
+def test_report_section_and_csv(results):
+    from benchmarks.xla_layout import load_results, report_section
+
+    out, res = results
+    lines = report_section(load_results(str(out / "results")))
+    text = "\n".join(lines)
+    assert "## Measured XLA layout collection (`root`)" in text and "Test CPU" in text
+    assert "| delta.infer | test | 8 | 1.000 (4) | 20.0% |" in text
+    assert text.index("delta.infer") < text.index("gamma.infer")   # test programs first
+    assert "| **mean, test** | test | 1 | 1.000 | 20.0% |" in text
+    cells = []
+    for search, split, program in [("random", "test", "delta.infer"), ("random", "valid", "gamma.infer")]:
+        row = next(r for r in res["rows"] if (r["search"], r["program"], r["model"]) == (search, program, "xgb"))
+        beatable = res["facts"][search]["programs"][program]["beats_default"]
+        cells.append(f"{int(bool(beatable and row['pick_beats_default']))} of {int(beatable)}")
+    assert f"| xgb | {cells[0]} | {cells[1]} |" in text
+    csv_lines = (out / "results" / "xla_layout.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + 2 * 2 * len(BENCH_MODELS)   # searches × held-out programs × models, one seed
+    assert "nan" not in text.lower() and "inf" not in text.lower().replace("infer", "")
+
+
+def test_rerun_reuses_every_finished_run(results, collection, capsys):
+    out, res = results
+    runs = out / "runs" / "xla_layout"
+    stamps = {p: os.path.getmtime(p / "metrics.json") for p in runs.iterdir()}
+    assert len(stamps) == 2 * len(BENCH_MODELS)
+    assert bench(collection, out) == 0
+    assert {p: os.path.getmtime(p / "metrics.json") for p in runs.iterdir()} == stamps
+    with open(out / "results" / "xla_layout.json", encoding="utf-8") as f:
+        assert json.load(f)["programs"] == res["programs"]
+
+
+def test_bad_or_unfinished_root_is_one_line_naming_it(tmp_path, collection):
+    with pytest.raises(SystemExit, match="not a measured layout collection"):
+        bench(tmp_path / "nothing", tmp_path)
+    import shutil
+    partial = tmp_path / "partial"
+    shutil.copytree(collection, partial)
+    shutil.rmtree(partial / "npz" / "layout" / "xla" / "default" / "test")
+    with pytest.raises(SystemExit, match="default/test: no measured program"):
+        bench(partial, tmp_path)
+
+
+def test_every_model_spec_is_a_valid_training_command():
+    from benchmarks.xla_layout import MODEL_SPECS
+    from simulator.models.costmodel import model_names
+    from simulator.train import build_parser
+
+    for name, spec in MODEL_SPECS.items():
+        flags = build_parser().parse_args(["--data", "tpugraphs:layout:xla:random", *spec])
+        assert flags.model in model_names(), name
+
+
+def test_picking_xlas_own_config_does_not_beat_it():
+    from benchmarks.xla_layout import pick_beats_default
+
+    assert pick_beats_default(0.1999999999999994, 0.19999999999999996) is False   # the same config, two roundings
+    assert pick_beats_default(0.15, 0.2) is True and pick_beats_default(0.3, 0.2) is False
+    assert pick_beats_default(None, 0.2) is None
+
+
+def test_config_mlp_refuses_data_without_layout_configs():
+    from simulator.config import ModelInfo, TrainConfig
+    from simulator.models.costmodel import build_cost_model
+    from simulator.registry import SimulatorError
+
+    config = TrainConfig.from_dict({**TrainConfig().to_dict(), "model": "config-mlp"})
+    with pytest.raises(SimulatorError, match="config-mlp reads the per-node layout configs"):
+        build_cost_model(config, ModelInfo(num_types=5, feature_dim=4))
+    model = build_cost_model(config, ModelInfo(num_types=5, feature_dim=4, node_config_dim=18))
+    assert sum(p.numel() for p in model.net.parameters()) > 0
+
+
+def _all_stages(tmp_path, runs, results, *extra):
+    from benchmarks import all as bench_all
+    return bench_all.main(["--results", str(results), "--runs", str(runs), "--tuning-runs", str(tmp_path / "t"),
+                           "--spaces", str(tmp_path / "s"), "--report", str(tmp_path / "RESULTS.md"), *extra])
+
+
+def test_all_skips_the_stage_without_a_collection(tmp_path, monkeypatch, capsys):
+    from benchmarks import xla_layout
+    monkeypatch.setattr(xla_layout, "shipped_root", lambda: None)
+    assert _all_stages(tmp_path, tmp_path / "runs", tmp_path / "r", "--stages", "xla-layout") == 0
+    assert "xla-layout: skipped (no --xla-root" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "xla_layout.json").exists()
+
+
+def test_all_runs_the_stage_and_reports_it(tmp_path, results, collection):
+    out, res = results   # the same runs: reused, so the stage only scores them
+    assert _all_stages(tmp_path, out / "runs", tmp_path / "r", "--stages", "xla-layout", "report",
+                       "--xla-root", str(collection), "--xla-seeds", "0", "--xla-epochs", "1",
+                       "--xla-models", *BENCH_MODELS) == 0
+    with open(tmp_path / "r" / "xla_layout.json", encoding="utf-8") as f:
+        assert json.load(f)["programs"] == res["programs"]
+    report = (tmp_path / "RESULTS.md").read_text()
+    assert "## Measured XLA layout collection (`root`)" in report and "| delta.infer | test |" in report
+    summary = next(line for line in report.splitlines() if line.startswith("| ranking layouts of XLA programs"))
+    assert "`random`: " in summary and "`default`: " in summary and "(ceiling 1.000)" in summary
+    assert summary.endswith("[details](#measured-xla-layout-collection-root) |")
