@@ -57,7 +57,7 @@ KIND_ORDER = ("dense", "conv2d", "batch_matmul", "depthwise_conv2d", "softmax", 
 class Variant:
     """An online recipe and a way of picking each round's candidates."""
 
-    update_steps: int = 8          # GNNCostModel's default (simulator.metaschedule.cost_model.UPDATE_STEPS)
+    update_steps: int = 8          # the recipe the replay was made to judge ("today"); GNNCostModel now takes 32
     loss: str = "listmle"          # ... (cost_model.UPDATE_LOSS)
     lr: Optional[float] = None     # None: the checkpoint's
     head_only: bool = False        # only the prediction head trains
