@@ -219,3 +219,35 @@ def test_measuring_settings_refuse_what_cannot_be_measured():
     assert len(timing["repeats_s"]) == 3 and timing["number"] * timing["repeats_s"][0] >= 0.005
     assert timing["runtime_s"] == min(timing["repeats_s"]) >= 0.001
     assert max(timing["cpu_repeats_s"]) < timing["runtime_s"]  # sleeping costs no CPU time
+
+
+def test_a_program_keeps_its_fingerprint_whatever_was_lowered_before():
+    """A resumed campaign lowers a program first that the killed one lowered after others:
+    the plan must still be its own (the serialized proto's ids differ, the text does not)."""
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from extract.xla.collection.plan import fingerprint, same_program
+    from extract.xla.collection.runner import ProgramRunner
+
+    def mlp(w1, w2, x):
+        return (jnp.tanh(x @ w1) @ w2).sum(0)
+
+    def other(a):
+        return (a @ a.T).sum()
+
+    args = [np.ones((8, 8), np.float32), np.ones((8, 4), np.float32), np.ones((2, 8), np.float32)]
+    first = ProgramRunner(mlp, args)
+    ProgramRunner(other, [np.ones((4, 4), np.float32)])
+    again = ProgramRunner(mlp, args)
+    assert fingerprint(first) == fingerprint(again) and fingerprint(first).startswith("text:")
+    assert fingerprint(ProgramRunner(other, [np.ones((4, 4), np.float32)])) != fingerprint(first)
+    saved = {"fingerprint": fingerprint(first), "dropped": first.dropped,
+             "candidates": json.loads(json.dumps([c.as_dict() for c in first.candidates.values()]))}
+    assert same_program(saved, again)
+    # a plan of the earlier proto fingerprint: judged by its candidates, nodes and defaults
+    old = dict(saved, fingerprint="b5816bc9b4c2f6e6")
+    assert same_program(old, again)
+    moved = dict(old, candidates=[dict(c, node=c["node"] + 1) for c in old["candidates"]])
+    assert not same_program(moved, again)
+    assert not same_program(dict(saved, fingerprint="text:0000000000000000"), again)

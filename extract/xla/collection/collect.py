@@ -35,7 +35,7 @@ from extract.metaschedule.jsonl import JsonlLog, read_jsonl
 from extract.metaschedule.progress import Counts, Progress
 from extract.xla.collection.layouts import parse_config_key
 from extract.xla.collection.measure import MeasureSettings, Reference
-from extract.xla.collection.plan import SEARCHES, PlanSettings, fingerprint, make_plan, remeasured, space_of
+from extract.xla.collection.plan import SEARCHES, PlanSettings, make_plan, remeasured, same_program, space_of
 from extract.xla.collection.programs import Program
 from extract.xla.collection.runner import ProgramRunner
 
@@ -71,7 +71,7 @@ def _plan(job: Job, runner: ProgramRunner, path: Path, plan: PlanSettings,
     """The saved plan if it is this program's with these options, else a new one."""
     if path.exists():
         saved = json.loads(path.read_text())
-        if saved["fingerprint"] != fingerprint(runner):
+        if not same_program(saved, runner):
             raise ValueError(f"{path}: made for another version of program {job.program.name} "
                              "(its HLO changed); measure into a new ROOT")
         if saved["plan_settings"] != asdict(plan) or saved["split"] != job.split:

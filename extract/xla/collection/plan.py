@@ -13,6 +13,7 @@ says so (`below_noise`), so a program whose layouts barely matter is visible as 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import statistics
 from dataclasses import asdict, dataclass
@@ -46,9 +47,25 @@ class PlanSettings:
                              f"max_nodes and min_nodes must be ≥ 1")
 
 
+FINGERPRINT_PREFIX = "text:"
+
+
 def fingerprint(runner: ProgramRunner) -> str:
-    """The program's identity: its HLO before optimization (a changed program is a new plan)."""
-    return hashlib.sha256(runner.pre_fusion).hexdigest()[:16]
+    """The program's identity: its HLO text before optimization (a changed program is a new
+    plan). Text, not the serialized proto: the proto carries ids that XLA counts per process,
+    so the same program lowered after others would hash differently."""
+    return FINGERPRINT_PREFIX + hashlib.sha256(runner.pre_fusion_text.encode()).hexdigest()[:16]
+
+
+def same_program(saved: Dict[str, Any], runner: ProgramRunner) -> bool:
+    """Whether a saved plan was made for `runner`'s program: the same fingerprint; for a plan
+    fingerprinted by the proto (no prefix, not comparable across processes), the same
+    candidates at the same nodes with the same default layouts and the same dropped ones."""
+    if saved["fingerprint"].startswith(FINGERPRINT_PREFIX):
+        return saved["fingerprint"] == fingerprint(runner)
+    now = json.loads(json.dumps({"candidates": [c.as_dict() for c in runner.candidates.values()],
+                                 "dropped": runner.dropped}))
+    return now == {"candidates": saved["candidates"], "dropped": saved["dropped"]}
 
 
 def probe(runner: ProgramRunner, settings: MeasureSettings, max_probe: int,

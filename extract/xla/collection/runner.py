@@ -28,7 +28,9 @@ class ProgramRunner:
         self.constrained = Constrained(fn, self.args)
         self.device = jax.devices()[0]
         lowered = self.lower({})
-        self.pre_fusion = lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()
+        hlo = lowered.compiler_ir("hlo")
+        self.pre_fusion = hlo.as_serialized_hlo_module_proto()
+        self.pre_fusion_text = hlo.as_hlo_text()
         modules = lowered.compile().runtime_executable().hlo_modules()
         compiled = modules[0].as_serialized_hlo_module_proto()
         self.candidates: Dict[str, Candidate] = dict(self.constrained.candidates)
