@@ -27,10 +27,11 @@ Stages (`--stages`, in this order):
             tvm-xgb-pretrained and random, and their rank quality (benchmarks.metaschedule.tuning,
             `--ms-…` options)
   networks  leave-one-network-out and leave-one-operator-kind-out on the MetaSchedule
-            networks dataset, gcn and its rivals xgb / segsum-mlp / tenset-mlp / tlp, 3 seeds, beside its noise
-            ceiling, and with the shipped conv2d dataset added; on the operator-kind
-            axis also the transfer study's gcn-inv-arf-noext-lane and knob-xgb / itervar-xgb
-            (rank and reg), with a mean / worst summary per model (benchmarks.networks)
+            networks dataset, gcn and its rivals xgb / segsum-mlp / tenset-mlp / tlp and the
+            size-invariant gcn-inv-arf-noext-lane, 3 seeds, beside its noise ceiling, and with
+            the shipped conv2d dataset added; on the operator-kind axis also the transfer
+            study's knob-xgb / itervar-xgb (rank and reg), with a mean / worst summary per
+            model (benchmarks.networks)
   curves    learning curves: leave-one-network-out on seeded shares of the training tasks and of
             every task's records, gcn and tenset-mlp (benchmarks.learning_curves, `--curve-…` options)
   xla-layout  the cost models judged on the measured XLA layout collection (`--xla-root`, default:

@@ -1,6 +1,7 @@
 """Cross-network and cross-operator generalisation on the MetaSchedule networks dataset.
 
-    python -m benchmarks.networks [--networks-data datasets/networks_<cpu>] [--networks-models gcn xgb segsum-mlp tenset-mlp tlp]
+    python -m benchmarks.networks [--networks-data datasets/networks_<cpu>]
+        [--networks-models gcn xgb segsum-mlp tenset-mlp tlp gcn-inv-arf-noext-lane]
         [--kind-models gcn-inv-arf-noext-lane knob-xgb-rank knob-xgb-reg itervar-xgb-rank itervar-xgb-reg]
         [--held-networks [bert ...]] [--held-kinds [softmax ...]] [--networks-epochs 10] [--networks-seeds 0 1 2]
         [--combined-models gcn xgb] [--runs runs/bench] [--results docs/results] [--parallel 1]
@@ -55,8 +56,9 @@ from typing import Any, Dict, List, Optional, Sequence
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, fmt, locked_outputs, log, markdown_table,
                      mean_std, model_name, output_folder, run_many, train_argv, write_csv, write_json)
 
-# the default and the rivals of docs/COSTMODEL.md (sage, mlp, curve-mlp: `--networks-models`)
-MODELS = ["gcn", "xgb", "segsum-mlp", "tenset-mlp", "tlp"]
+# the default, the rivals of docs/COSTMODEL.md and the size-invariant gcn of the transfer study
+# (sage, mlp, curve-mlp: `--networks-models`)
+MODELS = ["gcn", "xgb", "segsum-mlp", "tenset-mlp", "tlp", "gcn-inv-arf-noext-lane"]
 # the transfer study's models, trained on the operator-kind axis only (benchmarks.transfer.specs)
 KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
 XGB_MODELS = ("xgb", "knob-xgb", "itervar-xgb")
