@@ -337,12 +337,10 @@ class Stages:
         return learning_curves.run(self.args)
 
     def xla_layout(self):
+        self.args.xla_root = xla_layout.root_of(self.args)
         if self.args.xla_root is None:
-            found = xla_layout.shipped_root()
-            if found is None:
-                log(f"xla-layout: skipped (no --xla-root and no datasets/{xla_layout.SHIPPED_PREFIX}<cpu> shipped)")
-                return None
-            self.args.xla_root = os.path.relpath(found)
+            log(f"xla-layout: skipped (no --xla-root and no datasets/{xla_layout.SHIPPED_PREFIX}<cpu> shipped)")
+            return None
         return xla_layout.run(self.args)
 
     def cross_cpu(self):

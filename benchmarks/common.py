@@ -61,6 +61,22 @@ def locked_outputs(*folders: Optional[str]) -> Iterator[None]:
         yield
 
 
+def add_run_options(ap: argparse.ArgumentParser) -> None:
+    """A training benchmark's outputs: its runs and results folders, runs at a time."""
+    ap.add_argument("--runs", type=output_folder, default=DEFAULT_RUNS)
+    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
+    ap.add_argument("--parallel", type=COUNT, default=1, help="training runs at a time (1 thread each)")
+
+
+def run_and_report(args, run: Callable[[Any], Dict[str, Any]],
+                   report_section: Callable[[Dict[str, Any]], List[str]]) -> int:
+    """Run a benchmark with its output folders held, and print its RESULTS.md section."""
+    with locked_outputs(args.results, args.runs):
+        res = run(args)
+    print("\n".join(report_section(res)))
+    return 0
+
+
 def cli(main: Callable[..., int]) -> Callable[..., int]:
     """A benchmark's main: a `SimulatorError` (busy folder, bad data) is one line on stderr
     and exit code 2, as in the simulator's CLIs."""

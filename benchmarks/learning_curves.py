@@ -25,8 +25,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, fmt, locked_outputs, log, markdown_table,
-                     mean_std, output_folder, run_many, train_argv, write_csv, write_json)
+from .common import (COUNT, SEED, add_run_options, cli, fmt, log, markdown_table, mean_std, run_and_report, run_many,
+                     train_argv, write_csv, write_json)
 from . import networks as bench_networks
 
 PREFIX = "learning_curves_"
@@ -144,14 +144,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--networks-data", default=None,
                     help="a networks dataset (default: the shipped one with the most tasks)")
     add_arguments(ap)
-    ap.add_argument("--runs", type=output_folder, default=DEFAULT_RUNS)
-    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
-    ap.add_argument("--parallel", type=COUNT, default=1, help="training runs at a time (1 thread each)")
+    add_run_options(ap)
     args = ap.parse_args(argv)
-    with locked_outputs(args.results, args.runs):
-        res = run(args)
-    print("\n".join(report_section(res)))
-    return 0
+    return run_and_report(args, run, report_section)
 
 
 if __name__ == "__main__":

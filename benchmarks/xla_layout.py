@@ -41,8 +41,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, cli, finite_or_null, fmt, locked_outputs, log,
-                     markdown_table, mean_std, output_folder, run_many, train_argv, write_csv, write_json)
+from .common import (COUNT, SEED, add_run_options, cli, finite_or_null, fmt, log, markdown_table, mean_std,
+                     run_and_report, run_many, train_argv, write_csv, write_json)
 
 SEARCHES = ("random", "default")
 HELD_PARTS = {"test": "test", "valid": "val"}   # collection folder → simulator.train's metrics part
@@ -80,6 +80,14 @@ def shipped_root() -> Optional[Path]:
     here = Path(datasets.__file__).parent
     found = [p for p in here.glob(SHIPPED_PREFIX + "*") if (p / "measurements").is_dir()]
     return max(found, key=lambda p: (len(list((p / "measurements").glob("*.plan.json"))), p.name), default=None)
+
+
+def root_of(args) -> Optional[str]:
+    """`--xla-root`, else the shipped collection (a relative path), else None."""
+    if args.xla_root is not None:
+        return args.xla_root
+    found = shipped_root()
+    return None if found is None else os.path.relpath(found)
 
 
 def split_programs(root: Path, search: str) -> Dict[str, List[str]]:
@@ -369,19 +377,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.xla_layout", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
-    ap.add_argument("--runs", type=output_folder, default=DEFAULT_RUNS)
-    ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
-    ap.add_argument("--parallel", type=COUNT, default=1, help="training runs at a time (1 thread each)")
+    add_run_options(ap)
     args = ap.parse_args(argv)
+    args.xla_root = root_of(args)
     if args.xla_root is None:
-        found = shipped_root()
-        if found is None:
-            raise SystemExit(f"no --xla-root given and no datasets/{SHIPPED_PREFIX}<cpu> collection is shipped")
-        args.xla_root = os.path.relpath(found)
-    with locked_outputs(args.results, args.runs):
-        res = run(args)
-    print("\n".join(report_section(res)))
-    return 0
+        raise SystemExit(f"no --xla-root given and no datasets/{SHIPPED_PREFIX}<cpu> collection is shipped")
+    return run_and_report(args, run, report_section)
 
 
 if __name__ == "__main__":

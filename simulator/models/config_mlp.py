@@ -12,8 +12,6 @@ rows (`node_config_x`, `node_config_row`) are built with it (`make_batch`).
 """
 from __future__ import annotations
 
-from typing import List
-
 import torch
 from torch import nn
 
@@ -22,6 +20,7 @@ from simulator.data.batching import Batch, BatchSpec
 from simulator.registry import SimulatorError
 from .costmodel import TorchCostModel, register_cost_model
 from .layers import PredictHead
+from .model import relu_stack
 
 
 class ConfigMLP(nn.Module):
@@ -33,11 +32,7 @@ class ConfigMLP(nn.Module):
 
     def __init__(self, config_dim: int, width: int = 64, depth: int = 3, dropout: float = 0.0):
         super().__init__()
-        layers: List[nn.Module] = []
-        dims = [config_dim] + [width] * max(1, depth - 1)
-        for a, b in zip(dims[:-1], dims[1:]):
-            layers += [nn.Linear(a, b), nn.ReLU(), nn.Dropout(dropout)]
-        self.phi = nn.Sequential(*layers)
+        self.phi = relu_stack(config_dim, width, depth, dropout)
         self.head = PredictHead(width, dropout=dropout)
         self.register_buffer("node_config_mean", torch.zeros(config_dim))
         self.register_buffer("node_config_std", torch.ones(config_dim))

@@ -127,16 +127,21 @@ class GraphModel(nn.Module):
                 getattr(self, f"{name}_std").copy_(torch.tensor(std))
 
 
+def relu_stack(in_dim: int, width: int, depth: int, dropout: float) -> nn.Sequential:
+    """max(1, depth − 1) layers Linear → ReLU → Dropout, `in_dim` → `width` (the head is the depth-th)."""
+    layers: List[nn.Module] = []
+    dims = [in_dim] + [width] * max(1, depth - 1)
+    for a, b in zip(dims[:-1], dims[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU(), nn.Dropout(dropout)]
+    return nn.Sequential(*layers)
+
+
 class VectorMLP(nn.Module):
     """ŷ = Head(MLP((v − μ) / σ)) on one fixed-width vector per config."""
 
     def __init__(self, vector_dim: int, width: int = 64, depth: int = 3, dropout: float = 0.0):
         super().__init__()
-        layers: List[nn.Module] = []
-        dims = [vector_dim] + [width] * max(1, depth - 1)
-        for a, b in zip(dims[:-1], dims[1:]):
-            layers += [nn.Linear(a, b), nn.ReLU(), nn.Dropout(dropout)]
-        self.mlp = nn.Sequential(*layers)
+        self.mlp = relu_stack(vector_dim, width, depth, dropout)
         self.head = PredictHead(width, dropout=dropout)
         self.register_buffer("vector_mean", torch.zeros(vector_dim))
         self.register_buffer("vector_std", torch.ones(vector_dim))
