@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
     ap.add_argument("--report", type=output_file, default=os.path.join("docs", "RESULTS.md"))
     ap.add_argument("--parallel", type=COUNT, default=2, help="training runs at a time (1 thread each)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="the networks, learning-curve and XLA stages' runs train on this device")
     ap.add_argument("--no-wait", action="store_true", help="fail instead of waiting for extract.measure")
     ap.add_argument("--ceiling-logs", nargs=2, default=None, metavar=("FIRST", "SECOND"),
                     help="the two measurement passes for the noise ceiling (default: the shipped dataset's)")
@@ -117,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 def protocol_notes(args) -> List[str]:
     """Each option that differs from the full protocol, in words."""
     defaults = build_parser().parse_args([])
-    skip = {"stages", "runs", "results", "report", "parallel", "no_wait", "data", "ceiling_logs", "transfer_quiet_log",
+    skip = {"stages", "runs", "results", "report", "parallel", "device", "no_wait", "data", "ceiling_logs", "transfer_quiet_log",
             "extraction_log", "tuning_runs", "spaces", "space_workers", "force", "split_run", "networks_data",
             "xla_root"}
     notes = []

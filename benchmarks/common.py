@@ -66,6 +66,8 @@ def add_run_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--runs", type=output_folder, default=DEFAULT_RUNS)
     ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
     ap.add_argument("--parallel", type=COUNT, default=1, help="training runs at a time (1 thread each)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="train on this device (cuda: runs share the GPU; a finished run is reused on either)")
 
 
 def run_and_report(args, run: Callable[[Any], Dict[str, Any]],
@@ -111,12 +113,31 @@ def _run_done(out: str, argv: Sequence[str]) -> bool:
     if not (os.path.exists(path) and os.path.exists(cmd)):
         return False
     with open(cmd, encoding="utf-8") as f:
-        return json.load(f) == list(argv)
+        if json.load(f) != list(argv):
+            return False
+    return _same_config(path, argv)
 
 
-def run_training(argv: Sequence[str], out: str) -> Dict[str, Any]:
-    """`python -m simulator.train ARGV` in a subprocess (output to OUT/train.log); returns
-    its metrics.json plus wall seconds. Reused if OUT already holds the same finished run."""
+def _same_config(metrics_path: str, argv: Sequence[str]) -> bool:
+    """Whether the finished run's recorded config is what ARGV resolves to today: a
+    default changed since (e.g. the data's feature set) makes it stale. Options added
+    since it ran are not compared (their defaults keep what the run did)."""
+    from simulator.train import resolve_argv
+
+    try:
+        config = resolve_argv(list(argv))[2].to_dict()
+    except (SimulatorError, SystemExit):  # the rerun reports it
+        return False
+    with open(metrics_path, encoding="utf-8") as f:
+        recorded = json.load(f).get("config", {})
+    return all(recorded[key] == value for key, value in config.items() if key in recorded)
+
+
+def run_training(argv: Sequence[str], out: str, device: str = "cpu") -> Dict[str, Any]:
+    """`python -m simulator.train ARGV` in a subprocess (output to OUT/train.log) on
+    `device` (not part of the run's identity: a run trained on a GPU is reused on a CPU);
+    returns its metrics.json plus wall seconds. Reused if OUT already holds the same
+    finished run."""
     if _run_done(out, argv):
         with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
             metrics = json.load(f)
@@ -130,7 +151,7 @@ def run_training(argv: Sequence[str], out: str) -> Dict[str, Any]:
     start = time.perf_counter()
     env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
     with atomic_write(os.path.join(out, "train.log"), "w") as logf:  # whole, or the old one
-        proc = subprocess.run([sys.executable, "-m", "simulator.train", *argv, "--overwrite"],
+        proc = subprocess.run([sys.executable, "-m", "simulator.train", *argv, "--overwrite", "--device", device],
                               stdout=logf, stderr=subprocess.STDOUT, env=env)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
@@ -140,18 +161,18 @@ def run_training(argv: Sequence[str], out: str) -> Dict[str, Any]:
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         metrics = json.load(f)
     write_json(os.path.join(out, "bench_argv.json"), list(argv))
-    write_json(os.path.join(out, "bench_seconds.json"), {"seconds": seconds})
+    write_json(os.path.join(out, "bench_seconds.json"), {"seconds": seconds, "device": device})
     metrics.setdefault("bench", {})["seconds"] = seconds
     return metrics
 
 
-def run_many(jobs: Sequence[Dict[str, Any]], parallel: int = 2) -> List[Dict[str, Any]]:
-    """Run training jobs ({"argv", "out", ...}) `parallel` at a time; results in job order,
-    each job dict with "metrics" added."""
+def run_many(jobs: Sequence[Dict[str, Any]], parallel: int = 2, device: str = "cpu") -> List[Dict[str, Any]]:
+    """Run training jobs ({"argv", "out", ...}) `parallel` at a time on `device`; results
+    in job order, each job dict with "metrics" added."""
     results: List[Optional[Dict[str, Any]]] = [None] * len(jobs)
     start = time.perf_counter()
     with cf.ThreadPoolExecutor(max(1, parallel)) as pool:
-        futures = {pool.submit(run_training, j["argv"], j["out"]): i for i, j in enumerate(jobs)}
+        futures = {pool.submit(run_training, j["argv"], j["out"], device): i for i, j in enumerate(jobs)}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             i = futures[fut]
             results[i] = dict(jobs[i], metrics=fut.result())

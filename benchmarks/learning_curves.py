@@ -83,7 +83,7 @@ def run(args) -> Dict[str, Any]:
     summary = bench_networks.dataset_summary(args.networks_data)
     planned = jobs(args)
     log(f"learning curves: {len(planned)} training runs")
-    results = run_many(planned, args.parallel)
+    results = run_many(planned, args.parallel, args.device)
     rows = bench_networks.add_scores(bench_networks.result_rows(results), summary)
     for row, job in zip(rows, results):
         train = job["metrics"].get("run", {})

@@ -1,8 +1,9 @@
 """Cross-network and cross-operator generalisation on the MetaSchedule networks dataset.
 
     python -m benchmarks.networks [--networks-data datasets/networks_<cpu>]
-        [--networks-models gcn xgb segsum-mlp tenset-mlp tlp gcn-inv-arf-noext-lane]
+        [--networks-models gcn gcn-base xgb segsum-mlp tenset-mlp tlp gcn-inv-arf-noext-lane]
         [--kind-models gcn-inv-arf-noext-lane knob-xgb-rank knob-xgb-reg itervar-xgb-rank itervar-xgb-reg]
+        [--network-models tlp]
         [--held-networks [bert ...]] [--held-kinds [softmax ...]] [--networks-epochs 10] [--networks-seeds 0 1 2]
         [--combined-models gcn xgb] [--runs runs/bench] [--results docs/results] [--parallel 1]
 
@@ -16,14 +17,15 @@ conv2d-template dataset added to the training data (`--data NETWORKS shipped`: i
 workloads belong to no network, so they only ever train), to see whether the templates help.
 
 A model is a `simulator.train --model` name (trained with that model's defaults, e.g.
-`xgb`), a rival's own recipe (`RIVAL_SPECS`: `tenset-mlp`, TenSet's MLP; `tlp`, TLP with
-LambdaRank; docs/COSTMODEL.md)
+`xgb`; `gcn` reads this data's default feature set, `full`), a rival's own recipe
+(`RIVAL_SPECS`: `tenset-mlp`, TenSet's MLP; `tlp`, TLP with LambdaRank; `gcn-base`, the gcn
+on the base columns; docs/COSTMODEL.md)
 or a named command line of `benchmarks.transfer.specs.MODEL_SPECS` (the transfer study's
 models: `gcn-inv-arf-noext-lane`, the size-invariant gcn with its best transfer features, and
 AutoTVM's baselines `knob-xgb-rank` / `knob-xgb-reg` / `itervar-xgb-rank` /
 `itervar-xgb-reg`, `KIND_MODELS`). `--kind-models` are trained on the leave-op-kind-out
-axis only (default: none; `python -m benchmarks.all`: those five), `--networks-models` on
-both axes. Besides the per-kind table, one
+axis only (default: none; `python -m benchmarks.all`: those five), `--network-models` on the
+leave-network-out axis only (default: none), `--networks-models` on both axes. Besides the per-kind table, one
 summary table gives per model, over the held-out kinds, the mean and worst τ and top-5
 slowdown (of the kinds' means, and of the single tasks) beside the noise ceiling
 (`kind_summary`).
@@ -56,9 +58,10 @@ from typing import Any, Dict, List, Optional, Sequence
 from .common import (COUNT, SEED, add_run_options, cli, fmt, log, markdown_table, mean_std, model_name,
                      run_and_report, run_many, train_argv, write_csv, write_json)
 
-# the default, the rivals of docs/COSTMODEL.md and the size-invariant gcn of the transfer study
+# the default, its base-column ablation, the rivals of docs/COSTMODEL.md and the size-invariant
+# gcn of the transfer study
 # (sage, mlp, curve-mlp: `--networks-models`)
-MODELS = ["gcn", "xgb", "segsum-mlp", "tenset-mlp", "tlp", "gcn-inv-arf-noext-lane"]
+MODELS = ["gcn", "gcn-base", "xgb", "segsum-mlp", "tenset-mlp", "tlp", "gcn-inv-arf-noext-lane"]
 # the transfer study's models, trained on the operator-kind axis only (benchmarks.transfer.specs)
 KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
 XGB_MODELS = ("xgb", "knob-xgb", "itervar-xgb")
@@ -74,7 +77,10 @@ RIVAL_SPECS = {"tenset-mlp": ["--model", "segsum-mlp", "--loss", "lambdarank", "
                               "--weight-decay", "1e-6", "--batch-size", "512", "--grad-clip", "0.5",
                               "--epochs", "50"],
                # TLP (simulator/models/tlp.py): LambdaRank within each task, as the paper trains it
-               "tlp": ["--model", "tlp", "--loss", "lambdarank"]}
+               "tlp": ["--model", "tlp", "--loss", "lambdarank"],
+               # the default gcn on the base columns only: what the derived and context columns of
+               # the default feature set (`full` on this data) add
+               "gcn-base": ["--model", "gcn", "--features", "base"]}
 LOSS = "pairwise-hinge"   # the ranking recipe (docs/RANKING.md)
 SPLITS = {"network": ("leave-network-out", "--test-network"), "kind": ("leave-op-kind-out", "--test-op-kind")}
 
@@ -137,6 +143,8 @@ def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) 
     ap.add_argument("--kind-models", nargs="*", type=networks_model, default=list(kind_models),
                     help="trained on the leave-op-kind-out axis only (default: %(default)s; "
                          f"the transfer study's: {' '.join(KIND_MODELS)})")
+    ap.add_argument("--network-models", nargs="*", type=networks_model, default=[],
+                    help="trained on the leave-network-out axis only (default: none)")
     ap.add_argument("--held-networks", nargs="*", default=NETWORKS,
                     help="default: %(default)s; none given: no network axis")
     ap.add_argument("--held-kinds", nargs="*", default=None,
@@ -204,7 +212,8 @@ def jobs(args, summary: Dict[str, Any]) -> List[Dict[str, Any]]:
     kinds = default_kinds(summary) if args.held_kinds is None else args.held_kinds
     runs = os.path.join(args.runs, "networks")
     out = []
-    plan = [("network", n, m, False) for n in args.held_networks for m in args.networks_models]
+    network_models = list(dict.fromkeys(list(args.networks_models) + list(getattr(args, "network_models", []) or [])))
+    plan = [("network", n, m, False) for n in args.held_networks for m in network_models]
     plan += [("network", n, m, True) for n in args.held_networks for m in args.combined_models]
     kind_models = list(dict.fromkeys(list(args.networks_models) + list(getattr(args, "kind_models", []) or [])))
     plan += [("kind", k, m, False) for k in kinds for m in kind_models]
@@ -280,7 +289,7 @@ def run(args) -> Dict[str, Any]:
     summary = dataset_summary(args.networks_data)
     planned = jobs(args, summary)
     log(f"networks: {len(planned)} training runs")
-    rows = add_scores(result_rows(run_many(planned, args.parallel)), summary)
+    rows = add_scores(result_rows(run_many(planned, args.parallel, args.device)), summary)
     ceilings = {f"{axis}:{held}": {**ceiling_of(held_tasks(summary, axis, held)),
                                    "corrected": ceiling_of(held_tasks(summary, axis, held), "tau_corrected")["tau"]}
                 for axis, held in {(r["axis"], r["held"]) for r in rows}}
@@ -291,6 +300,7 @@ def run(args) -> Dict[str, Any]:
            "not_held_kinds": unheld_kinds(summary), "knob_cut": knob_cuts(args.networks_data),
            "protocol": {"epochs": args.networks_epochs, "seeds": list(args.networks_seeds), "loss": args.networks_loss,
                         "models": args.networks_models, "kind_models": list(getattr(args, "kind_models", []) or []),
+                        "network_models": list(getattr(args, "network_models", []) or []),
                         "combined_models": args.combined_models,
                         "valid_records": sum(t["valid"] for t in summary["tasks"]), "tasks": len(summary["tasks"])}}
     out["kind_summary"] = kind_summary(out)

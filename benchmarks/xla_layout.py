@@ -219,7 +219,7 @@ def run(args) -> Dict[str, Any]:
     facts = collection_facts(root)
     planned = jobs(args)
     log(f"xla-layout: {len(planned)} training runs on {root}")
-    rows = run_rows(run_many(planned, args.parallel), facts)
+    rows = run_rows(run_many(planned, args.parallel, args.device), facts)
     out = {"root": str(args.xla_root), "facts": facts, "rows": rows, "programs": program_means(rows, facts),
            "goal": goal_counts(rows, facts), "machine": collection_machine(root),
            "protocol": {"epochs": args.xla_epochs, "seeds": list(args.xla_seeds), "models": list(args.xla_models),

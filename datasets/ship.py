@@ -309,7 +309,9 @@ def pretrained_lines(out: Path, valid_records: int) -> List[str]:
         return []
     rel = os.path.relpath(out, HERE.parent)
     lines = ["## Pre-trained checkpoint", "",
-             "`pretrained/gcn.pt`: a gcn trained on this dataset (`--split random`: 80% of every task's "
+             "`pretrained/gcn.pt`: a gcn on the node columns of MetaSchedule data's default feature set "
+             "(`full`: every column and the derived register-tile columns, `simulator.data.features`) "
+             "trained on this dataset (`--split random`: 80% of every task's "
              "records train, 10% validate for early stopping, 10% test) with a ranking loss on batches grouped "
              "by task (`--loss pairwise-hinge`: only the order within a task matters; its predictions are log "
              "runtimes up to a per-task shift), exported without its run state "

@@ -154,14 +154,17 @@ def _weighted_sum_hook(share: GradShare, bucket):
     return future.then(lambda f: f.value()[0])
 
 
-def check_device(device: str) -> None:
-    """A clear error for a device this machine (or this DGL) cannot train on."""
+def check_device(device: str, graphs: bool = True) -> None:
+    """A clear error for a device this machine (or, for a model that reads `graphs`,
+    this DGL) cannot train on."""
     if device not in DEVICES:
         raise SimulatorError(f"--device {device!r}: one of {', '.join(DEVICES)}")
     if device == "cuda":
         if not torch.cuda.is_available():
             raise SimulatorError("--device cuda: torch sees no CUDA GPU here (this torch is "
                                  f"{torch.__version__}); leave --device at cpu")
+        if not graphs:
+            return
         from .dgl_compat import dgl
         try:
             dgl.graph(([0], [0])).to(torch.device("cuda"))
@@ -171,10 +174,10 @@ def check_device(device: str) -> None:
                                  f"dgl {dgl.__version__}") from None
 
 
-def start(device: str = "cpu") -> Cluster:
+def start(device: str = "cpu", graphs: bool = True) -> Cluster:
     """This process's `Cluster`: from torchrun's environment (joining the process group),
-    or a single process."""
-    check_device(device)
+    or a single process. `graphs`: the model reads DGL graphs (`check_device`)."""
+    check_device(device, graphs)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Cluster(device=device)

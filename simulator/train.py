@@ -36,7 +36,7 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, SEED, SHARE, Float, Int,
                        output_folder)
@@ -49,7 +49,7 @@ from .distributed import DEVICES, Cluster, start, stop
 from .engine import locked_output, setup_determinism, write_json
 from .losses import LOSSES
 from .metrics import METRICS, format_table
-from .models.costmodel import CostModel, build_cost_model, cost_model_class, model_names
+from .models.costmodel import CostModel, build_cost_model, cost_model_class, model_names, reads_graphs
 from .models.layers import POOLINGS, PROPAGATIONS
 from .registry import SimulatorError, run_cli
 from .sgd import RunContext, check_resume
@@ -120,8 +120,9 @@ def _model_flags(add: Add) -> None:
         help="xgb: auto: rank for a ranking --loss, else reg")
     add("--features", default=None, metavar="SET[,±COLUMN…]",
         help="node-feature columns the model reads: base (the TIR walk's columns, tir-ast-v1's), all (+ the "
-             "context columns), invariant (all but the size-scaling ones), then +COLUMN / -COLUMN changes "
-             "(simulator.data.features; default: the model's, base for all but gcn-inv / mlp-inv)")
+             "context columns), full (all + the derived columns), invariant (all but the size-scaling ones), "
+             "then +COLUMN / -COLUMN changes (simulator.data.features; default: the model's, else full on "
+             "MetaSchedule databases, base on other data)")
 
 
 def _fit_flags(add: Add) -> None:
@@ -312,15 +313,21 @@ def evaluate_parts(model: CostModel, data: RunData, config: TrainConfig, out: st
     return metrics
 
 
-def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """One training run: this process alone, or one rank of a torchrun run
-    (`simulator.distributed`; rank 0 holds OUT and writes)."""
+def resolve_argv(argv: Optional[Sequence[str]]) -> Tuple[Dict[str, Any], Dict[str, Any], TrainConfig, DataKind]:
+    """(flags, the flags given, the run's config, its data kind) of a command line: the
+    data kind's defaults filled in, names checked; no data read."""
     flags, given = vars(build_parser().parse_args(argv)), explicit_flags(argv)
     config = config_from_flags(flags)
     kind = data_kind(config.data.data)
-    config = validate(kind.resolve(config, set(given)))
+    return flags, given, validate(kind.resolve(config, set(given))), kind
+
+
+def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """One training run: this process alone, or one rank of a torchrun run
+    (`simulator.distributed`; rank 0 holds OUT and writes)."""
+    flags, given, config, kind = resolve_argv(argv)
     out = flags["out"] or default_out(config, kind)
-    cluster = start(flags["device"])
+    cluster = start(flags["device"], graphs=reads_graphs(config.model.model))
     finished = False
     try:
         # one writer per run folder, for the whole run

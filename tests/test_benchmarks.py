@@ -285,3 +285,25 @@ def test_the_report_opens_with_a_summary_linked_to_its_sections(tmp_path):
     assert links and all(link in {anchor(h) for h in lines if h.startswith("## ")} for link in links)
     assert anchor("## Accuracy: cross-workload split") == "#accuracy-cross-workload-split"
     assert "AutoTVM conv2d" not in text          # no accuracy.json: no row for it
+
+
+def test_a_finished_run_is_reused_only_while_its_command_line_resolves_to_its_config(tmp_path):
+    from benchmarks.common import _run_done
+    from simulator.train import resolve_argv
+
+    networks = os.path.join(os.path.dirname(__file__), "data", "networks_tiny")
+    out = tmp_path / "run"
+    out.mkdir()
+    argv = ["--model", "gcn", "--seed", "0", "--out", str(out), "--data", networks, "--epochs", "2"]
+    config = resolve_argv(argv)[2].to_dict()
+    write_json(str(out / "bench_argv.json"), argv)
+
+    def finished_with(recorded):
+        write_json(str(out / "metrics.json"), {"config": recorded})
+        return _run_done(str(out), argv)
+    assert finished_with(config)
+    assert finished_with({k: v for k, v in config.items() if k != "train_task_fraction"})  # an option added since
+    assert not finished_with(dict(config, features="base"))   # a default changed since: stale, trained again
+    assert not _run_done(str(out), argv + ["--lr", "0.1"])    # another command line
+    write_json(str(out / "bench_argv.json"), ["--model", "no-such-model"])
+    assert not _run_done(str(out), ["--model", "no-such-model"])  # the rerun reports it

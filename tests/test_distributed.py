@@ -170,6 +170,13 @@ def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path, dataset_path, caps
         assert "--device cuda" in capsys.readouterr().err
 
 
+def test_only_models_that_read_graphs_need_a_cuda_build_of_dgl():
+    from simulator.models.costmodel import reads_graphs
+
+    assert [reads_graphs(m) for m in ("gcn", "gcn-inv", "mlp", "config-mlp")] == [True] * 4
+    assert [reads_graphs(m) for m in ("tlp", "segsum-mlp", "curve-mlp", "xgb")] == [False] * 4
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or not _cuda_training(),
                     reason="needs a CUDA GPU and a CUDA build of DGL")
 def test_device_cuda_trains_and_scores_like_the_cpu(tmp_path, dataset_path):

@@ -33,6 +33,10 @@ def test_feature_sets_on_the_tir_extractor_columns():
 
     assert select_features(FEATURE_NAMES, "base") == list(BASE_FEATURE_NAMES) and len(BASE_FEATURE_NAMES) == 24
     assert select_features(FEATURE_NAMES, "all") == list(FEATURE_NAMES)
+    # full: every column, then every derived column the data can give (as `all,+…` names them)
+    assert select_features(FEATURE_NAMES, "full") == list(FEATURE_NAMES) + ["acc_reg_fill", "acc_lane_share"]
+    assert select_features(FEATURE_NAMES, "full") == select_features(FEATURE_NAMES, "all,+acc_reg_fill,+acc_lane_share")
+    assert select_features(["a", "b"], "full") == ["a", "b"]  # nothing to derive from
     invariant = select_features(FEATURE_NAMES, "invariant")
     assert not set(invariant) & set(ABSOLUTE_COLUMNS) and set(CONTEXT_NAMES) <= set(invariant)
     assert select_features(FEATURE_NAMES, "base,+work_share,-depth") == \
@@ -56,6 +60,28 @@ def test_models_default_feature_sets_and_validation():
     assert config("--model", "gcn-inv", "--features", "all").model.features == "all"
     with pytest.raises(SimulatorError, match="unknown feature set"):
         config("--features", "everything")
+
+
+def test_data_with_metaschedule_records_defaults_to_the_full_set(tmp_path):
+    from simulator.data.sources import data_kind
+    from simulator.train import resolve_argv
+
+    networks, database = os.path.join(ROOT, "tests", "data", "networks_tiny"), os.path.join(ROOT, "tests", "data",
+                                                                                               "ms_small", "random")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+
+    def features(*argv):
+        return resolve_argv(list(argv))[2].model.features
+    assert features("--data", networks) == features("--data", database) == "full"
+    assert features("--data", networks, "shipped") == "full"   # records with other data beside them
+    assert features("--data", os.path.join(ROOT, "tests", "data", "ms_small")) == "full"  # a folder of databases
+    assert features("--data", networks, "--features", "base") == "base"
+    assert features("--data", networks, "--model", "gcn-inv") == "invariant"  # a model's own set comes first
+    assert features("--data", networks, "--model", "xgb") == "base"
+    for other in ("shipped", str(empty), str(tmp_path / "missing")):
+        assert data_kind([other]).resolve(resolve_argv(["--data", other, "--features", "base"])[2].replace(
+            features=None), set()).model.features is None  # base, by validate, as before
 
 
 @pytest.fixture(scope="module")

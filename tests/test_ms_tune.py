@@ -18,13 +18,18 @@ TINY = "dense_16x16x32"
 
 @pytest.fixture(scope="module")
 def gnn_run(tmp_path_factory):
-    """A simulator.train run on the committed database (1 epoch): a pre-trained gnn."""
+    """A simulator.train run on the committed database (1 epoch): a pre-trained gnn, on
+    MetaSchedule data's default feature set (its derived columns computed for every candidate)."""
+    import json
+
     from simulator import train
 
     out = tmp_path_factory.mktemp("gnn_run") / "run"
     cache = str(tmp_path_factory.mktemp("cache"))
     assert train.main(["--data", MS_SMALL, "--model", "gcn", "--split", "random", "--epochs", "1", "--threads", "1",
                        "--out", str(out), "--cache-dir", cache]) == 0
+    with open(out / "metrics.json", encoding="utf-8") as f:
+        assert json.load(f)["config"]["features"] == "full"
     return str(out)
 
 

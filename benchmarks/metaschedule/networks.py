@@ -47,7 +47,7 @@ import numpy as np
 
 from extract.cli import Int
 
-from ..common import COUNT, SEED, cli, log, markdown_table, write_json
+from ..common import COUNT, SEED, cli, log, markdown_table, run_training, write_json
 
 NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
 COST_MODELS = ["gnn", "tvm-xgb", "tvm-xgb-pretrained", "random"]
@@ -74,11 +74,11 @@ def pretrained(args, network: str) -> Dict[str, str]:
     keys = network_keys(args.data, network)
     folder = os.path.join(args.runs, "pretrain", network if keys else "whole-dataset")
     gnn = os.path.join(folder, "gnn") if keys else str(pretrained_path(args.data))
-    if keys and not os.path.exists(os.path.join(gnn, "metrics.json")):
-        log(f"pre-training the gnn with {network}'s {len(keys)} tasks left out")
-        subprocess.run([sys.executable, "-m", "simulator.train", "--data", args.data, "--split", "leave-network-out",
-                        "--test-network", network, "--model", "gcn", "--loss", "pairwise-hinge", "--epochs",
-                        str(args.epochs), "--seed", "0", "--threads", "1", "--out", gnn], check=True)
+    if keys:  # reused while finished with the same command line and defaults (benchmarks.common)
+        log(f"pre-training the gnn with {network}'s {len(keys)} tasks left out (or reusing it)")
+        run_training(["--data", args.data, "--split", "leave-network-out", "--test-network", network, "--model", "gcn",
+                      "--loss", "pairwise-hinge", "--epochs", str(args.epochs), "--seed", "0", "--threads", "1",
+                      "--out", gnn], gnn)
     xgb = os.path.join(folder, "xgb.tar")
     if "tvm-xgb-pretrained" in args.cost_models and not os.path.exists(xgb):
         log(f"pre-training xgb ({'without ' + network + chr(39) + 's tasks' if keys else 'on the whole dataset'})")

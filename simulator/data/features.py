@@ -9,8 +9,12 @@ carry:
 
   base        every column but the context columns (`extract.tir.context.CONTEXT_NAMES`):
               on TIR data tir-ast-v1's columns; on any other data (HLO, synthetic) every
-              column. The default of every model but the size-invariant ones.
+              column. The default of every model but the size-invariant ones, except on
+              MetaSchedule records.
   all         every column.
+  full        every column and every derived column the data can give (`DERIVED`): the
+              default on MetaSchedule records (`METASCHEDULE_FEATURES`; docs/COSTMODEL.md:
+              the best of the sets on networks and operator kinds the model never saw).
   invariant   every column but those whose values scale with the workload's size
               (`ABSOLUTE_COLUMNS`: trip counts, bytes, buffer sizes, strides): the
               default of `gcn-inv` / `mlp-inv` (`simulator.models.invariant`).
@@ -20,7 +24,7 @@ out), `base,+fits_l2` (add one); an unknown column name is an error.
 
 Derived columns (`DERIVED`) are computed, when a model names one (`+acc_reg_fill`), from
 columns the data already has, so no data has to be extracted again; no set holds them
-by default:
+by default but `full`:
 
   acc_reg_fill  accumulating stores (`accumulate`): log2(1 + the accumulator's bytes ÷ the
                 vector register file's bytes, `extract.tir.context.REGISTER_FILE_BYTES`);
@@ -34,7 +38,8 @@ by default:
                 The register tile's shape: 1 when the whole accumulator lies along the
                 vector lanes (tile_oc 32 × tile_ow 1), 1/7 for 7 rows (8 × 7).
 
-`--features` unset means the model's own default (`CostModel.FEATURES`); `validate`
+`--features` unset means the model's own default (`CostModel.FEATURES`), else the data's
+(`full` on data holding MetaSchedule records, `base` on any other); `validate`
 writes the resolved name into the run's config, and the columns it gave into the
 run's `ModelInfo.feature_names` (a checkpoint reads those columns from any data that
 has them, by name: a model trained on tir-ast-v1 reads tir-ast-v2 samples unchanged).
@@ -51,8 +56,9 @@ from simulator.registry import SimulatorError
 if TYPE_CHECKING:
     from simulator.config import ModelInfo, TrainConfig
 
-FEATURE_SETS = ("base", "all", "invariant")
+FEATURE_SETS = ("base", "all", "full", "invariant")
 DEFAULT_FEATURES = "base"
+METASCHEDULE_FEATURES = "full"  # measured: docs/COSTMODEL.md
 # each registered cost model's own feature set (`CostModel.FEATURES`) by --model name, as
 # `register_cost_model` records it; any other model (a GNN named by its layer) reads the default
 MODEL_FEATURES: Dict[str, str] = {}
@@ -189,7 +195,8 @@ def select_features(names: Sequence[str], spec: str) -> List[str]:
     base, *changes = [part.strip() for part in check_spec(spec).split(",")]
     derived = derivable(names)
     names = list(names) + derived
-    drop = {"base": set(context_names()), "all": set(), "invariant": set(ABSOLUTE_COLUMNS)}[base] | set(derived)
+    drop = {"base": set(context_names()) | set(derived), "all": set(derived), "full": set(),
+            "invariant": set(ABSOLUTE_COLUMNS) | set(derived)}[base]
     keep = {n for n in names if n not in drop}
     for change in changes:
         sign, name = change[0], change[1:]
@@ -202,9 +209,11 @@ def select_features(names: Sequence[str], spec: str) -> List[str]:
     return [n for n in names if n in keep]
 
 
-def feature_set(config: "TrainConfig") -> str:
-    """The feature set a run reads: `--features`, else its model's default."""
-    return config.model.features or MODEL_FEATURES.get(config.model.model, DEFAULT_FEATURES)
+def feature_set(config: "TrainConfig", metaschedule: bool = False) -> str:
+    """The feature set a run reads: `--features`, else its model's default, else the
+    data's (`metaschedule`: the data are MetaSchedule records)."""
+    data_default = METASCHEDULE_FEATURES if metaschedule else DEFAULT_FEATURES
+    return config.model.features or MODEL_FEATURES.get(config.model.model, data_default)
 
 
 def named_columns(names: Optional[Sequence[str]], width: int) -> Optional[List[str]]:

@@ -21,13 +21,13 @@ import json
 import math
 import os
 import sys
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from extract.sample import GraphSample
 
-from simulator.config import ModelInfo, Normalization, TrainConfig
+from simulator.config import SHIPPED, ModelInfo, Normalization, TrainConfig
 from simulator.metrics import evaluate
 from simulator.registry import SimulatorError
 from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
@@ -220,6 +220,19 @@ def warn_extractor(info: ModelInfo, source: SampleSource, where: str) -> None:
 
 
 # ---------------------------------------------------------------------- data kind
+def is_metaschedule(data: Sequence[str]) -> bool:
+    """Whether `--data` holds MetaSchedule records (the networks dataset, database
+    folders, folders of them), with or without other data; told from the files, nothing
+    is read."""
+    from extract.inputs import find_inputs
+
+    paths = [p for p in ([data] if isinstance(data, str) else list(data or [])) if p != SHIPPED]
+    try:
+        return any(os.path.exists(p) and find_inputs(p).databases for p in paths)
+    except (OSError, ValueError):  # an unreadable input: loading the data reports it
+        return False
+
+
 @register_data_kind(DEFAULT_KIND)
 class SampleData(DataKind):
     """GraphSample collections: the shipped dataset, AutoTVM logs, .npz sample folders."""
@@ -228,6 +241,12 @@ class SampleData(DataKind):
 
     def matches(self, data: Sequence[str]) -> bool:
         return True
+
+    def resolve(self, config: TrainConfig, given: Set[str]) -> TrainConfig:
+        """Data with MetaSchedule records defaults to their feature set (`features.feature_set`)."""
+        if config.model.features is None and is_metaschedule(config.data.data):
+            config = config.replace(features=feature_set(config, metaschedule=True))
+        return config
 
     def run_name(self, config: TrainConfig) -> str:
         held = config.data.test_network or config.data.test_op_kind  # a leave-one-out split's

@@ -374,7 +374,7 @@ class GNNCostModel(PyCostModel):
             return
         config = TrainConfig(seed=self.seed, threads=self.threads)
         config = config.replace(model=self.cold_model, loss=self.loss, **({"lr": self.lr} if self.lr else {}))
-        source = SampleSource(everything, features=feature_set(config))
+        source = SampleSource(everything, features=feature_set(config, metaschedule=True))
         model = build_cost_model(config, source.info)
         model.set_normalization(source.normalization(model.batch_spec, self.seed))
         self.set_model(model)

@@ -246,6 +246,11 @@ def model_names() -> List[str]:
     return PROPAGATIONS.names() + COST_MODELS.names()
 
 
+def reads_graphs(name: str) -> bool:
+    """Whether model `name`'s batches carry DGL graphs (a vector model's, `VECTOR`, do not)."""
+    return not getattr(cost_model_class(name), "VECTOR", None)
+
+
 def cost_model_class(name: str) -> type:
     """The cost model class `--model name` builds: a registered one, or a GNN with the
     propagation layer of that name."""
