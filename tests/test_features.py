@@ -210,7 +210,7 @@ def test_derived_accumulator_lane_share_reads_the_enclosing_vectorized_loop():
     accumulator's bytes, at most 1; 0 elsewhere; the enclosing loop is found through the
     edges (not the parent only), and without edges it is refused."""
     from extract.tir.context import REGISTER_FILE_BYTES
-    from simulator.data.features import nearest_enclosing, select_features, with_derived
+    from simulator.data.features import DERIVED, derived_column, nearest_enclosing, select_features, with_derived
 
     assert "acc_lane_share" not in select_features(
         ["accumulate", "buffer_bytes", "dtype_bits", "kind_vectorized", "vector_fill"], "all")
@@ -226,6 +226,12 @@ def test_derived_accumulator_lane_share_reads_the_enclosing_vectorized_loop():
                   [0, 0, 0, 1, 0.5], [1, b(16), 32, 0, 0], [0, b(16), 32, 0, 0]], np.float32)
     edges = np.array([[0, 1], [1, 2], [3, 4], [5, 6], [6, 7]])
     assert nearest_enclosing(edges, x[:, 3] > 0).tolist() == [-1, 0, 0, -1, -1, -1, 5, 5]
+    assert nearest_enclosing(edges, x[:, 3] > 0, np.array([6, 2])).tolist() == [5, 0]
+    # computed on the gate's rows only (accumulating stores): the same values as on every row
+    where = {n: i for i, n in enumerate(names)}
+    for name in ("acc_lane_share", "acc_reg_fill"):
+        assert np.array_equal(derived_column(DERIVED[name], x, where, edges),
+                              derived_column(dataclasses.replace(DERIVED[name], gate=None), x, where, edges))
     out = with_derived(x, names, ["acc_lane_share"], edges)
     assert out.shape == (8, 6) and np.array_equal(out[:, :5], x)
     assert out[:, 5] == pytest.approx([0, 0, 1 / 7, 0, 1 / 3, 0, 1.0, 0], rel=1e-5)

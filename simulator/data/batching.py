@@ -209,13 +209,14 @@ def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_typ
     shapes = shapes or Shapes()
     if feature_dim is not None:
         shapes = Shapes(feature_dim, shapes.vector_dim, shapes.config_dim, shapes.node_config_dim)
-    for s in samples:
+    with np.errstate(divide="ignore", invalid="ignore"):  # once: entering it costs more than a small log
+        log_runtimes = [np.log(s.runtimes).astype(np.float32) for s in samples]
+    for s, y in zip(samples, log_runtimes):
         _check_shapes(s, shapes, vector_name)
         x = s.node_features if columns is None else s.node_features[:, columns]
         item = prepare_graph(x, s.node_types, s.edges, num_types, transform,
                              s.node_config_ids, -1, group_index[s.group], type_map, name=s.name)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            item.y = torch.from_numpy(np.log(s.runtimes).astype(np.float32))
+        item.y = torch.from_numpy(y)
         if vector_name is not None:
             if vector_name not in s.vectors:
                 raise SimulatorError(f"{s.name}: sample has no vectors[{vector_name!r}] "

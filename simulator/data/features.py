@@ -77,11 +77,14 @@ class DerivedColumn:
     """A node-feature column computed from columns `inputs` of the same nodes and, with
     `enclosing` = (marker, columns), from `columns` of each node's nearest enclosing node
     (AST ancestor, by the sample's edges) whose `marker` column is non-zero (zeros where
-    there is none): `compute` gets (nodes, len(inputs) + len(columns))."""
+    there is none): `compute` gets (nodes, len(inputs) + len(columns)). `gate`: an input
+    column outside whose non-zero rows the column is 0, so only those rows are computed
+    (what keeps scoring a tuner's candidates fast: few nodes are accumulating stores)."""
 
     inputs: Tuple[str, ...]
     compute: Callable[[np.ndarray], np.ndarray]  # (nodes, len(inputs) [+ len(enclosing columns)]) → (nodes,)
     enclosing: Optional[Tuple[str, Tuple[str, ...]]] = None
+    gate: Optional[str] = None
 
     @property
     def needs(self) -> Tuple[str, ...]:
@@ -91,23 +94,20 @@ class DerivedColumn:
         return self.inputs + (self.enclosing[0],) + self.enclosing[1]
 
 
-def nearest_enclosing(edges: np.ndarray, marked: np.ndarray) -> np.ndarray:
-    """For each node, its nearest proper ancestor (edges: (m, 2) parent → child) with
-    `marked` true, or -1."""
-    n = marked.shape[0]
-    parent = np.full(n, -1, dtype=np.int64)
+def nearest_enclosing(edges: np.ndarray, marked: np.ndarray, nodes: Optional[np.ndarray] = None) -> np.ndarray:
+    """For each of `nodes` (default: every node), its nearest proper ancestor (edges: (m, 2)
+    parent → child) with `marked` true, or -1."""
+    parent = np.full(marked.shape[0], -1, dtype=np.int64)
     if len(edges):
         parent[edges[:, 1]] = edges[:, 0]
-    found = np.full(n, -1, dtype=np.int64)
-    cur = parent.copy()
-    for _ in range(n):
-        open_ = cur >= 0
-        if not open_.any():
-            break
-        hit = open_ & marked[np.maximum(cur, 0)]
-        found[hit] = cur[hit]
-        cur = np.where(hit | ~open_, -1, parent[np.maximum(cur, 0)])
-    return found
+    parent, marked = parent.tolist(), marked.tolist()
+    found = []
+    for node in (range(len(marked)) if nodes is None else nodes.tolist()):
+        cur = parent[node]
+        while cur >= 0 and not marked[cur]:
+            cur = parent[cur]
+        found.append(cur)
+    return np.asarray(found, dtype=np.int64)
 
 
 def _accumulator_register_fill(columns: np.ndarray) -> np.ndarray:
@@ -134,9 +134,9 @@ def _accumulator_lane_share(columns: np.ndarray) -> np.ndarray:
 
 
 DERIVED: Dict[str, DerivedColumn] = {
-    "acc_reg_fill": DerivedColumn(("accumulate", "buffer_bytes"), _accumulator_register_fill),
+    "acc_reg_fill": DerivedColumn(("accumulate", "buffer_bytes"), _accumulator_register_fill, gate="accumulate"),
     "acc_lane_share": DerivedColumn(("accumulate", "buffer_bytes", "dtype_bits"), _accumulator_lane_share,
-                                    enclosing=("kind_vectorized", ("vector_fill",))),
+                                    enclosing=("kind_vectorized", ("vector_fill",)), gate="accumulate"),
 }
 
 
@@ -146,17 +146,30 @@ def derivable(names: Sequence[str]) -> List[str]:
 
 
 def _derived_inputs(column: DerivedColumn, node_features: np.ndarray, where: Dict[str, int],
-                    edges: Optional[np.ndarray]) -> np.ndarray:
-    own = node_features[:, [where[n] for n in column.inputs]].astype(np.float64)
+                    edges: Optional[np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """The inputs of `column` on nodes `rows`."""
+    own = node_features[rows][:, [where[n] for n in column.inputs]].astype(np.float64)
     if column.enclosing is None:
         return own
     if edges is None:
         raise SimulatorError("a derived column that reads an enclosing node needs the sample's edges")
     marker, names = column.enclosing
-    anc = nearest_enclosing(np.asarray(edges, dtype=np.int64).reshape(-1, 2), node_features[:, where[marker]] > 0)
+    anc = nearest_enclosing(np.asarray(edges, dtype=np.int64).reshape(-1, 2),
+                               node_features[:, where[marker]] > 0, rows)
     theirs = node_features[np.maximum(anc, 0)][:, [where[n] for n in names]].astype(np.float64)
     theirs[anc < 0] = 0.0
     return np.concatenate([own, theirs], axis=1)
+
+
+def derived_column(column: DerivedColumn, node_features: np.ndarray, where: Dict[str, int],
+                   edges: Optional[np.ndarray] = None) -> np.ndarray:
+    """`column`'s values on every node (0 outside its gate, computed on the rest)."""
+    n = node_features.shape[0]
+    rows = np.arange(n) if column.gate is None else np.flatnonzero(node_features[:, where[column.gate]] != 0)
+    out = np.zeros(n, dtype=np.float64)
+    if len(rows):
+        out[rows] = column.compute(_derived_inputs(column, node_features, where, edges, rows))
+    return out
 
 
 def with_derived(node_features: np.ndarray, names: Sequence[str], derived: Sequence[str],
@@ -166,7 +179,7 @@ def with_derived(node_features: np.ndarray, names: Sequence[str], derived: Seque
     if not derived:
         return node_features
     where = {n: i for i, n in enumerate(names)}
-    extra = [DERIVED[d].compute(_derived_inputs(DERIVED[d], node_features, where, edges)) for d in derived]
+    extra = [derived_column(DERIVED[d], node_features, where, edges) for d in derived]
     return np.concatenate([node_features, np.stack(extra, axis=1).astype(node_features.dtype)], axis=1)
 
 

@@ -16,7 +16,7 @@ a workload by name.
 """
 from __future__ import annotations
 
-import dataclasses
+import copy
 import json
 import math
 import os
@@ -120,9 +120,18 @@ class SampleSource:
         (`simulator.data.features.DERIVED`)."""
         if not self._derived:
             return self.samples
-        return [dataclasses.replace(s, node_features=with_derived(s.node_features, self._data_names,
-                                                                  self._derived, s.edges))
-                for s in self.samples]
+        out = []
+        for s in self.samples:
+            features = with_derived(s.node_features, self._data_names, self._derived, s.edges)
+            if not np.isfinite(features[:, -len(self._derived):]).all():
+                raise SimulatorError(f"{s.name}: a derived column ({', '.join(self._derived)}) is not finite")
+            # a shallow copy with the columns appended, not a new GraphSample: the sample's
+            # checks ran when it was made, and running them again doubled the cost of
+            # preparing a tuner's candidates
+            model_sample = copy.copy(s)
+            model_sample.node_features = features
+            out.append(model_sample)
+        return out
 
     def batch(self, indices: Sequence[int], rng: np.random.Generator, spec: BatchSpec) -> Batch:
         items = self.items(spec)
