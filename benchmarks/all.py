@@ -60,6 +60,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from simulator.distributed import DEVICES
+
 from . import accuracy, cross_cpu, learning_curves, networks, speed, sweep, tuning, xla_layout
 from .metaschedule import networks as ms_networks, replay as ms_replay, tuning as ms_tuning
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
@@ -81,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
     ap.add_argument("--report", type=output_file, default=os.path.join("docs", "RESULTS.md"))
     ap.add_argument("--parallel", type=COUNT, default=2, help="training runs at a time (1 thread each)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+    ap.add_argument("--device", choices=DEVICES, default="cpu",
                     help="the networks, learning-curve and XLA stages' runs train on this device")
     ap.add_argument("--no-wait", action="store_true", help="fail instead of waiting for extract.measure")
     ap.add_argument("--ceiling-logs", nargs=2, default=None, metavar=("FIRST", "SECOND"),

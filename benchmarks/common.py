@@ -22,6 +22,7 @@ import numpy as np
 from extract.cli import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
                                 output_folder)
 from extract.fileio import atomic_write
+from simulator.distributed import DEVICES
 from simulator.engine import locked_output
 from simulator.registry import SimulatorError
 
@@ -66,7 +67,7 @@ def add_run_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--runs", type=output_folder, default=DEFAULT_RUNS)
     ap.add_argument("--results", type=output_folder, default=DEFAULT_RESULTS)
     ap.add_argument("--parallel", type=COUNT, default=1, help="training runs at a time (1 thread each)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+    ap.add_argument("--device", choices=DEVICES, default="cpu",
                     help="train on this device (cuda: runs share the GPU; a finished run is reused on either)")
 
 

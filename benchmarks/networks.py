@@ -59,8 +59,7 @@ from .common import (COUNT, SEED, add_run_options, cli, fmt, log, markdown_table
                      run_and_report, run_many, train_argv, write_csv, write_json)
 
 # the default, its base-column ablation, the rivals of docs/COSTMODEL.md and the size-invariant
-# gcn of the transfer study
-# (sage, mlp, curve-mlp: `--networks-models`)
+# gcn of the transfer study (sage, mlp, curve-mlp: `--networks-models`)
 MODELS = ["gcn", "gcn-base", "xgb", "segsum-mlp", "tenset-mlp", "tlp", "gcn-inv-arf-noext-lane"]
 # the transfer study's models, trained on the operator-kind axis only (benchmarks.transfer.specs)
 KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
@@ -207,16 +206,25 @@ def ceiling_of(tasks: Sequence[Dict[str, Any]], key: str = "tau") -> Dict[str, A
     return {"tau": sum(taus) / len(taus) if taus else None, "tasks": len(taus)}
 
 
+def one_axis_models(args, option: str) -> List[str]:
+    """The models of `--kind-models` / `--network-models` (`option`: its dest; none when the
+    caller's parser has no such option)."""
+    return list(getattr(args, option, None) or [])
+
+
+def axis_models(args, option: str) -> List[str]:
+    """Every model trained on one axis: `--networks-models`, then that axis' own (`option`)."""
+    return list(dict.fromkeys(list(args.networks_models) + one_axis_models(args, option)))
+
+
 def jobs(args, summary: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Every training run: (axis, held-out, model, shipped added or not)."""
     kinds = default_kinds(summary) if args.held_kinds is None else args.held_kinds
     runs = os.path.join(args.runs, "networks")
     out = []
-    network_models = list(dict.fromkeys(list(args.networks_models) + list(getattr(args, "network_models", []) or [])))
-    plan = [("network", n, m, False) for n in args.held_networks for m in network_models]
+    plan = [("network", n, m, False) for n in args.held_networks for m in axis_models(args, "network_models")]
     plan += [("network", n, m, True) for n in args.held_networks for m in args.combined_models]
-    kind_models = list(dict.fromkeys(list(args.networks_models) + list(getattr(args, "kind_models", []) or [])))
-    plan += [("kind", k, m, False) for k in kinds for m in kind_models]
+    plan += [("kind", k, m, False) for k in kinds for m in axis_models(args, "kind_models")]
     for seed in args.networks_seeds:
         for axis, held, model, shipped in plan:
             split, flag = SPLITS[axis]
@@ -299,8 +307,8 @@ def run(args) -> Dict[str, Any]:
            "agreement_raw": summary.get("agreement_raw"), "agreement_corrected": summary.get("agreement_corrected"),
            "not_held_kinds": unheld_kinds(summary), "knob_cut": knob_cuts(args.networks_data),
            "protocol": {"epochs": args.networks_epochs, "seeds": list(args.networks_seeds), "loss": args.networks_loss,
-                        "models": args.networks_models, "kind_models": list(getattr(args, "kind_models", []) or []),
-                        "network_models": list(getattr(args, "network_models", []) or []),
+                        "models": args.networks_models, "kind_models": one_axis_models(args, "kind_models"),
+                        "network_models": one_axis_models(args, "network_models"),
                         "combined_models": args.combined_models,
                         "valid_records": sum(t["valid"] for t in summary["tasks"]), "tasks": len(summary["tasks"])}}
     out["kind_summary"] = kind_summary(out)

@@ -154,8 +154,8 @@ def _derived_inputs(column: DerivedColumn, node_features: np.ndarray, where: Dic
     if edges is None:
         raise SimulatorError("a derived column that reads an enclosing node needs the sample's edges")
     marker, names = column.enclosing
-    anc = nearest_enclosing(np.asarray(edges, dtype=np.int64).reshape(-1, 2),
-                               node_features[:, where[marker]] > 0, rows)
+    anc = nearest_enclosing(np.asarray(edges, dtype=np.int64).reshape(-1, 2), node_features[:, where[marker]] > 0,
+                            rows)
     theirs = node_features[np.maximum(anc, 0)][:, [where[n] for n in names]].astype(np.float64)
     theirs[anc < 0] = 0.0
     return np.concatenate([own, theirs], axis=1)
@@ -208,8 +208,9 @@ def select_features(names: Sequence[str], spec: str) -> List[str]:
     base, *changes = [part.strip() for part in check_spec(spec).split(",")]
     derived = derivable(names)
     names = list(names) + derived
-    drop = {"base": set(context_names()) | set(derived), "all": set(derived), "full": set(),
-            "invariant": set(ABSOLUTE_COLUMNS) | set(derived)}[base]
+    drop = {"base": set(context_names()), "all": set(), "full": set(), "invariant": set(ABSOLUTE_COLUMNS)}[base]
+    if base != "full":  # the one set that reads the derived columns unasked
+        drop |= set(derived)
     keep = {n for n in names if n not in drop}
     for change in changes:
         sign, name = change[0], change[1:]
