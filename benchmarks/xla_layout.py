@@ -4,13 +4,15 @@
         config-mlp xgb] [--xla-seeds 0 1 2] [--xla-epochs 30] [--runs runs/bench] [--results docs/results]
         [--parallel 1]
 
-ROOT is a collection root (`ROOT/npz/layout/xla/{random,default}/{train,valid,test}/*.npz`,
+ROOT is a collection root (`ROOT/npz/layout/xla/{random,default}/<split>/*.npz`,
 `ROOT/measurements/<program>.{plan.json,jsonl}`; docs/xla_collection.md); default: the
-shipped `datasets/xla_layout_<cpu>` with the most programs. Its split is by model family
-(leave-model-family-out): every model trains on the `train` programs, selects its epoch
-(early stopping) on the `valid` programs and is scored on both; the `test` programs are the
-held-out ones, the `valid` ones are held out of training but chose the model (so their
-scores lean optimistic). Per search (`random`, `default`) and held-out program:
+shipped `datasets/xla_layout_<cpu>` with the most programs. The protocol is leave one model
+family out (a program's family is in its plan.json), every family in turn
+(`--xla-families` holds out only those): the held-out family's programs are scored, the
+next family's (alphabetically, cyclic) choose each model's epoch (early stopping), and the
+model trains on the rest; so every program is scored once, by models that never saw its
+family (the collection's own train/valid/test folders are not used). Per search (`random`,
+`default`) and program:
 
 * Kendall τ (TpuGraphs' layout metric) and top-1 / top-5 slowdown (the best measured
   runtime among the model's k first configs against the program's best), mean ± std over
@@ -28,7 +30,8 @@ features joined early onto the configurable nodes or late at the pooled embeddin
 configuration-only `config-mlp` (no graph) and `xgb` on the opcode histogram + pooled
 layout features (simulator/models/xgb.py), each with the TpuGraphs layout defaults of
 `simulator.train` (loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every
-measured config of the whole graph). Runs go to RUNS/xla_layout/<search>-<model>-seed<S>
+measured config of the whole graph). Each fold's root is RUNS/xla_layout/folds/<family>
+(links to the collection's files); runs go to RUNS/xla_layout/<family>-<search>-<model>-seed<S>
 (a finished run with the same command line is reused); results to RESULTS/xla_layout.json
 and .csv, and a section of docs/RESULTS.md (`report_section`, through benchmarks.report).
 """
@@ -45,7 +48,6 @@ from .common import (COUNT, SEED, add_run_options, cli, finite_or_null, fmt, log
                      run_and_report, run_many, train_argv, write_csv, write_json)
 
 SEARCHES = ("random", "default")
-HELD_PARTS = {"test": "test", "valid": "val"}   # collection folder → simulator.train's metrics part
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown"]
 MODEL_SPECS = {
     "gcn-early": ["--model", "gcn", "--join", "early"],
@@ -70,6 +72,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--xla-models", nargs="+", choices=list(MODEL_SPECS), default=list(MODEL_SPECS))
     ap.add_argument("--xla-seeds", nargs="+", type=SEED, default=[0, 1, 2])
     ap.add_argument("--xla-epochs", type=COUNT, default=30)
+    ap.add_argument("--xla-families", nargs="+", default=None, metavar="FAMILY",
+                    help="hold out only these model families (default: every family in turn)")
 
 
 # ---------------------------------------------------------------- the collection
@@ -90,25 +94,27 @@ def root_of(args) -> Optional[str]:
     return None if found is None else os.path.relpath(found)
 
 
-def split_programs(root: Path, search: str) -> Dict[str, List[str]]:
-    """{split folder: its programs (npz file stems)} of one search; a missing or empty split
-    folder is a one-line error naming it (the simulator needs train, valid and test)."""
-    from extract.xla.collection.collect import SPLITS
+def search_programs(root: Path, search: str) -> List[str]:
+    """The programs (npz file stems) of one search, over all of its split folders; none is a
+    one-line error naming the search's folder."""
+    folder = root / "npz" / "layout" / "xla" / search
+    names = sorted({p.name[:-len(".npz")] for p in folder.glob("*/*.npz")}) if folder.is_dir() else []
+    if not names:
+        raise SystemExit(f"{folder}: no measured program (an unfinished collection may have none yet)")
+    return names
 
-    out = {}
-    for split in SPLITS:
-        folder = root / "npz" / "layout" / "xla" / search / split
-        names = sorted(p.name[:-len(".npz")] for p in folder.glob("*.npz")) if folder.is_dir() else []
-        if not names:
-            raise SystemExit(f"{folder}: no measured program (a layout collection needs programs in "
-                             f"train, valid and test; an unfinished collection may have none yet)")
-        out[split] = names
-    return out
+
+def npz_path(root: Path, search: str, program: str) -> Path:
+    found = sorted((root / "npz" / "layout" / "xla" / search).glob(f"*/{program}.npz"))
+    if len(found) != 1:
+        raise SystemExit(f"{root}: {program}.npz of search {search} is in {len(found)} split folders (needs one)")
+    return found[0]
 
 
 def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
-    """One program's search from its measurements: XLA's default against the best measured
-    config, and the noise ceiling (the collector's `summarize` over the search's configs)."""
+    """One program's search from its measurements: its model family, XLA's default against the
+    best measured config, and the noise ceiling (the collector's `summarize` over the search's
+    configs)."""
     from extract.metaschedule.jsonl import read_jsonl
     from extract.xla.collection.collect import results, summarize
 
@@ -116,6 +122,9 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
     if not plan_path.is_file():
         raise SystemExit(f"{plan_path}: missing (the npz files of {program} have no measurements beside them)")
     saved = json.loads(plan_path.read_text())
+    if not saved.get("family"):
+        raise SystemExit(f"{plan_path}: no model family (the collector writes one; the benchmark holds out "
+                         f"whole families)")
     keys = set(saved["configs"][search])
     rows = [r for r in results(read_jsonl(str(plan_path.with_name(f"{program}.jsonl")))) if r["config"] in keys]
     noise = summarize(saved, rows)
@@ -123,7 +132,7 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
     best = min(first.values()) if first else None
     default = first.get(XLA_DEFAULT)
     slowdown = None if default is None or not best else default / best - 1.0
-    return {"configs": len(first), "best_ms": None if best is None else 1e3 * best,
+    return {"family": saved["family"], "configs": len(first), "best_ms": None if best is None else 1e3 * best,
             "default_ms": None if default is None else 1e3 * default, "default_slowdown": slowdown,
             "beats_default": None if slowdown is None else slowdown > GOAL_MARGIN,
             "ceiling_tau": noise.get("noise_tau"), "ceiling_pairs": noise.get("remeasured", 0),
@@ -131,42 +140,89 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
 
 
 def collection_facts(root: Path) -> Dict[str, Any]:
-    """Per search: the split of every program and the facts of each held-out one."""
-    out: Dict[str, Any] = {}
-    for search in SEARCHES:
-        splits = split_programs(root, search)
-        out[search] = {"splits": splits,
-                       "programs": {p: {"split": split, **program_facts(root, p, search)}
-                                    for split in HELD_PARTS for p in splits[split]}}
+    """Per search: the facts of every program."""
+    return {search: {"programs": {p: program_facts(root, p, search) for p in search_programs(root, search)}}
+            for search in SEARCHES}
+
+
+# ---------------------------------------------------------------- the folds
+def folds(facts: Dict[str, Any], held: Optional[Sequence[str]] = None) -> List[Dict[str, str]]:
+    """Leave one model family out: per held-out family (`held`, default every one), the next
+    family in alphabetical order (cyclic) validates; the rest train."""
+    families = sorted({f["family"] for search in facts.values() for f in search["programs"].values()})
+    if len(families) < 3:
+        raise SystemExit(f"the collection has programs of {len(families)} model families; leaving one out needs "
+                         f"at least 3 (one held out, one to validate on, the rest to train on)")
+    unknown = sorted(set(held or ()) - set(families))
+    if unknown:
+        raise SystemExit(f"--xla-families: {', '.join(unknown)} not in the collection ({', '.join(families)})")
+    return [{"test": f, "valid": families[(i + 1) % len(families)]} for i, f in enumerate(families)
+            if held is None or f in held]
+
+
+def fold_links(root: Path, facts: Dict[str, Any], fold: Dict[str, str]) -> Dict[str, Path]:
+    """{path in the fold's root: the collection's npz file it links to}."""
+    out = {}
+    for search, found in facts.items():
+        for program, f in found["programs"].items():
+            split = next((s for s in ("test", "valid") if fold[s] == f["family"]), "train")
+            out[f"npz/layout/xla/{search}/{split}/{program}.npz"] = npz_path(root, search, program).resolve()
+    return out
+
+
+def fold_root(runs: str, root: Path, facts: Dict[str, Any], fold: Dict[str, str]) -> Path:
+    """A layout collection root for one fold, RUNS/xla_layout/folds/<held-out family>: its
+    npz/…/{train,valid,test} folders hold links to the collection's files, by family. Kept when
+    it already holds exactly these links, else built beside it and swapped in."""
+    import shutil
+    import tempfile
+
+    out = Path(runs) / "xla_layout" / "folds" / fold["test"]
+    links = fold_links(root, facts, fold)
+    if out.is_dir() and {str(p.relative_to(out)): p.resolve() for p in out.rglob("*.npz")} == links:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{fold['test']}.", dir=out.parent))
+    for rel, target in links.items():
+        (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fresh / rel).symlink_to(target)
+    if out.exists():
+        shutil.rmtree(out)
+    fresh.rename(out)
     return out
 
 
 # ---------------------------------------------------------------- training runs
-def jobs(args) -> List[Dict[str, Any]]:
-    """One training run per (search, model, seed), on the collection's own split."""
+def jobs(args, facts: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """One training run per (fold, search, model, seed)."""
     runs = os.path.join(args.runs, "xla_layout")
     out = []
-    for seed in args.xla_seeds:
-        for search in SEARCHES:
-            for model in args.xla_models:
-                folder = os.path.join(runs, f"{search}-{model}-seed{seed}")
-                spec = MODEL_SPECS[model]
-                argv = train_argv(spec[1], seed, folder, [f"tpugraphs:layout:xla:{search}"], args.xla_epochs,
-                                  extra=[*spec[2:], "--data-root", str(args.xla_root)])
-                out.append({"search": search, "model": model, "seed": seed, "out": folder, "argv": argv})
+    for fold in folds(facts, args.xla_families):
+        data_root = fold_root(args.runs, Path(args.xla_root), facts, fold)
+        for seed in args.xla_seeds:
+            for search in SEARCHES:
+                for model in args.xla_models:
+                    folder = os.path.join(runs, f"{fold['test']}-{search}-{model}-seed{seed}")
+                    spec = MODEL_SPECS[model]
+                    argv = train_argv(spec[1], seed, folder, [f"tpugraphs:layout:xla:{search}"], args.xla_epochs,
+                                      extra=[*spec[2:], "--data-root", str(data_root)])
+                    out.append({"fold": fold["test"], "search": search, "model": model, "seed": seed,
+                                "out": folder, "argv": argv})
     return out
 
 
 def run_rows(results: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """One row per (run, held-out program): its metrics, and whether its first pick beats XLA's default."""
+    """One row per (run, program of its held-out family): its metrics, and whether its first
+    pick beats XLA's default."""
     rows = []
     for r in results:
-        programs = facts[r["search"]]["programs"]
-        for name, program in programs.items():
-            part = r["metrics"].get(HELD_PARTS[program["split"]], {})
-            values = {m: finite_or_null(part.get(m, {}).get("per_workload", {}).get(name)) for m in METRICS}
+        test = r["metrics"].get("test", {})
+        for name, program in facts[r["search"]]["programs"].items():
+            if program["family"] != r["fold"]:
+                continue
+            values = {m: finite_or_null(test.get(m, {}).get("per_workload", {}).get(name)) for m in METRICS}
             rows.append({"search": r["search"], "model": r["model"], "seed": r["seed"], "program": name,
-                         "split": program["split"], **values,
+                         "family": r["fold"], **values,
                          "pick_beats_default": pick_beats_default(values["top1_slowdown"], program["default_slowdown"]),
                          "command": "python -m simulator.train " + " ".join(r["argv"])})
     return rows
@@ -192,19 +248,19 @@ def program_means(rows: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List
         ceiling = facts[search]["programs"][program]["ceiling_tau"]
         tau = stats["kendall_tau"][0]
         share = tau / ceiling if tau is not None and ceiling is not None and ceiling > 0 else None
-        out.append({"search": search, "program": program, "model": model, "split": rs[0]["split"],
+        out.append({"search": search, "program": program, "model": model, "family": rs[0]["family"],
                     **stats, "tau_of_ceiling": share})
     return out
 
 
 def goal_counts(rows: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Per (search, split, model, seed): held-out programs where some measured layout beats XLA's
+    """Per (search, model, seed): held-out programs where some measured layout beats XLA's
     default by > GOAL_MARGIN, and of those, where the model's first pick beats the default."""
     out: Dict[tuple, Dict[str, Any]] = {}
     for r in rows:
         program = facts[r["search"]]["programs"][r["program"]]
-        key = (r["search"], r["split"], r["model"], r["seed"])
-        row = out.setdefault(key, dict(zip(("search", "split", "model", "seed"), key), beatable=0, picked=0))
+        key = (r["search"], r["model"], r["seed"])
+        row = out.setdefault(key, dict(zip(("search", "model", "seed"), key), beatable=0, picked=0))
         if program["beats_default"]:
             row["beatable"] += 1
             row["picked"] += int(bool(r["pick_beats_default"]))
@@ -217,16 +273,16 @@ def run(args) -> Dict[str, Any]:
         raise SystemExit(f"{root}: not a measured layout collection (no measurements/ folder; "
                          f"python -m extract.xla_collect makes one)")
     facts = collection_facts(root)
-    planned = jobs(args)
+    planned = jobs(args, facts)
     log(f"xla-layout: {len(planned)} training runs on {root}")
     rows = run_rows(run_many(planned, args.parallel, args.device), facts)
     out = {"root": str(args.xla_root), "facts": facts, "rows": rows, "programs": program_means(rows, facts),
            "goal": goal_counts(rows, facts), "machine": collection_machine(root),
            "protocol": {"epochs": args.xla_epochs, "seeds": list(args.xla_seeds), "models": list(args.xla_models),
-                        "goal_margin": GOAL_MARGIN}}
+                        "folds": folds(facts, args.xla_families), "goal_margin": GOAL_MARGIN}}
     os.makedirs(args.results, exist_ok=True)
     write_json(os.path.join(args.results, f"{RESULT_NAME}.json"), out)
-    columns = ["search", "split", "program", "model", "seed", *METRICS, "pick_beats_default"]
+    columns = ["search", "family", "program", "model", "seed", *METRICS, "pick_beats_default"]
     write_csv(os.path.join(args.results, f"{RESULT_NAME}.csv"), columns, [[r[k] for k in columns] for r in rows])
     return out
 
@@ -266,88 +322,99 @@ def _model_cell(row: Optional[Dict[str, Any]]) -> str:
             + " / ".join(_cell(row[k], k) for k in ("top1_slowdown", "top5_slowdown")))
 
 
-def split_means(means: Sequence[Dict[str, Any]], split: str, model: str) -> Optional[Dict[str, Any]]:
-    """A model's mean over the held-out programs of a split (each program's value a mean over
-    seeds; programs without a value left out), in a program row's form; None without any."""
-    mine = [r for r in means if r["split"] == split and r["model"] == model]
+def overall_means(means: Sequence[Dict[str, Any]], model: str, facts: Dict[str, Dict[str, Any]],
+                  programs: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+    """A model's mean over the held-out programs (`programs`, default all; each program's value a
+    mean over seeds; programs without a value left out), in a program row's form; None without
+    any. Its share of the ceiling is the ratio of the means over the programs with a positive
+    ceiling (a mean of per-program shares would let a near-zero ceiling dominate)."""
+    mine = [r for r in means if r["model"] == model and (programs is None or r["program"] in programs)]
     if not mine:
         return None
     out = {k: (mean_std(r[k][0] for r in mine)[0], None, 1) for k in METRICS}
-    out["tau_of_ceiling"] = mean_std(r["tau_of_ceiling"] for r in mine)[0]
+    ceiled = [(r["kendall_tau"][0], facts[r["program"]]["ceiling_tau"]) for r in mine
+              if r["kendall_tau"][0] is not None and (facts[r["program"]]["ceiling_tau"] or 0) > 0]
+    out["tau_of_ceiling"] = (sum(t for t, _ in ceiled) / sum(c for _, c in ceiled)) if ceiled else None
     return out
 
 
+def _mean_row(label: str, chosen: Dict[str, Dict[str, Any]], means, models) -> List[Any]:
+    return ([label, "", len(chosen), fmt(mean_std(c["ceiling_tau"] for c in chosen.values())[0], "kendall_tau"),
+             fmt(mean_std(c["default_slowdown"] for c in chosen.values())[0], "top1_slowdown")]
+            + [_model_cell(overall_means(means, m, chosen, list(chosen))) for m in models])
+
+
 def _program_table(res: Dict[str, Any], search: str) -> List[str]:
-    """One row per held-out program of a search (the test ones first), then each split's mean:
-    ceiling, XLA's default, and per model τ (share of the ceiling); top-1 / top-5 slowdown."""
+    """One row per program of a search (by family), then the means over all of them and over
+    those where some layout beats XLA's default: ceiling, XLA's default, and per model τ (share
+    of the ceiling); top-1 / top-5 slowdown."""
     means = [r for r in res["programs"] if r["search"] == search]
     models = list(dict.fromkeys(r["model"] for r in means))
-    facts = res["facts"][search]["programs"]
-    order = sorted(facts, key=lambda p: (facts[p]["split"] != "test", p))
-    header = ["program", "split", "configs", "ceiling τ (pairs)", "XLA default: slowdown"] + \
+    facts = {p: f for p, f in res["facts"][search]["programs"].items() if any(r["program"] == p for r in means)}
+    order = sorted(facts, key=lambda p: (facts[p]["family"], p))
+    header = ["program", "family", "configs", "ceiling τ (pairs)", "XLA default: slowdown"] + \
              [f"{m}: τ (of ceiling); top-1 / top-5" for m in models]
     body = []
     for program in order:
         f = facts[program]
         mine = {r["model"]: r for r in means if r["program"] == program}
         ceiling = f"{fmt(f['ceiling_tau'], 'kendall_tau')} ({f['ceiling_pairs']})"
-        body.append([program, f["split"], f["configs"], ceiling, fmt(f["default_slowdown"], "top1_slowdown")] + [_model_cell(mine.get(m)) for m in models])
-    for split in HELD_PARTS:
-        chosen = [facts[p] for p in order if facts[p]["split"] == split]
-        if chosen:
-            ceilings = [c["ceiling_tau"] for c in chosen]
-            body.append([f"**mean, {split}**", split, len(chosen), fmt(mean_std(ceilings)[0], "kendall_tau"),
-                         fmt(mean_std(c["default_slowdown"] for c in chosen)[0], "top1_slowdown")]
-                        + [_model_cell(split_means(means, split, m)) for m in models])
+        body.append([program, f["family"], f["configs"], ceiling, fmt(f["default_slowdown"], "top1_slowdown")]
+                    + [_model_cell(mine.get(m)) for m in models])
+    body.append(_mean_row("**mean**", facts, means, models))
+    beatable = {p: f for p, f in facts.items() if f["beats_default"]}
+    if beatable:
+        body.append(_mean_row(f"**mean, default beaten by > {100 * GOAL_MARGIN:.0f}%**", beatable, means, models))
     return [markdown_table(header, body, "ll" + "r" * (len(header) - 2)), ""]
 
 
 def _goal_table(res: Dict[str, Any]) -> List[str]:
-    """Per model, for each search and split: on how many of the programs some layout beats
-    XLA's default on, the model's first pick beats it (per seed)."""
+    """Per model and search: on how many of the programs some layout beats XLA's default on,
+    the model's first pick beats it (per seed)."""
     cells: Dict[tuple, List[Dict[str, Any]]] = {}
     for g in res["goal"]:
-        cells.setdefault((g["model"], g["search"], g["split"]), []).append(g)
-    columns = [(search, split) for search in SEARCHES for split in HELD_PARTS
-               if any((m, search, split) in cells for m, _, _ in cells)]
-    models = list(dict.fromkeys(m for m, _, _ in cells))
+        cells.setdefault((g["model"], g["search"]), []).append(g)
+    searches = [s for s in SEARCHES if any(key[1] == s for key in cells)]
     body = []
-    for model in models:
+    for model in dict.fromkeys(m for m, _ in cells):
         row = [model]
-        for column in columns:
-            gs = sorted(cells.get((model, *column), []), key=lambda g: g["seed"])
+        for search in searches:
+            gs = sorted(cells.get((model, search), []), key=lambda g: g["seed"])
             row.append(f"{', '.join(str(g['picked']) for g in gs)} of {gs[0]['beatable']}" if gs else "–")
         body.append(row)
-    header = ["model"] + [f"`{search}`, {split}" for search, split in columns]
+    header = ["model"] + [f"`{search}`" for search in searches]
     return [f"On how many held-out programs the model's first pick runs faster than XLA's default layout, of "
             f"those where some measured layout beats the default by more than {100 * GOAL_MARGIN:.0f}% "
-            f"(one count per seed):", "", markdown_table(header, body, "l" + "r" * len(columns)), ""]
+            f"(one count per seed):", "", markdown_table(header, body, "l" + "r" * len(searches)), ""]
 
 
 def summary_row(res: Optional[Dict[str, Any]]) -> List[List[str]]:
     """The one-screen summary's row (benchmarks.summary): per search, the model with the best
-    mean τ over the test programs, beside their mean ceiling, and its first picks against
+    mean τ over the held-out programs, beside their mean ceiling, and its first picks against
     XLA's default; none without results."""
     if not res:
         return []
     cells = []
     for search in SEARCHES:
-        means = [r for r in res["programs"] if r["search"] == search and r["split"] == "test"]
-        scored = {m: split_means(means, "test", m) for m in dict.fromkeys(r["model"] for r in means)}
+        means = [r for r in res["programs"] if r["search"] == search]
+        programs = res["facts"][search]["programs"]
+        scored = {m: overall_means(means, m, programs) for m in dict.fromkeys(r["model"] for r in means)}
         scored = {m: v for m, v in scored.items() if v and v["kendall_tau"][0] is not None}
         if not scored:
             continue
         best = max(scored, key=lambda m: scored[m]["kendall_tau"][0])
-        facts = [f for f in res["facts"][search]["programs"].values() if f["split"] == "test"]
-        goal = [g for g in res["goal"] if (g["search"], g["split"], g["model"]) == (search, "test", best)]
+        held = {r["program"] for r in means}
+        facts = [f for p, f in programs.items() if p in held]
+        goal = [g for g in res["goal"] if (g["search"], g["model"]) == (search, best)]
         cells.append(f"`{search}`: {best} τ {fmt(scored[best]['kendall_tau'][0], 'kendall_tau')} (ceiling "
-                     f"{fmt(mean_std(f['ceiling_tau'] for f in facts)[0], 'kendall_tau')}), first pick beats XLA's "
+                     f"{fmt(mean_std(f['ceiling_tau'] for f in facts)[0], 'kendall_tau')}; "
+                     f"{_share(scored[best]['tau_of_ceiling'])} of it), first pick beats XLA's "
                      f"default on {', '.join(str(g['picked']) for g in goal)} of {goal[0]['beatable'] if goal else 0}")
     if not cells:
         return []
     name = os.path.basename(os.path.normpath(res["root"]))
-    return [[f"ranking layouts of XLA programs of model families never trained on (`{name}`, test programs, mean)",
-             "; ".join(cells), "xla_layout"]]
+    return [[f"ranking layouts of XLA programs of model families never trained on (`{name}`, every family "
+             f"held out in turn, mean)", "; ".join(cells), "xla_layout"]]
 
 
 def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
@@ -359,11 +426,14 @@ def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
              f"`python -m benchmarks.xla_layout --xla-root {res['root']}` (every command in "
              f"`docs/results/{RESULT_NAME}.json`); collection measured on {m.get('cpu', '?')} "
              f"(jax {m.get('jax', '?')}). "
-             f"Leave-model-family-out: trained on the `train` programs; `valid` programs chose each model's "
-             f"epoch (early stopping), `test` programs are held out entirely. Seeds "
+             f"Leave one model family out, every family in turn ({len(p['folds'])} folds): the held-out "
+             f"family's programs are scored, the next family's (alphabetically) chose each model's epoch "
+             f"(early stopping), the rest trained it; so every program below is scored by models that never "
+             f"saw its family. Seeds "
              f"{', '.join(map(str, p['seeds']))} (mean ± std), {p['epochs']} epochs. τ is Kendall's τ over a "
              f"program's measured configs; the ceiling is τ between the two measuring passes of the search's "
-             f"re-measured configs (pairs in brackets); top-k slowdown: the best of the model's k first configs "
+             f"re-measured configs (pairs in brackets), and a mean row's share of it is the ratio of the means over "
+             f"the programs with a positive ceiling; top-k slowdown: the best of the model's k first configs "
              f"against the program's best; XLA's default is config 0 (nothing constrained).", ""]
     for search in SEARCHES:
         if any(r["search"] == search for r in res["programs"]):
