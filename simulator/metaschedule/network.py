@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -34,7 +35,8 @@ LIBRARY = "network.so"
 
 @dataclass
 class EndToEnd:
-    """One network's compiled module, timed: mean of the repeats and every repeat."""
+    """One network's compiled module, timed: the median of the repeats (a burst of work elsewhere
+    on the machine lengthens some repeats and would pull a mean) and every repeat."""
 
     latency_s: float
     repeats_s: List[float]
@@ -142,7 +144,7 @@ def end_to_end(name: str, target, work_dir: str, measure) -> EndToEnd:
 
     built = compile_network(name, target, work_dir)
     repeats = time_library(built["library"], get_network(name).input_shapes, measure)
-    return EndToEnd(sum(repeats) / len(repeats), repeats, built["compile_s"], built["functions"], built["tuned"],
+    return EndToEnd(statistics.median(repeats), repeats, built["compile_s"], built["functions"], built["tuned"],
                     built["library"])
 
 

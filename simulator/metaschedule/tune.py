@@ -783,7 +783,7 @@ def network_end_to_end(name: str, target, work_dir: str, measure) -> Dict[str, A
 
 def end_to_end_line(e2e: Dict[str, Any]) -> str:
     repeats = e2e["repeats_s"]
-    return (f"end to end: {_us(e2e['latency_s'])} (mean of {len(repeats)} repeats, {_us(min(repeats))}–"
+    return (f"end to end: {_us(e2e['latency_s'])} (median of {len(repeats)} repeats, {_us(min(repeats))}–"
             f"{_us(max(repeats))}); {e2e['tuned']} of {e2e['functions']} tasks from the database, compiled in "
             f"{e2e['compile_s']:.1f} s")
 
