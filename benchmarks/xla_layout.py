@@ -1,8 +1,8 @@
 """The cost models judged on the measured XLA layout collection (`extract.xla_collect`).
 
     python -m benchmarks.xla_layout [--xla-root ROOT] [--xla-models gcn-early gcn-late sage-early sage-late
-        config-mlp xgb] [--xla-seeds 0 1 2] [--xla-epochs 30] [--runs runs/bench] [--results docs/results]
-        [--parallel 1]
+        config-mlp xgb] [--xla-seeds 0 1 2] [--xla-epochs 30] [--xla-families FAMILY ...] [--runs runs/bench]
+        [--results docs/results] [--parallel 1]
 
 ROOT is a collection root (`ROOT/npz/layout/xla/{random,default}/<split>/*.npz`,
 `ROOT/measurements/<program>.{plan.json,jsonl}`; docs/xla_collection.md); default: the
