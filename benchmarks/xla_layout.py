@@ -193,11 +193,11 @@ def fold_root(runs: str, root: Path, facts: Dict[str, Any], fold: Dict[str, str]
 
 
 # ---------------------------------------------------------------- training runs
-def jobs(args, facts: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """One training run per (fold, search, model, seed)."""
+def jobs(args, facts: Dict[str, Any], chosen: Sequence[Dict[str, str]]) -> List[Dict[str, Any]]:
+    """One training run per (fold of `chosen`, search, model, seed)."""
     runs = os.path.join(args.runs, "xla_layout")
     out = []
-    for fold in folds(facts, args.xla_families):
+    for fold in chosen:
         data_root = fold_root(args.runs, Path(args.xla_root), facts, fold)
         for seed in args.xla_seeds:
             for search in SEARCHES:
@@ -273,13 +273,14 @@ def run(args) -> Dict[str, Any]:
         raise SystemExit(f"{root}: not a measured layout collection (no measurements/ folder; "
                          f"python -m extract.xla_collect makes one)")
     facts = collection_facts(root)
-    planned = jobs(args, facts)
+    chosen = folds(facts, args.xla_families)
+    planned = jobs(args, facts, chosen)
     log(f"xla-layout: {len(planned)} training runs on {root}")
     rows = run_rows(run_many(planned, args.parallel, args.device), facts)
     out = {"root": str(args.xla_root), "facts": facts, "rows": rows, "programs": program_means(rows, facts),
            "goal": goal_counts(rows, facts), "machine": collection_machine(root),
            "protocol": {"epochs": args.xla_epochs, "seeds": list(args.xla_seeds), "models": list(args.xla_models),
-                        "folds": folds(facts, args.xla_families), "goal_margin": GOAL_MARGIN}}
+                        "folds": chosen, "goal_margin": GOAL_MARGIN}}
     os.makedirs(args.results, exist_ok=True)
     write_json(os.path.join(args.results, f"{RESULT_NAME}.json"), out)
     columns = ["search", "family", "program", "model", "seed", *METRICS, "pick_beats_default"]
