@@ -133,6 +133,25 @@ def test_option_off_gives_exactly_the_gnn_scores(space, model):
     assert warming.stats.filtered == 0
 
 
+def test_copies_of_a_candidate_are_featurized_and_scored_once(space, model, monkeypatch):
+    import tvm
+    import tvm_ffi
+    from simulator.metaschedule.cost_model import GNNCostModel
+
+    ctx, schedules = space
+    copy = tvm.s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(schedules[2].mod)))  # the same program, anew
+    assert not copy.mod.same_as(schedules[2].mod) and tvm_ffi.structural_equal(copy.mod, schedules[2].mod)
+    distinct = measure_candidates(schedules[:6])
+    candidates = distinct + measure_candidates([schedules[0], copy, schedules[4]]) + distinct[:1]
+    alone = GNNCostModel(model).predict(ctx, distinct)
+    cm = GNNCostModel(model)
+    sizes, predict = [], model.predict
+    monkeypatch.setattr(model, "predict", lambda samples: sizes.append(len(samples)) or predict(samples))
+    out = cm.predict(ctx, candidates)
+    assert sizes == [6] and cm.stats.duplicates == 4 and cm.stats.scored == 10
+    assert np.array_equal(out, alone[[0, 1, 2, 3, 4, 5, 0, 2, 4, 0]])
+
+
 def test_two_stage_ordering_contract(space, model):
     from simulator.metaschedule import prefilter as ms_filter
     from simulator.metaschedule.cost_model import GNNCostModel, task_group

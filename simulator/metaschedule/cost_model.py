@@ -11,7 +11,8 @@
   (`extract.tir.featurize.featurize_schedules`: TVM's lowering for features, the TIR walk,
   a graph cache of candidates scored before), scores them with a `simulator` CostModel
   and returns −(predicted log runtime) as float64, one per candidate in order: higher
-  is faster, as MetaSchedule wants.
+  is faster, as MetaSchedule wants. Structurally equal candidates of a call are featurized
+  and scored once (`stats.duplicates`).
 * `update(context, candidates, results)` keeps each task's measured samples (the
   candidates' graphs, y = the mean of their `run_secs`; failed candidates left out) and
   fine-tunes on the task's samples so far: `update_steps` optimizer steps with a ranking
@@ -246,6 +247,7 @@ class CostModelStats:
     random_predictions: int = 0     # candidates scored at random (cold, before training)
     filtered: int = 0               # candidates the first-stage filter kept from the GNN (filter_keep)
     repeated: int = 0               # candidates given to update again (their first result kept)
+    duplicates: int = 0             # candidates scored as a copy of another one in the same call
     filter_s: float = 0.0           # part of predict_s in the first stage (trace features, ridge fits)
     trained_at: Optional[int] = None  # measurements seen when a cold model first trained
 
@@ -421,9 +423,24 @@ class GNNCostModel(PyCostModel):
         finally:
             self.stats.predict_s += time.perf_counter() - start
 
+    def _distinct(self, candidates) -> Tuple[list, np.ndarray]:
+        """(the structurally distinct candidates, each candidate's index among them), by the
+        graph cache's keys, which featurizing computes anyway: an evolutionary search hands
+        over many copies of one program (three in four of a dense layer's candidates; all 512
+        of a call where a task's space has nothing to sample), and the GNN scores each once."""
+        from extract.tir.featurize import as_module
+
+        first: Dict[int, int] = {}          # graph cache key → index among the distinct candidates
+        keys = [self.cache.key(as_module(c)) for c in candidates]
+        which = np.array([first.setdefault(key, len(first)) for key in keys], dtype=np.int64)
+        distinct = np.unique(which, return_index=True)[1]
+        self.stats.duplicates += len(candidates) - len(distinct)
+        return [candidates[i] for i in distinct], which
+
     def _gnn_scores(self, context, candidates) -> np.ndarray:
-        samples = self._samples(context, candidates)
-        return -np.asarray(self.model.predict(samples), dtype=np.float64).reshape(len(candidates))
+        distinct, which = self._distinct(candidates)
+        samples = self._samples(context, distinct)
+        return -np.asarray(self.model.predict(samples), dtype=np.float64).reshape(len(distinct))[which]
 
     def _two_stage(self, context, candidates) -> np.ndarray:
         """Stage 1 (trace decisions) picks what the GNN scores (see the class docstring)."""
