@@ -11,10 +11,14 @@ Relax VM's lowering passes, exported to `work_dir/network.so`, and timed in a ch
 process with the dataset's protocol (`extract.metaschedule.runner.MeasureConfig`): pinned to the
 measuring core, single-threaded (`TVM_NUM_THREADS=1`), the Relax VM's `time_evaluator`
 with `number`, `repeat` and `min_repeat_ms` of the measuring configuration (one repeat
-lasts ≥ 20 ms), every repeat kept. The inputs are random, of the network's shapes.
+lasts ≥ 20 ms), every repeat kept. The inputs are random, of the network's shapes. After the
+repeats, `KERNEL_RUNS` more runs are timed call by call (the VM's instrument hook around each
+kernel and builtin it calls): `kernels_s`, each function's seconds per run of the network, to
+set beside its task's best measured alone — a kernel can be slower inside the network, where
+the data it reads was last touched by other kernels, than in its own timing loop.
 
 Run as `python -m simulator.metaschedule.network LIB SHAPES_JSON NUMBER REPEAT MIN_REPEAT_MS`, it is
-the timing child: it prints the repeats as JSON.
+the timing child: it prints the repeats and the kernels' seconds as JSON.
 """
 from __future__ import annotations
 
@@ -25,12 +29,13 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Sequence
 
 from simulator.registry import SimulatorError
 
 LIBRARY = "network.so"
+KERNEL_RUNS = 5      # runs of the network timed kernel by kernel, after the repeats
 
 
 @dataclass
@@ -44,6 +49,7 @@ class EndToEnd:
     functions: int            # PrimFuncs of the network's module
     tuned: int                # of them scheduled from the database
     library: str
+    kernels_s: Dict[str, float] = field(default_factory=dict)   # function → seconds per run, inside the network
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -109,9 +115,10 @@ def compile_network(name: str, target, work_dir: str) -> Dict[str, Any]:
     return {"library": path, "compile_s": time.perf_counter() - start, "functions": functions, "tuned": tuned}
 
 
-def time_library(path: str, shapes: Sequence[Sequence[int]], measure) -> List[float]:
-    """Seconds per run of the library's `main`, one per repeat, timed in a child pinned to
-    `measure.measure_core` with single-threaded kernels."""
+def time_library(path: str, shapes: Sequence[Sequence[int]], measure) -> Dict[str, Any]:
+    """{"repeats": seconds per run of the library's `main`, one per repeat; "kernels": each
+    function's seconds per run}, timed in a child pinned to `measure.measure_core` with
+    single-threaded kernels."""
     env = dict(os.environ, TVM_NUM_THREADS=str(measure.kernel_threads), OMP_NUM_THREADS=str(measure.kernel_threads),
                TVM_BIND_THREADS="0")
     argv = [sys.executable, "-m", "simulator.metaschedule.network", path, json.dumps([list(s) for s in shapes]),
@@ -125,7 +132,9 @@ def time_library(path: str, shapes: Sequence[Sequence[int]], measure) -> List[fl
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise SimulatorError(f"{path}: timing the network failed (exit {done.returncode}): {last[:300]}")
-    return [float(s) for s in json.loads(done.stdout.strip().splitlines()[-1])]
+    timed = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"repeats": [float(s) for s in timed["repeats"]],
+            "kernels": {str(k): float(v) for k, v in timed["kernels"].items()}}
 
 
 def _pin_timer(core: int, nice: int) -> None:
@@ -143,13 +152,14 @@ def end_to_end(name: str, target, work_dir: str, measure) -> EndToEnd:
     from extract.metaschedule.networks import get_network
 
     built = compile_network(name, target, work_dir)
-    repeats = time_library(built["library"], get_network(name).input_shapes, measure)
-    return EndToEnd(statistics.median(repeats), repeats, built["compile_s"], built["functions"], built["tuned"],
-                    built["library"])
+    timed = time_library(built["library"], get_network(name).input_shapes, measure)
+    return EndToEnd(statistics.median(timed["repeats"]), timed["repeats"], built["compile_s"], built["functions"],
+                    built["tuned"], built["library"], timed["kernels"])
 
 
-def _time_here(path: str, shapes: List[List[int]], number: int, repeat: int, min_repeat_ms: int) -> List[float]:
-    """In the timing child: the VM's time_evaluator on random inputs, every repeat."""
+def _time_here(path: str, shapes: List[List[int]], number: int, repeat: int, min_repeat_ms: int) -> Dict[str, Any]:
+    """In the timing child: the VM's time_evaluator on random inputs, every repeat; then the
+    kernels' seconds per run."""
     import numpy as np
     import tvm
     from tvm import relax
@@ -159,7 +169,31 @@ def _time_here(path: str, shapes: List[List[int]], number: int, repeat: int, min
     rng = np.random.default_rng(0)
     inputs = [tvm.runtime.tensor(rng.standard_normal(s).astype("float32"), device) for s in shapes]
     timer = vm.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
-    return [float(r) for r in timer(*inputs).results]
+    repeats = [float(r) for r in timer(*inputs).results]
+    return {"repeats": repeats, "kernels": _kernel_seconds(vm, inputs, KERNEL_RUNS)}
+
+
+def _kernel_seconds(vm, inputs, runs: int) -> Dict[str, float]:
+    """Each function the VM calls from `main`: seconds per run of `main`, summed over its
+    calls, over `runs` runs (the instrument hook's own cost, about a microsecond a call, is
+    in them)."""
+    from collections import defaultdict
+
+    seconds: Dict[str, float] = defaultdict(float)
+    started: Dict[str, float] = {}
+
+    def instrument(func, name, before_run, ret_value, *args):
+        now = time.perf_counter()
+        if before_run:
+            started[name] = now
+        else:
+            seconds[name] += now - started.pop(name)
+
+    vm.set_instrument(instrument)
+    for _ in range(runs):
+        vm["main"](*inputs)
+    vm.set_instrument(None)
+    return {name: s / runs for name, s in sorted(seconds.items())}
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ model (predict, update, featurizing) against the run's wall time; the measuring
 configuration; warnings. A network is then compiled with the database applied
 (`simulator.metaschedule.network`: the database applied to the imported network, `DIR/network.so`) and timed end to
 end with the same protocol on the measuring core (every repeat kept): `end_to_end` in the
-summary, and a line after the table. A progress line per measured batch shows trials, the batch's
+summary, and a line after the table; its kernels are then timed call by call inside the
+network (`end_to_end.kernels_s`), and a second line sets them beside their tasks' bests alone. A progress line per measured batch shows trials, the batch's
 best, the best so far and the cost model's share of the time; a table ends the run.
 
 Stopping and resuming (`simulator.metaschedule.resume`, `simulator.metaschedule.interrupt`): rerunning the
@@ -690,6 +691,7 @@ def run(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     print(table(TuneResult(**{k: summary[k] for k in TuneResult.__dataclass_fields__}), args.cost_model))
     if summary.get("end_to_end"):
         print(end_to_end_line(summary["end_to_end"]))
+        print(kernels_line(summary["end_to_end"], summary["tasks"]))
     for warning in summary["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     if interrupted:
@@ -786,6 +788,25 @@ def end_to_end_line(e2e: Dict[str, Any]) -> str:
     return (f"end to end: {_us(e2e['latency_s'])} (median of {len(repeats)} repeats, {_us(min(repeats))}–"
             f"{_us(max(repeats))}); {e2e['tuned']} of {e2e['functions']} tasks from the database, compiled in "
             f"{e2e['compile_s']:.1f} s")
+
+
+def kernel_gaps(kernels_s: Dict[str, float], tasks: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Per task with a kernel in the network: its seconds per run inside the network and its
+    best alone × its calls (`best_s` × `weight`), the largest excess first."""
+    rows = [{"name": t["name"], "inside_s": kernels_s[t["name"]], "alone_s": t["best_s"] * t["weight"]}
+            for t in tasks if t["name"] in kernels_s and t.get("best_s") is not None]
+    return sorted(rows, key=lambda r: r["alone_s"] - r["inside_s"])
+
+
+def kernels_line(e2e: Dict[str, Any], tasks: Sequence[Dict[str, Any]]) -> str:
+    """The tuned kernels' time inside the network against their bests alone, and the three
+    kernels that lose the most inside it."""
+    rows = kernel_gaps(e2e.get("kernels_s") or {}, tasks)
+    if not rows:
+        return "inside the network: no kernel timed"
+    worst = ", ".join(f"{r['name']} {_us(r['inside_s'])} (alone {_us(r['alone_s'])})" for r in rows[:3])
+    return (f"inside the network the {len(rows)} tuned kernels took {_us(sum(r['inside_s'] for r in rows))} "
+            f"a run against {_us(sum(r['alone_s'] for r in rows))} alone; most lost: {worst}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
