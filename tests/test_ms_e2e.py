@@ -147,3 +147,9 @@ def test_a_point_is_the_median_of_its_repeats_even_where_the_mean_was_recorded(t
     with open(path, "w", encoding="utf-8") as f:
         json.dump(summary, f)
     assert point(steps[0], steps)["end_to_end_s"] == pytest.approx(1.01e-3)
+    assert point(steps[0], steps)["tuned_inside_s"] is None          # timed before kernels were
+    summary["tasks"] = [{"name": "a", "best_s": 4e-4, "weight": 1}, {"name": "b", "best_s": 2e-4, "weight": 2}]
+    summary["end_to_end"]["kernels_s"] = {"a": 5e-4, "b": 4e-4, "vm.builtin.alloc_tensor": 1e-6}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(summary, f)
+    assert point(steps[0], steps)["tuned_inside_s"] == pytest.approx(9e-4)

@@ -203,8 +203,13 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
     repeats = e2e.get("repeats_s")
     # the median of the repeats, also for a point whose summary recorded their mean
     latency = float(np.median(repeats)) if repeats else e2e.get("latency_s")
+    from simulator.metaschedule.tune import kernel_gaps
+
+    inside = kernel_gaps(e2e.get("kernels_s") or {}, s.get("tasks") or [])
     return {k: step[k] for k in ("network", "cost_model", "seed", "budget", "tasks")} | {
         "end_to_end_s": latency, "repeats_s": repeats, "sum_of_bests_s": s.get("best_latency_s"),
+        # the tuned kernels' time inside the network (None: timed before kernels were)
+        "tuned_inside_s": sum(r["inside_s"] for r in inside) if inside else None,
         "wall_s": wall, "cost_model_share": cost / wall if wall > 0 else None}
 
 
