@@ -45,7 +45,8 @@ def test_network_is_compiled_with_its_database_and_timed_end_to_end(mixer_tuned,
 
 
 def test_kernel_gaps_put_the_kernel_that_loses_most_inside_the_network_first():
-    from simulator.metaschedule.tune import kernel_gaps, kernels_line
+    from simulator.metaschedule.network import kernel_gaps
+    from simulator.metaschedule.tune import kernels_line
 
     tasks = [{"name": "a", "best_s": 1e-3, "weight": 2}, {"name": "b", "best_s": 2e-3, "weight": 1},
              {"name": "c", "best_s": 1e-3, "weight": 1}, {"name": "untimed", "best_s": 1e-3, "weight": 1}]

@@ -203,7 +203,7 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
     repeats = e2e.get("repeats_s")
     # the median of the repeats, also for a point whose summary recorded their mean
     latency = float(np.median(repeats)) if repeats else e2e.get("latency_s")
-    from simulator.metaschedule.tune import kernel_gaps
+    from simulator.metaschedule.network import kernel_gaps
 
     inside = kernel_gaps(e2e.get("kernels_s") or {}, s.get("tasks") or [])
     return {k: step[k] for k in ("network", "cost_model", "seed", "budget", "tasks")} | {

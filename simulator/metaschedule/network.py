@@ -93,6 +93,14 @@ def build(mod, target):
         return relax.build(mod, target=target, relax_pipeline=passes)
 
 
+def kernel_gaps(kernels_s: Dict[str, float], tasks: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Per task with a kernel in the network: its seconds per run inside the network and its
+    best alone × its calls (`best_s` × `weight`), the largest excess first."""
+    rows = [{"name": t["name"], "inside_s": kernels_s[t["name"]], "alone_s": t["best_s"] * t["weight"]}
+            for t in tasks if t.get("name") in kernels_s and t.get("best_s") is not None]
+    return sorted(rows, key=lambda r: r["alone_s"] - r["inside_s"])
+
+
 def compile_network(name: str, target, work_dir: str) -> Dict[str, Any]:
     """Compile network `name` with `work_dir`'s database applied and export it to
     `work_dir/network.so`; its path, compile seconds and counts of tuned PrimFuncs."""

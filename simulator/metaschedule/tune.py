@@ -48,8 +48,9 @@ configuration; warnings. A network is then compiled with the database applied
 (`simulator.metaschedule.network`: the database applied to the imported network, `DIR/network.so`) and timed end to
 end with the same protocol on the measuring core (every repeat kept): `end_to_end` in the
 summary, and a line after the table; its kernels are then timed call by call inside the
-network (`end_to_end.kernels_s`), and a second line sets them beside their tasks' bests alone. A progress line per measured batch shows trials, the batch's
-best, the best so far and the cost model's share of the time; a table ends the run.
+network (`end_to_end.kernels_s`), and a second line sets them beside their tasks' bests
+alone. A progress line per measured batch shows trials, the batch's best, the best so far
+and the cost model's share of the time; a table ends the run.
 
 Stopping and resuming (`simulator.metaschedule.resume`, `simulator.metaschedule.interrupt`): rerunning the
 same command in the same DIR resumes it — the records already in its database count
@@ -790,17 +791,11 @@ def end_to_end_line(e2e: Dict[str, Any]) -> str:
             f"{e2e['compile_s']:.1f} s")
 
 
-def kernel_gaps(kernels_s: Dict[str, float], tasks: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Per task with a kernel in the network: its seconds per run inside the network and its
-    best alone × its calls (`best_s` × `weight`), the largest excess first."""
-    rows = [{"name": t["name"], "inside_s": kernels_s[t["name"]], "alone_s": t["best_s"] * t["weight"]}
-            for t in tasks if t.get("name") in kernels_s and t.get("best_s") is not None]
-    return sorted(rows, key=lambda r: r["alone_s"] - r["inside_s"])
-
-
 def kernels_line(e2e: Dict[str, Any], tasks: Sequence[Dict[str, Any]]) -> str:
     """The tuned kernels' time inside the network against their bests alone, and the three
     kernels that lose the most inside it."""
+    from .network import kernel_gaps
+
     rows = kernel_gaps(e2e.get("kernels_s") or {}, tasks)
     if not rows:
         return "inside the network: no kernel timed"
