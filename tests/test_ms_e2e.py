@@ -103,7 +103,9 @@ def test_plan_resumes_and_estimates_from_finished_steps(tmp_path):
     assert [s["done"] for s in again] == [True, False, False, False]
     after = estimate(again)
     assert after["s_per_trial"] == pytest.approx(2.0) and after["trials_left"] == 10 * 8 * 3
-    assert after["seconds_left"] == pytest.approx(240 * 2.0 + 3 * after["s_per_point"])
+    # and the quiet pass after the tuning: every step, none timed yet
+    from benchmarks.metaschedule.quiet import S_PER_POINT
+    assert after["seconds_left"] == pytest.approx(240 * 2.0 + 3 * after["s_per_point"] + 4 * S_PER_POINT)
 
 
 def test_aggregate_verdicts_and_report(tmp_path):
@@ -154,3 +156,52 @@ def test_a_point_is_the_median_of_its_repeats_even_where_the_mean_was_recorded(t
     with open(path, "w", encoding="utf-8") as f:
         json.dump(summary, f)
     assert point(steps[0], steps)["tuned_inside_s"] == pytest.approx(9e-4)
+
+
+# ---------------------------------------------------------------- the quiet pass
+def test_the_quiet_pass_rebuilds_each_step_and_times_it_in_resumable_rounds(mixer_tuned, monkeypatch):
+    from benchmarks.metaschedule import quiet
+    from extract.metaschedule.cpu_load import CoreLoad
+    from extract.metaschedule.runner import MeasureConfig
+    from simulator.metaschedule import tune
+
+    work, summary = mixer_tuned
+    step = {"network": "mixer", "cost_model": "random", "seed": 0, "budget": 1, "tasks": 7, "work_dir": work}
+    busy = iter([90.0, 90.0] + [0.0] * 100)       # the first timing finds a core busy until it gives up
+    monkeypatch.setattr(quiet, "QUIET_WAIT_S", 2.0)
+    monkeypatch.setattr(quiet, "machine_load", lambda seconds: [CoreLoad(0, next(busy), 0.0, seconds)])
+    measure = MeasureConfig.for_machine(min(os.sched_getaffinity(0)))
+    said = []
+    quiet.quiet_pass([(step, summary)], tune.parse_target(None), measure, rounds=2, log=said.append)
+    assert os.path.getsize(os.path.join(work, "network_b1.so")) > 0
+    timings = quiet.read_timings(step)
+    assert [t["busiest_percent"] for t in timings] == [90.0, 0.0]
+    assert said == ["quiet pass, round 1 of 2: 1 libraries to time", "quiet pass, round 2 of 2: 1 libraries to time"]
+    got = quiet.quiet_latency(step)
+    assert got["rounds"] == 2 and got["loaded"] == 1
+    assert got["latency_s"] == pytest.approx(np.median([r for t in timings for r in t["repeats_s"]]))
+    assert {t["name"] for t in summary["tasks"]} <= set(got["kernels_s"])
+    # the same library as the tuning step's: every task scheduled, about as fast
+    assert 0.5 < got["latency_s"] / summary["end_to_end"]["latency_s"] < 2
+    quiet.quiet_pass([(step, summary)], tune.parse_target(None), measure, rounds=2, log=said.append)
+    assert len(quiet.read_timings(step)) == 2 and len(said) == 2      # resumed: nothing left to do
+
+
+def test_a_point_reports_its_quiet_timing_and_the_report_says_where_times_come_from(tmp_path):
+    from benchmarks.metaschedule import quiet
+    from benchmarks.metaschedule.networks import estimate, plan, point, quiet_line
+
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn"], seeds=[0], budgets=[8, 16])
+    steps = plan(args, {"bert": 2})
+    for s in steps:
+        _finish(s, 2e-3, wall=10.0)
+    steps = plan(args, {"bert": 2})
+    assert estimate(steps)["quiet_points_left"] == 2
+    with open(quiet.quiet_path(steps[0]), "w", encoding="utf-8") as f:
+        json.dump({"timings": [{"repeats_s": [1e-3, 1.1e-3, 0.9e-3], "kernels_s": {}, "busiest_percent": 3.0}] * 3}, f)
+    first, second = (point(s, steps) for s in steps)
+    assert first["end_to_end_s"] == pytest.approx(1e-3) and first["during_tuning_s"] == pytest.approx(2e-3)
+    assert first["quiet_rounds"] == 3 and first["quiet_loaded"] == 0
+    assert second["end_to_end_s"] == pytest.approx(2e-3) and second["quiet_rounds"] == 0
+    assert estimate(steps)["quiet_points_left"] == 1
+    assert quiet_line([first, second]).endswith("1 of 2 points; the others as timed right after their tuning step.")

@@ -360,6 +360,28 @@ def test_a_killed_run_resumes_to_the_same_trials_measuring_nothing_twice(stopped
     assert summary["cost_model_stats"]["measured"] == TRIALS
 
 
+def test_the_database_as_it_stood_after_fewer_trials(stopped_and_resumed):
+    """`database_at`: each task's first records in the order measured, for compiling a step
+    of a run again after the run went on (the whole-network benchmark's quiet pass)."""
+    from extract.metaschedule.database import workload_module
+    from simulator.metaschedule.resume import database_at
+    from simulator.registry import SimulatorError
+
+    work = stopped_and_resumed["work"]
+    with open(os.path.join(work, "database_workload.json"), encoding="utf-8") as f:
+        mod = workload_module(f.read().splitlines()[0])
+    with open(os.path.join(work, "database_tuning_record.json"), encoding="utf-8") as f:
+        means = [float(np.mean(json.loads(line)[1][1])) for line in f]
+    for count in (1, 3, TRIALS):
+        database = database_at(work, [mod], [count])
+        assert len(database.get_all_tuning_records()) == count
+        (best,) = database.get_top_k(database.commit_workload(mod), 1)
+        assert float(np.mean([float(s) for s in best.run_secs])) == pytest.approx(min(means[:count]))
+    assert len(database_at(work, [mod], [0]).get_all_tuning_records()) == 0
+    with pytest.raises(SimulatorError, match=f"task 0 has {TRIALS} records, not the {TRIALS + 1} asked for"):
+        database_at(work, [mod], [TRIALS + 1])
+
+
 def test_another_command_is_refused_and_overwrite_clears_the_earlier_run(stopped_and_resumed, capsys, tmp_path):
     from simulator.metaschedule import resume as ms_resume, tune
 

@@ -24,7 +24,11 @@ it measures for many hours).
    on the measuring core (`simulator.metaschedule.network`); the step's summary is kept as
    `summary_b<B>.json`. A killed run resumes: finished steps are read back, an unfinished
    one is resumed by `simulator.tune` itself.
-3. **Time.** `--plan` (and every start) prints the runs left and how long they will take:
+3. **The quiet pass.** When every step is done, each step's network is compiled again
+   from its database as the step left it and timed again, in interleaved rounds on a quiet
+   machine (`benchmarks.metaschedule.quiet`, whose docstring has the measured reason); the
+   table reports these timings (a point without one keeps its timing from the tuning step).
+4. **Time.** `--plan` (and every start) prints the runs left and how long they will take:
    seconds per trial and per end-to-end point measured by the finished steps of this run
    (before any, `PRIOR_S_PER_TRIAL` and `PRIOR_S_PER_POINT`).
 
@@ -48,6 +52,7 @@ import numpy as np
 from extract.cli import Int
 
 from ..common import COUNT, SEED, cli, log, markdown_table, run_training, write_json
+from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 
 NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
 COST_MODELS = ["gnn", "tvm-xgb", "tvm-xgb-pretrained", "random"]
@@ -130,8 +135,15 @@ def estimate(steps: Sequence[Dict[str, Any]]) -> Dict[str, float]:
     per_point = compile_s / points + 15.0 if points else PRIOR_S_PER_POINT  # + import and start
     left = [s for s in steps if not s["done"]]
     new_trials = sum(s["tasks"] * (s["budget"] - _previous(steps, s)) for s in left)
+    quiet_left = sum(1 - min(ROUNDS, quiet_rounds(s)) / ROUNDS for s in steps)
     return {"s_per_trial": per_trial, "s_per_point": per_point, "steps_left": len(left),
-            "trials_left": new_trials, "seconds_left": new_trials * per_trial + len(left) * per_point}
+            "trials_left": new_trials, "quiet_points_left": quiet_left,
+            "seconds_left": new_trials * per_trial + len(left) * per_point + quiet_left * S_PER_POINT}
+
+
+def quiet_rounds(step: Dict[str, Any]) -> int:
+    quiet = quiet_latency(step)
+    return quiet["rounds"] if quiet else 0
 
 
 def _previous(steps: Sequence[Dict[str, Any]], step: Dict[str, Any]) -> int:
@@ -142,8 +154,8 @@ def _previous(steps: Sequence[Dict[str, Any]], step: Dict[str, Any]) -> int:
 
 def say_plan(steps, est) -> None:
     log(f"{len(steps)} steps, {est['steps_left']} left: {est['trials_left']:.0f} trials at "
-        f"{est['s_per_trial']:.2f} s and {est['steps_left']} end-to-end points at {est['s_per_point']:.0f} s: "
-        f"about {est['seconds_left'] / 3600:.1f} h")
+        f"{est['s_per_trial']:.2f} s, {est['steps_left']} end-to-end points at {est['s_per_point']:.0f} s and "
+        f"{est['quiet_points_left']:.0f} of the quiet pass at {S_PER_POINT:.0f} s: about {est['seconds_left'] / 3600:.1f} h")
 
 
 # ---------------------------------------------------------------- running
@@ -188,6 +200,21 @@ def run_all(args, steps: List[Dict[str, Any]]) -> None:
             f"{'–' if e2e is None else f'{e2e * 1e3:.3f} ms'} ({summary['wall_s']:.0f} s)")
 
 
+def run_quiet_pass(args, steps: Sequence[Dict[str, Any]], target) -> None:
+    """Every finished step timed again, `benchmarks.metaschedule.quiet`; one pass at a time
+    per runs folder."""
+    from extract.fileio import OutputBusyError, output_lock
+    from extract.metaschedule.runner import MeasureConfig
+
+    measure = MeasureConfig.for_machine(-1 if args.measure_core is None else args.measure_core)
+    finished = [(s, step_summary(s["work_dir"], s["budget"])) for s in steps if s["done"]]
+    try:
+        with output_lock(args.runs):
+            quiet_pass(finished, target, measure, log=log)
+    except OutputBusyError as e:
+        raise SystemExit(f"the quiet pass: {e}") from None
+
+
 # ---------------------------------------------------------------- results
 def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """One finished step as a result row: end-to-end latency, the sum of the tasks' bests
@@ -199,15 +226,18 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
             if o["work_dir"] == step["work_dir"] and o["budget"] <= step["budget"]]
     wall = sum(m["wall_s"] for m in mine if m)
     cost = sum((m.get("cost_model_stats") or {}).get("total_s", 0.0) for m in mine if m)
+    from simulator.metaschedule.network import kernel_gaps
+
     e2e = s.get("end_to_end") or {}
     repeats = e2e.get("repeats_s")
     # the median of the repeats, also for a point whose summary recorded their mean
-    latency = float(np.median(repeats)) if repeats else e2e.get("latency_s")
-    from simulator.metaschedule.network import kernel_gaps
-
-    inside = kernel_gaps(e2e.get("kernels_s") or {}, s.get("tasks") or [])
+    during = float(np.median(repeats)) if repeats else e2e.get("latency_s")
+    quiet = quiet_latency(step)
+    inside = kernel_gaps((quiet or e2e).get("kernels_s") or {}, s.get("tasks") or [])
     return {k: step[k] for k in ("network", "cost_model", "seed", "budget", "tasks")} | {
-        "end_to_end_s": latency, "repeats_s": repeats, "sum_of_bests_s": s.get("best_latency_s"),
+        "end_to_end_s": quiet["latency_s"] if quiet else during, "during_tuning_s": during,
+        "quiet_rounds": quiet["rounds"] if quiet else 0, "quiet_loaded": quiet["loaded"] if quiet else 0,
+        "sum_of_bests_s": s.get("best_latency_s"),
         # the tuned kernels' time inside the network (None: timed before kernels were)
         "tuned_inside_s": sum(r["inside_s"] for r in inside) if inside else None,
         "wall_s": wall, "cost_model_share": cost / wall if wall > 0 else None}
@@ -296,6 +326,16 @@ def _pretrained_and_time(agg, network: str, x64: Optional[Dict[str, Any]]) -> Li
     return lines
 
 
+def quiet_line(points: Sequence[Dict[str, Any]]) -> str:
+    """Where the table's latencies come from: the quiet pass, or the timing during tuning."""
+    quiet = [p for p in points if p.get("quiet_rounds")]
+    loaded = sum(p.get("quiet_loaded", 0) for p in quiet)
+    return (f"Timed in the quiet pass after tuning (`benchmarks.metaschedule.quiet`: the median of {ROUNDS} "
+            f"interleaved rounds, each waiting for every core to be quiet): {len(quiet)} of {len(points)} points"
+            f"{f'; {loaded} timings found a core still busy' if loaded else ''}"
+            f"{'; the others as timed right after their tuning step' if len(quiet) < len(points) else ''}.")
+
+
 def report_section(results: str) -> List[str]:
     from ..common import load_json
 
@@ -316,6 +356,7 @@ def report_section(results: str) -> List[str]:
                                             f"{c['mean_s'] * 1e3:.3f} [{c['min_s'] * 1e3:.3f}–{c['max_s'] * 1e3:.3f}] "
                                             f"({c['wall_s'] / 60:.0f} min)" for c in cells])
     lines += [markdown_table(["network", "cost model"] + [f"B = {b}" for b in budgets], rows), ""]
+    lines += [quiet_line(r.get("points") or []), ""]
     lines += [f"![end to end against trials and wall time](results/{FIGURE})", ""] if r.get("figure") else []
     lines += ["Goals (gnn at 16 per task ≤ tvm-xgb at 64; ≥ 10% better than tvm-xgb at 8; ≥ tvm-xgb-pretrained at "
               "equal trials on most networks; share ≤ 10%; tvm-xgb's 64-per-task latency in ≤ ¼ of its wall time):", ""]
@@ -334,6 +375,7 @@ def run(args, command: str = "") -> Dict[str, Any]:
     say_plan(steps, est)
     if not args.plan:
         run_all(args, steps)
+        run_quiet_pass(args, steps, target)
     points = [p for p in (point(s, steps) for s in steps) if p]
     agg = aggregate(points)
     os.makedirs(args.results, exist_ok=True)

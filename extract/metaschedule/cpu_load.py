@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 BUSY_PERCENT = 20.0   # a measuring core busier than this (other processes' share) counts as loaded
 
@@ -54,6 +54,16 @@ def measure_load(core: int, seconds: float = 2.0) -> CoreLoad:
     before = _times(core)
     time.sleep(seconds)
     return _load(core, *_deltas(before, _times(core)), seconds)
+
+
+def machine_load(seconds: float = 1.0) -> List[CoreLoad]:
+    """Load of every core over the next `seconds` (this process sleeps meanwhile)."""
+    import psutil
+
+    before = psutil.cpu_times(percpu=True)
+    time.sleep(seconds)
+    after = psutil.cpu_times(percpu=True)
+    return [_load(core, *_deltas(b, a), seconds) for core, (b, a) in enumerate(zip(before, after))]
 
 
 class LoadMonitor:

@@ -101,9 +101,10 @@ def kernel_gaps(kernels_s: Dict[str, float], tasks: Sequence[Dict[str, Any]]) ->
     return sorted(rows, key=lambda r: r["alone_s"] - r["inside_s"])
 
 
-def compile_network(name: str, target, work_dir: str) -> Dict[str, Any]:
-    """Compile network `name` with `work_dir`'s database applied and export it to
-    `work_dir/network.so`; its path, compile seconds and counts of tuned PrimFuncs."""
+def compile_network(name: str, target, work_dir: str, database=None, library: str = "") -> Dict[str, Any]:
+    """Compile network `name` with `database` (default: `work_dir`'s) applied and export it
+    to `work_dir/library` (default `LIBRARY`); its path, compile seconds and counts of tuned
+    PrimFuncs."""
     from tvm.s_tir import meta_schedule as ms
 
     from extract.metaschedule.tasks import import_network
@@ -111,11 +112,12 @@ def compile_network(name: str, target, work_dir: str) -> Dict[str, Any]:
     start = time.perf_counter()
     with target:
         mod = import_network(name)
-    database = ms.database.JSONDatabase(work_dir=work_dir, allow_missing=False)
+    if database is None:
+        database = ms.database.JSONDatabase(work_dir=work_dir, allow_missing=False)
     try:
         scheduled, tuned, functions = apply_database(mod, database, target)
         executable = build(scheduled, target)
-        path = os.path.join(work_dir, LIBRARY)
+        path = os.path.join(work_dir, library or LIBRARY)
         executable.export_library(path)
     except Exception as e:  # noqa: BLE001 - TVM's passes and the linker raise their own error types
         raise SimulatorError(f"{name}: compiling with {work_dir}'s database failed: "

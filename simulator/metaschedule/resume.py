@@ -23,6 +23,8 @@ settings) before it starts. Rerunning the same command resumes it:
 * Schedules are compared by `schedule_key`: the structural hash of the trace replayed from
   the JSON the database stores. A live candidate's own module differs from its record's
   replay (the trace's booleans come back as 0/1), so both go through the same round trip.
+* `database_at` gives the database as it stood after an earlier, smaller `--trials`: the
+  first records of each task, in the order measured (records are only ever appended).
 
 Ctrl-C is `simulator.metaschedule.interrupt`'s.
 """
@@ -136,11 +138,7 @@ def read_earlier(work_dir: str, task_mods: Sequence[Any]) -> Earlier:
         return earlier
     tasks_of = _workload_tasks(workload_path, task_mods)
     for number, line in enumerate(_lines(record_path), 1):
-        try:
-            index, (trace, secs, _, args) = json.loads(line)
-        except (ValueError, TypeError) as e:
-            raise SimulatorError(f"{record_path}:{number}: not a tuning record ({e}); the database is "
-                                 f"damaged: pass --overwrite to start again") from None
+        index, (trace, secs, _, args) = _record_line(record_path, number, line)
         task = tasks_of.get(index)
         if task is None:
             earlier.other_workloads += 1
@@ -149,9 +147,49 @@ def read_earlier(work_dir: str, task_mods: Sequence[Any]) -> Earlier:
     return earlier
 
 
+def database_at(work_dir: str, task_mods: Sequence[Any], counts: Sequence[int]):
+    """A MetaSchedule MemoryDatabase of the first `counts[i]` records of task `i` in
+    `work_dir`'s database, in the order they were measured: the database as it stood when
+    each task had that many trials (a step of a run resumed with a larger `--trials`).
+    Records of other workloads are left out; a task with fewer records is an error."""
+    from tvm.s_tir import meta_schedule as ms
+
+    workload_path, record_path = (os.path.join(work_dir, n) for n in DATABASE_FILES)
+    tasks_of = _workload_tasks(workload_path, task_mods)
+    database, workloads, taken = ms.database.MemoryDatabase(), {}, [0] * len(task_mods)
+    for number, line in enumerate(_lines(record_path) if os.path.exists(record_path) else [], 1):
+        if taken == list(counts):   # all there: lines after them (even one being written) are not read
+            break
+        index, record = _record_line(record_path, number, line)
+        task = tasks_of.get(index)
+        if task is None or taken[task] >= counts[task]:
+            continue
+        taken[task] += 1
+        if task not in workloads:
+            workloads[task] = database.commit_workload(task_mods[task])
+        database.commit_tuning_record(ms.database.TuningRecord.from_json(record, workloads[task]))
+    short = [i for i, (have, want) in enumerate(zip(taken, counts)) if have < want]
+    if short:
+        raise SimulatorError(f"{record_path}: task {short[0]} has {taken[short[0]]} records, not the "
+                             f"{counts[short[0]]} asked for")
+    return database
+
+
 def _lines(path: str) -> List[str]:
     with open(path, encoding="utf-8") as f:
         return [line for line in f if line.strip()]
+
+
+def _record_line(path: str, number: int, line: str):
+    """(workload index, record JSON) of one line of a JSONDatabase's record file."""
+    try:
+        index, record = json.loads(line)
+        if len(record) != 4:
+            raise ValueError("not [trace, run_secs, target, args_info]")
+    except (ValueError, TypeError) as e:
+        raise SimulatorError(f"{path}:{number}: not a tuning record ({e}); the database is "
+                             f"damaged: pass --overwrite to start again") from None
+    return index, record
 
 
 def _workload_tasks(path: str, task_mods: Sequence[Any]) -> Dict[int, int]:
