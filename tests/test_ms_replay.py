@@ -9,6 +9,7 @@ import pytest
 from conftest import MS_SMALL, ROOT
 
 POOL_KEY = "pool.pad-max.1x64x112x112_1x64x56x56.float32.063e66f3.llvm-rocketlake-1c"
+OTHER_KEY = "conv2d.copy-mac-add.1x384x14x14_96x384x1x1_1x96x1x1_1x96x14x14.float32.4c11f9ab.llvm-rocketlake-1c"
 CHECKPOINT = os.path.join(ROOT, "datasets", "networks_rocketlake", "pretrained", "gcn.pt")
 
 
@@ -41,8 +42,10 @@ def test_replay_updates_only_when_the_recipe_says(pool, graphs, name):
     model = cost_model(CHECKPOINT, VARIANTS[name], 0, graphs)
     before = [p.detach().clone() for p in model.model.net.parameters()]
     out = replay(pool, model, VARIANTS[name], rounds=3, k=4, seed=0)
-    changed = any(not np.array_equal(a.numpy(), b.detach().numpy()) for a, b in zip(before, model.model.net.parameters()))
-    assert changed == (name == "today")
+    assert _same(before, model.model.net.parameters())          # the model as loaded: every task starts from it
+    assert len(model.task_models) == (name == "today")          # the task's own copy is what the updates train
+    if model.task_models:
+        assert not _same(before, next(iter(model.task_models.values())).net.parameters())
     assert model.stats.measured == 12 and model.stats.repeated == 0       # 3 rounds of 4, none given twice
     best = out["best_over_pool"]
     assert len(best) == 3 and all(b >= 1.0 for b in best) and best == sorted(best, reverse=True)
@@ -66,8 +69,31 @@ def test_head_only_trains_only_the_head(pool, graphs):
     model = cost_model(CHECKPOINT, VARIANTS["head-only"], 0, graphs)
     before = {n: p.detach().clone() for n, p in model.model.net.named_parameters()}
     replay(pool, model, VARIANTS["head-only"], rounds=2, k=4, seed=0)
-    moved = {n for n, p in model.model.net.named_parameters() if not np.array_equal(before[n].numpy(), p.detach().numpy())}
+    (trained,) = model.task_models.values()
+    moved = {n for n, p in trained.net.named_parameters() if not np.array_equal(before[n].numpy(), p.detach().numpy())}
     assert moved and all(n.startswith("head.") for n in moved)
+
+
+def _same(before, parameters) -> bool:
+    return all(np.array_equal(a.numpy(), b.detach().numpy()) for a, b in zip(before, parameters))
+
+
+def test_each_task_fine_tunes_its_own_copy_and_an_unmeasured_task_keeps_the_loaded_model(pool, graphs):
+    """An update moves the ranking of its own task only: one model fine-tuned by every task in
+    turn ranked the next tasks worse (docs/ms_tune.md, *One model per task*)."""
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+    from benchmarks.metaschedule.replay import VARIANTS, cost_model, load_pools
+
+    row = {"key": OTHER_KEY, "kind": "conv2d", "networks": {"mobilenet_v2": 1}, "valid": 24}
+    (other,) = load_pools([os.path.join(MS_SMALL, "random"), os.path.join(MS_SMALL, "evolutionary")], [row])
+    model = cost_model(CHECKPOINT, VARIANTS["today"], 0, graphs)
+    other_before = model.predict(other.context, other.candidates)
+    mine_before = model.predict(pool.context, pool.candidates)
+    model.update(pool.context, pool.candidates[:8], [RunnerResult(run_secs=s, error_msg=None) for s in pool.run_secs[:8]])
+    assert len(model.task_models) == 1
+    np.testing.assert_array_equal(model.predict(other.context, other.candidates), other_before)
+    assert not np.allclose(model.predict(pool.context, pool.candidates), mine_before)
 
 
 def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
