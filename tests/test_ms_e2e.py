@@ -130,9 +130,12 @@ def test_aggregate_verdicts_and_report(tmp_path):
     assert "at 16 per task in 67% of tvm-xgb's wall time (goal ≤ 25%) — **not met**" in text
     write_json(str(tmp_path / RESULT), {"command": "c", "networks": ["bert"], "cost_models": args.cost_models,
                                         "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
-                                        "aggregate": agg, "figure": False})
+                                        "aggregate": agg, "figure": False, "points": points,
+                                        "quiet_left_out": ["bert gnn seed 0 at 8 per task: boom"]})
     section = "\n".join(report_section(str(tmp_path)))
     assert "| bert | gnn | 1050.000 [1000.000–1100.000] (2 min) |" in section
+    assert "waiting for every core to be quiet): 0 of 18 points; the others as timed right after" in section
+    assert "- not timed again: bert gnn seed 0 at 8 per task: boom" in section
 
 
 def test_a_point_is_the_median_of_its_repeats_even_where_the_mean_was_recorded(tmp_path):
@@ -159,7 +162,7 @@ def test_a_point_is_the_median_of_its_repeats_even_where_the_mean_was_recorded(t
 
 
 # ---------------------------------------------------------------- the quiet pass
-def test_the_quiet_pass_rebuilds_each_step_and_times_it_in_resumable_rounds(mixer_tuned, monkeypatch):
+def test_the_quiet_pass_rebuilds_each_step_and_times_it_in_resumable_rounds(mixer_tuned, monkeypatch, tmp_path):
     from benchmarks.metaschedule import quiet
     from extract.metaschedule.cpu_load import CoreLoad
     from extract.metaschedule.runner import MeasureConfig
@@ -172,19 +175,23 @@ def test_the_quiet_pass_rebuilds_each_step_and_times_it_in_resumable_rounds(mixe
     monkeypatch.setattr(quiet, "machine_load", lambda seconds: [CoreLoad(0, next(busy), 0.0, seconds)])
     measure = MeasureConfig.for_machine(min(os.sched_getaffinity(0)))
     said = []
-    quiet.quiet_pass([(step, summary)], tune.parse_target(None), measure, rounds=2, log=said.append)
+    empty = step | {"seed": 1, "work_dir": str(tmp_path / "no-database")}     # its library cannot be built
+    left_out = quiet.quiet_pass([(step, summary), (empty, summary)], tune.parse_target(None), measure, rounds=2,
+                                log=said.append)
+    assert len(left_out) == 1 and left_out[0].startswith("mixer random seed 1 at 1 per task: ")
+    assert "has 0 records, not the 1 asked for" in left_out[0] and not quiet.read_timings(empty)
     assert os.path.getsize(os.path.join(work, "network_b1.so")) > 0
     timings = quiet.read_timings(step)
     assert [t["busiest_percent"] for t in timings] == [90.0, 0.0]
-    assert said == ["quiet pass, round 1 of 2: 1 libraries to time", "quiet pass, round 2 of 2: 1 libraries to time"]
+    assert said[1:] == ["quiet pass, round 1 of 2: 1 libraries to time", "quiet pass, round 2 of 2: 1 libraries to time"]
     got = quiet.quiet_latency(step)
     assert got["rounds"] == 2 and got["loaded"] == 1
     assert got["latency_s"] == pytest.approx(np.median([r for t in timings for r in t["repeats_s"]]))
     assert {t["name"] for t in summary["tasks"]} <= set(got["kernels_s"])
     # the same library as the tuning step's: every task scheduled, about as fast
     assert 0.5 < got["latency_s"] / summary["end_to_end"]["latency_s"] < 2
-    quiet.quiet_pass([(step, summary)], tune.parse_target(None), measure, rounds=2, log=said.append)
-    assert len(quiet.read_timings(step)) == 2 and len(said) == 2      # resumed: nothing left to do
+    assert quiet.quiet_pass([(step, summary)], tune.parse_target(None), measure, rounds=2, log=said.append) == []
+    assert len(quiet.read_timings(step)) == 2 and len(said) == 3      # resumed: nothing left to do
 
 
 def test_a_point_reports_its_quiet_timing_and_the_report_says_where_times_come_from(tmp_path):

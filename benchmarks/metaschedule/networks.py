@@ -200,9 +200,9 @@ def run_all(args, steps: List[Dict[str, Any]]) -> None:
             f"{'–' if e2e is None else f'{e2e * 1e3:.3f} ms'} ({summary['wall_s']:.0f} s)")
 
 
-def run_quiet_pass(args, steps: Sequence[Dict[str, Any]], target) -> None:
+def run_quiet_pass(args, steps: Sequence[Dict[str, Any]], target) -> List[str]:
     """Every finished step timed again, `benchmarks.metaschedule.quiet`; one pass at a time
-    per runs folder."""
+    per runs folder. The steps it could not time, one line each."""
     from extract.fileio import OutputBusyError, output_lock
     from extract.metaschedule.runner import MeasureConfig
 
@@ -210,7 +210,7 @@ def run_quiet_pass(args, steps: Sequence[Dict[str, Any]], target) -> None:
     finished = [(s, step_summary(s["work_dir"], s["budget"])) for s in steps if s["done"]]
     try:
         with output_lock(args.runs):
-            quiet_pass(finished, target, measure, log=log)
+            return quiet_pass(finished, target, measure, log=log)
     except OutputBusyError as e:
         raise SystemExit(f"the quiet pass: {e}") from None
 
@@ -357,6 +357,8 @@ def report_section(results: str) -> List[str]:
                                             f"({c['wall_s'] / 60:.0f} min)" for c in cells])
     lines += [markdown_table(["network", "cost model"] + [f"B = {b}" for b in budgets], rows), ""]
     lines += [quiet_line(r.get("points") or []), ""]
+    left_out = r.get("quiet_left_out") or []
+    lines += [f"- not timed again: {why}" for why in left_out] + ([""] if left_out else [])
     lines += [f"![end to end against trials and wall time](results/{FIGURE})", ""] if r.get("figure") else []
     lines += ["Goals (gnn at 16 per task ≤ tvm-xgb at 64; ≥ 10% better than tvm-xgb at 8; ≥ tvm-xgb-pretrained at "
               "equal trials on most networks; share ≤ 10%; tvm-xgb's 64-per-task latency in ≤ ¼ of its wall time):", ""]
@@ -373,9 +375,10 @@ def run(args, command: str = "") -> Dict[str, Any]:
     steps = plan(args, tasks)
     est = estimate(steps)
     say_plan(steps, est)
+    left_out = []
     if not args.plan:
         run_all(args, steps)
-        run_quiet_pass(args, steps, target)
+        left_out = run_quiet_pass(args, steps, target)
     points = [p for p in (point(s, steps) for s in steps) if p]
     agg = aggregate(points)
     os.makedirs(args.results, exist_ok=True)
@@ -384,6 +387,7 @@ def run(args, command: str = "") -> Dict[str, Any]:
     out = {"command": command, "networks": list(args.networks), "cost_models": list(args.cost_models),
            "budgets": sorted(args.budgets), "seeds": list(args.seeds), "tasks": tasks, "steps": len(steps),
            "steps_done": sum(s["done"] for s in steps), "estimate": est, "points": points, "aggregate": agg,
+           "quiet_left_out": left_out,
            "figure": bool(agg)}
     if not args.plan:
         write_json(os.path.join(args.results, RESULT), out)

@@ -107,17 +107,35 @@ def time_once(step: Dict[str, Any], shapes, measure) -> None:
 
 
 def quiet_pass(finished: Sequence[Tuple[Dict[str, Any], Dict[str, Any]]], target, measure,
-               rounds: int = ROUNDS, log=print) -> None:
+               rounds: int = ROUNDS, log=print) -> List[str]:
     """Build the library of every finished (step, its summary), then time each until it has
-    `rounds` timings, round by round in a seeded shuffled order."""
+    `rounds` timings, round by round in a seeded shuffled order. A step whose library cannot
+    be built or timed is left out of the rest of the pass, said, and returned (one line
+    each): its point keeps the timing of its tuning step."""
     from extract.metaschedule.networks import get_network
 
+    failed: Dict[str, str] = {}
     for step, summary in finished:
-        build_library(step, summary, target)
+        _try(step, failed, log, build_library, step, summary, target)
     for round_no in range(rounds):
-        todo = [step for step, _ in finished if len(read_timings(step)) <= round_no]
+        todo = [step for step, _ in finished if _name(step) not in failed and len(read_timings(step)) <= round_no]
         random.Random(round_no).shuffle(todo)
         if todo:
             log(f"quiet pass, round {round_no + 1} of {rounds}: {len(todo)} libraries to time")
         for step in todo:
-            time_once(step, get_network(step["network"]).input_shapes, measure)
+            _try(step, failed, log, time_once, step, get_network(step["network"]).input_shapes, measure)
+    return [f"{name}: {why}" for name, why in failed.items()]
+
+
+def _name(step: Dict[str, Any]) -> str:
+    return f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task"
+
+
+def _try(step: Dict[str, Any], failed: Dict[str, str], log, work, *args) -> None:
+    from simulator.registry import SimulatorError
+
+    try:
+        work(*args)
+    except SimulatorError as e:
+        failed[_name(step)] = str(e)
+        log(f"quiet pass: {_name(step)} left out: {e}")
