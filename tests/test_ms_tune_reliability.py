@@ -8,6 +8,7 @@ The real runs measure with extract.metaschedule.runner's protocol on the last co
 use (under `taskset -c 0`: core 0)."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -360,7 +361,7 @@ def test_a_killed_run_resumes_to_the_same_trials_measuring_nothing_twice(stopped
     assert summary["cost_model_stats"]["measured"] == TRIALS
 
 
-def test_the_database_as_it_stood_after_fewer_trials(stopped_and_resumed):
+def test_the_database_as_it_stood_after_fewer_trials(stopped_and_resumed, tmp_path):
     """`database_at`: each task's first records in the order measured, for compiling a step
     of a run again after the run went on (the whole-network benchmark's quiet pass)."""
     from extract.metaschedule.database import workload_module
@@ -380,6 +381,17 @@ def test_the_database_as_it_stood_after_fewer_trials(stopped_and_resumed):
     assert len(database_at(work, [mod], [0]).get_all_tuning_records()) == 0
     with pytest.raises(SimulatorError, match=f"task 0 has {TRIALS} records, not the {TRIALS + 1} asked for"):
         database_at(work, [mod], [TRIALS + 1])
+    damaged = tmp_path / "damaged"
+    shutil.copytree(work, damaged)
+    records = damaged / "database_tuning_record.json"
+    lines = records.read_text(encoding="utf-8").splitlines()
+    index, record = json.loads(lines[1])
+    no_such_trace = [[["NoSuchInstruction", [], [], []]], []]
+    lines[1] = json.dumps([index, [no_such_trace] + record[1:]])
+    records.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert len(database_at(str(damaged), [mod], [1]).get_all_tuning_records()) == 1    # the line after is not read
+    with pytest.raises(SimulatorError, match=r"database_tuning_record.json:2: not a record of its workload"):
+        database_at(str(damaged), [mod], [2])
 
 
 def test_another_command_is_refused_and_overwrite_clears_the_earlier_run(stopped_and_resumed, capsys, tmp_path):

@@ -158,7 +158,7 @@ def database_at(work_dir: str, task_mods: Sequence[Any], counts: Sequence[int]):
     tasks_of = _workload_tasks(workload_path, task_mods)
     database, workloads, taken = ms.database.MemoryDatabase(), {}, [0] * len(task_mods)
     for number, line in enumerate(_lines(record_path) if os.path.exists(record_path) else [], 1):
-        if taken == list(counts):   # all there: lines after them (even one being written) are not read
+        if taken == list(counts):   # all there: the lines after them (even one being written) are not parsed
             break
         index, record = _record_line(record_path, number, line)
         task = tasks_of.get(index)
@@ -167,7 +167,11 @@ def database_at(work_dir: str, task_mods: Sequence[Any], counts: Sequence[int]):
         taken[task] += 1
         if task not in workloads:
             workloads[task] = database.commit_workload(task_mods[task])
-        database.commit_tuning_record(ms.database.TuningRecord.from_json(record, workloads[task]))
+        try:
+            database.commit_tuning_record(ms.database.TuningRecord.from_json(record, workloads[task]))
+        except Exception as e:  # noqa: BLE001 - TVM raises its own error types
+            raise SimulatorError(f"{record_path}:{number}: not a record of its workload "
+                                 f"({str(e).strip().splitlines()[-1][:200]})") from None
     short = [i for i, (have, want) in enumerate(zip(taken, counts)) if have < want]
     if short:
         raise SimulatorError(f"{record_path}: task {short[0]} has {taken[short[0]]} records, not the "
