@@ -197,6 +197,7 @@ def test_the_quiet_pass_rebuilds_each_step_and_times_it_in_resumable_rounds(mixe
 def test_a_point_reports_its_quiet_timing_and_the_report_says_where_times_come_from(tmp_path):
     from benchmarks.metaschedule import quiet
     from benchmarks.metaschedule.networks import estimate, plan, point, quiet_line
+    from simulator.registry import SimulatorError
 
     args = _args(tmp_path, networks=["bert"], cost_models=["gnn"], seeds=[0], budgets=[8, 16])
     steps = plan(args, {"bert": 2})
@@ -211,4 +212,8 @@ def test_a_point_reports_its_quiet_timing_and_the_report_says_where_times_come_f
     assert first["quiet_rounds"] == 3 and first["quiet_loaded"] == 0
     assert second["end_to_end_s"] == pytest.approx(2e-3) and second["quiet_rounds"] == 0
     assert estimate(steps)["quiet_points_left"] == 1
+    with open(quiet.quiet_path(steps[1]), "w", encoding="utf-8") as f:
+        f.write('{"timings": [')
+    with pytest.raises(SimulatorError, match="quiet_b16.json: not a quiet-pass file .*; delete it to time the step again"):
+        point(steps[1], steps)
     assert quiet_line([first, second]).endswith("1 of 2 points; the others as timed right after their tuning step.")

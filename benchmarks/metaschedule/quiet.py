@@ -43,11 +43,16 @@ def quiet_path(step: Dict[str, Any]) -> str:
 
 def read_timings(step: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The quiet pass's timings of `step` so far (each: repeats_s, kernels_s, busiest_percent)."""
+    from simulator.registry import SimulatorError
+
     path = quiet_path(step)
     if not os.path.exists(path):
         return []
-    with open(path, encoding="utf-8") as f:
-        return list(json.load(f)["timings"])
+    try:
+        with open(path, encoding="utf-8") as f:
+            return list(json.load(f)["timings"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SimulatorError(f"{path}: not a quiet-pass file ({e}); delete it to time the step again") from None
 
 
 def quiet_latency(step: Dict[str, Any]) -> Optional[Dict[str, Any]]:
