@@ -69,17 +69,16 @@ def quiet_latency(step: Dict[str, Any]) -> Optional[Dict[str, Any]]:
             "loaded": sum(t["busiest_percent"] > BUSY_PERCENT for t in timings)}
 
 
-def build_library(step: Dict[str, Any], summary: Dict[str, Any], target) -> str:
+def build_library(step: Dict[str, Any], summary: Dict[str, Any], target, tasks) -> str:
     """`network_b<B>.so` of the step (made once): the network compiled with each task's
-    first `trials` records, the database as the step left it."""
+    first `trials` records, the database as the step left it. `tasks`: the network's
+    (`simulator.metaschedule.tune.network_tasks`)."""
     from simulator.metaschedule.network import compile_network
     from simulator.metaschedule.resume import database_at
-    from simulator.metaschedule.tune import network_tasks
 
     path = os.path.join(step["work_dir"], library_name(step["budget"]))
     if os.path.exists(path):
         return path
-    tasks = network_tasks(step["network"], target)
     trials = {t["name"]: t["trials"] for t in summary["tasks"]}
     database = database_at(step["work_dir"], [t.mod for t in tasks], [trials.get(t.name, 0) for t in tasks])
     tmp = library_name(step["budget"]) + ".tmp.so"
@@ -118,10 +117,12 @@ def quiet_pass(finished: Sequence[Tuple[Dict[str, Any], Dict[str, Any]]], target
     be built or timed is left out of the rest of the pass, said, and returned (one line
     each): its point keeps the timing of its tuning step."""
     from extract.metaschedule.networks import get_network
+    from simulator.metaschedule.tune import network_tasks
 
     failed: Dict[str, str] = {}
+    tasks = {network: network_tasks(network, target) for network in sorted({s["network"] for s, _ in finished})}
     for step, summary in finished:
-        _try(step, failed, log, build_library, step, summary, target)
+        _try(step, failed, log, build_library, step, summary, target, tasks[step["network"]])
     for round_no in range(rounds):
         todo = [step for step, _ in finished if _name(step) not in failed and len(read_timings(step)) <= round_no]
         random.Random(round_no).shuffle(todo)

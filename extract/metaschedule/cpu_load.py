@@ -51,9 +51,7 @@ def _load(core: int, busy: float, steal: float, total: float, seconds: float) ->
 
 def measure_load(core: int, seconds: float = 2.0) -> CoreLoad:
     """Load of `core` over the next `seconds` (this process sleeps meanwhile)."""
-    before = _times(core)
-    time.sleep(seconds)
-    return _load(core, *_deltas(before, _times(core)), seconds)
+    return machine_load(seconds)[core]
 
 
 def machine_load(seconds: float = 1.0) -> List[CoreLoad]:
