@@ -11,14 +11,18 @@ import numpy as np
 import pytest
 
 
+MIXER_ARGV = ["mixer", "--cost-model", "random", "--trials", "7", "--trials-per-task", "1", "--trials-per-iter", "1",
+              "--population", "4", "--init-min-unmeasured", "2", "--genetic-iters", "1",
+              "--measure-core", str(min(os.sched_getaffinity(0))), "--quiet"]
+
+
 @pytest.fixture(scope="module")
 def mixer_tuned(tmp_path_factory):
+    """A tuned work dir where the benchmark puts one (`RUNS/tune/<network>/<model>/seed<S>`)."""
     from simulator.metaschedule import tune
 
-    work = str(tmp_path_factory.mktemp("e2e") / "mixer")
-    summary = tune.run(["mixer", "--cost-model", "random", "--trials", "7", "--trials-per-task", "1",
-                        "--trials-per-iter", "1", "--population", "4", "--init-min-unmeasured", "2",
-                        "--genetic-iters", "1", "--measure-core", str(min(os.sched_getaffinity(0))), "--work-dir", work, "--quiet"])
+    work = str(tmp_path_factory.mktemp("e2e") / "runs" / "tune" / "mixer" / "random" / "seed0")
+    summary = tune.run(MIXER_ARGV + ["--work-dir", work])
     return work, summary
 
 
@@ -217,3 +221,63 @@ def test_a_point_reports_its_quiet_timing_and_the_report_says_where_times_come_f
     with pytest.raises(SimulatorError, match="quiet_b16.json: not a quiet-pass file .*; delete it to time the step again"):
         point(steps[1], steps)
     assert quiet_line([first, second]).endswith("1 of 2 points; the others as timed right after their tuning step.")
+
+
+def test_kept_runs_bring_back_a_lost_runs_folder_and_simulator_tune_resumes_them(mixer_tuned, tmp_path):
+    import gzip
+    import shutil
+
+    from benchmarks.metaschedule.kept import finished_budgets, keep, restore
+    from simulator.metaschedule import tune
+
+    work, _ = mixer_tuned
+    runs = work[:work.index(os.sep + os.path.join("tune", "mixer"))]
+    shutil.copyfile(os.path.join(work, "tune_summary.json"), os.path.join(work, "summary_b1.json"))
+    kept = str(tmp_path / "results" / "ms_networks_runs_somecpu")
+    keep(work, runs, kept)
+    copy = os.path.join(kept, "mixer", "random", "seed0")
+    with gzip.open(os.path.join(copy, "database_tuning_record.json.gz"), "rb") as f, \
+            open(os.path.join(work, "database_tuning_record.json"), "rb") as g:
+        assert f.read() == g.read()
+    with open(os.path.join(copy, "tune_settings.json"), encoding="utf-8") as f:
+        assert json.load(f)["settings"]["work_dir"] == os.path.join("{runs}", "tune", "mixer", "random", "seed0")
+    zipped = open(os.path.join(copy, "database_workload.json.gz"), "rb").read()
+    keep(work, runs, kept)      # kept again unchanged: the same bytes, so a commit shows no change
+    assert open(os.path.join(copy, "database_workload.json.gz"), "rb").read() == zipped
+    # the runs folder lost: restored elsewhere, simulator.tune resumes every record there
+    elsewhere = str(tmp_path / "elsewhere")
+    work2 = os.path.join(elsewhere, "tune", "mixer", "random", "seed0")
+    assert restore(work2, elsewhere, kept) and finished_budgets(work2) == [1]
+    assert not restore(work2, elsewhere, kept)       # as far as its copy: left alone
+    again = tune.run(MIXER_ARGV + ["--work-dir", work2])
+    assert [(t["trials"], t["resumed"]) for t in again["tasks"]] == [(1, 1)] * 7
+
+
+def test_a_damaged_kept_run_is_a_one_line_error_naming_its_file(tmp_path):
+    from benchmarks.metaschedule.kept import restore
+    from simulator.registry import SimulatorError
+
+    copy = tmp_path / "kept" / "bert" / "gnn" / "seed0"
+    copy.mkdir(parents=True)
+    (copy / "summary_b8.json").write_text("{}")
+    (copy / "database_workload.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(SimulatorError, match=r"database_workload\.json\.gz: not a kept database"):
+        restore(str(tmp_path / "runs" / "tune" / "bert" / "gnn" / "seed0"), str(tmp_path / "runs"), str(tmp_path / "kept"))
+
+
+def test_the_benchmark_restores_kept_runs_before_planning(tmp_path):
+    from benchmarks.metaschedule.kept import keep
+    from benchmarks.metaschedule.networks import plan, restore_kept
+
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn"], seeds=[0], budgets=[8, 16])
+    steps = plan(args, {"bert": 10})
+    _finish(steps[0], 1e-3, wall=10.0)
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        (tmp_path / "runs" / "tune" / "bert" / "gnn" / "seed0" / name).write_text("{}\n")
+    settings = {"tool": "simulator.tune", "settings": {"work_dir": steps[0]["work_dir"], "seed": 0}}
+    (tmp_path / "runs" / "tune" / "bert" / "gnn" / "seed0" / "tune_settings.json").write_text(json.dumps(settings))
+    kept = str(tmp_path / "results" / "kept")
+    keep(steps[0]["work_dir"], args.runs, kept)
+    args.runs = str(tmp_path / "new-runs")
+    restore_kept(args, plan(args, {"bert": 10}), kept)
+    assert [s["done"] for s in plan(args, {"bert": 10})] == [True, False]

@@ -28,7 +28,10 @@ it measures for many hours).
    from its database as the step left it and timed again, in interleaved rounds on a quiet
    machine (`benchmarks.metaschedule.quiet`, whose docstring has the measured reason); the
    table reports these timings (a point without one keeps its timing from the tuning step).
-4. **Time.** `--plan` (and every start) prints the runs left and how long they will take:
+4. **Kept runs.** Each finished step's database, settings and summaries are copied
+   compactly to `--results`/`ms_networks_runs_<cpu>/` (`benchmarks.metaschedule.kept`);
+   a fresh clone, or a machine that lost `--runs`, resumes from them (`--plan` too).
+5. **Time.** `--plan` (and every start) prints the runs left and how long they will take:
    seconds per trial and per end-to-end point measured by the finished steps of this run
    (before any, `PRIOR_S_PER_TRIAL` and `PRIOR_S_PER_POINT`).
 
@@ -52,6 +55,7 @@ import numpy as np
 from extract.cli import Int
 
 from ..common import COUNT, SEED, cli, log, markdown_table, run_training, write_json
+from .kept import keep, kept_folder, note_machine, restore
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 
 NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
@@ -185,7 +189,19 @@ def run_step(args, step: Dict[str, Any], checkpoint: Optional[str]) -> Dict[str,
     return step_summary(step["work_dir"], step["budget"])
 
 
-def run_all(args, steps: List[Dict[str, Any]]) -> None:
+def restore_kept(args, steps: Sequence[Dict[str, Any]], kept: str) -> None:
+    """Work dirs behind their kept copies (`benchmarks.metaschedule.kept`) restored from them."""
+    back = [w for w in sorted({s["work_dir"] for s in steps}) if restore(w, args.runs, kept)]
+    if back:
+        log(f"restored {len(back)} work dirs from the kept runs in {kept}")
+
+
+def keep_all(args, steps: Sequence[Dict[str, Any]], kept: str) -> None:
+    for work in sorted({s["work_dir"] for s in steps}):
+        keep(work, args.runs, kept)
+
+
+def run_all(args, steps: List[Dict[str, Any]], kept: str) -> None:
     checkpoints: Dict[str, Dict[str, str]] = {}
     for step in steps:
         if step["done"]:
@@ -194,6 +210,7 @@ def run_all(args, steps: List[Dict[str, Any]]) -> None:
         if step["network"] not in checkpoints:
             checkpoints[step["network"]] = pretrained(args, step["network"])
         summary = run_step(args, step, checkpoints[step["network"]].get(step["cost_model"]))
+        keep(step["work_dir"], args.runs, kept)
         step["done"] = True
         e2e = (summary.get("end_to_end") or {}).get("latency_s")
         log(f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task: end to end "
@@ -367,18 +384,25 @@ def report_section(results: str) -> List[str]:
 
 
 def run(args, command: str = "") -> Dict[str, Any]:
+    from datasets.measure import this_cpu
+    from extract.metaschedule.campaign import machine_info
     from extract.metaschedule.runner import host_target
     from simulator.metaschedule.tune import network_tasks
 
     target = host_target(1)
     tasks = {n: len(network_tasks(n, target)) for n in args.networks}
+    kept = kept_folder(args.results, this_cpu())
+    restore_kept(args, plan(args, tasks), kept)
     steps = plan(args, tasks)
     est = estimate(steps)
     say_plan(steps, est)
     left_out = []
     if not args.plan:
-        run_all(args, steps)
+        note_machine(kept, machine_info(), command)
+        keep_all(args, steps, kept)   # also runs measured before they were kept
+        run_all(args, steps, kept)
         left_out = run_quiet_pass(args, steps, target)
+        keep_all(args, steps, kept)
     points = [p for p in (point(s, steps) for s in steps) if p]
     agg = aggregate(points)
     os.makedirs(args.results, exist_ok=True)
@@ -425,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
     ap.add_argument("--results", default=os.path.join("docs", "results"))
-    ap.add_argument("--plan", action="store_true", help="only say what is left and how long it will take")
+    ap.add_argument("--plan", action="store_true", help="only say what is left and how long it will take (after restoring kept runs)")
     return ap
 
 
