@@ -22,6 +22,8 @@ import numpy as np
 from extract.cli import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
                                 output_folder)
 from extract.fileio import atomic_write
+
+from .kept_runs import command_key, keep, read_kept
 from simulator.distributed import DEVICES
 from simulator.engine import locked_output
 from simulator.registry import SimulatorError
@@ -116,11 +118,12 @@ def _run_done(out: str, argv: Sequence[str]) -> bool:
     with open(cmd, encoding="utf-8") as f:
         if json.load(f) != list(argv):
             return False
-    return _same_config(path, argv)
+    with open(path, encoding="utf-8") as f:
+        return _same_config(json.load(f).get("config", {}), argv)
 
 
-def _same_config(metrics_path: str, argv: Sequence[str]) -> bool:
-    """Whether the finished run's recorded config is what ARGV resolves to today: a
+def _same_config(recorded: Dict[str, Any], argv: Sequence[str]) -> bool:
+    """Whether a finished run's recorded config is what ARGV resolves to today: a
     default changed since (e.g. the data's feature set) makes it stale. Options added
     since it ran are not compared (their defaults keep what the run did)."""
     from simulator.train import resolve_argv
@@ -129,22 +132,27 @@ def _same_config(metrics_path: str, argv: Sequence[str]) -> bool:
         config = resolve_argv(list(argv))[2].to_dict()
     except (SimulatorError, SystemExit):  # the rerun reports it
         return False
-    with open(metrics_path, encoding="utf-8") as f:
-        recorded = json.load(f).get("config", {})
     return all(recorded[key] == value for key, value in config.items() if key in recorded)
 
 
-def run_training(argv: Sequence[str], out: str, device: str = "cpu") -> Dict[str, Any]:
+def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optional[str] = None) -> Dict[str, Any]:
     """`python -m simulator.train ARGV` in a subprocess (output to OUT/train.log) on
     `device` (not part of the run's identity: a run trained on a GPU is reused on a CPU);
     returns its metrics.json plus wall seconds. Reused if OUT already holds the same
-    finished run."""
+    finished run, or, with `kept`, if that folder keeps it (`benchmarks.kept_runs`: for
+    benchmarks that read only the metrics; every finished run is kept there too)."""
     if _run_done(out, argv):
         with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
             metrics = json.load(f)
+        if kept:    # also a run trained before runs were kept
+            keep(kept, out, argv, metrics, seconds_of(out))
         metrics.setdefault("bench", {})["reused"] = True
         metrics["bench"]["seconds"] = seconds_of(out)
         return metrics
+    earlier = read_kept(kept, out) if kept else None
+    if earlier and earlier["argv"] == command_key(argv) and _same_config(earlier["metrics"].get("config", {}), argv):
+        earlier["metrics"].setdefault("bench", {}).update(reused=True, kept=True, seconds=earlier["seconds"])
+        return earlier["metrics"]
     os.makedirs(out, exist_ok=True)
     for stale in ("bench_argv.json", "bench_seconds.json"):  # they describe the run being replaced
         with contextlib.suppress(FileNotFoundError):
@@ -164,16 +172,19 @@ def run_training(argv: Sequence[str], out: str, device: str = "cpu") -> Dict[str
     write_json(os.path.join(out, "bench_argv.json"), list(argv))
     write_json(os.path.join(out, "bench_seconds.json"), {"seconds": seconds, "device": device})
     metrics.setdefault("bench", {})["seconds"] = seconds
+    if kept:
+        keep(kept, out, argv, metrics, seconds)
     return metrics
 
 
-def run_many(jobs: Sequence[Dict[str, Any]], parallel: int = 2, device: str = "cpu") -> List[Dict[str, Any]]:
+def run_many(jobs: Sequence[Dict[str, Any]], parallel: int = 2, device: str = "cpu",
+             kept: Optional[str] = None) -> List[Dict[str, Any]]:
     """Run training jobs ({"argv", "out", ...}) `parallel` at a time on `device`; results
-    in job order, each job dict with "metrics" added."""
+    in job order, each job dict with "metrics" added. `kept`: see `run_training`."""
     results: List[Optional[Dict[str, Any]]] = [None] * len(jobs)
     start = time.perf_counter()
     with cf.ThreadPoolExecutor(max(1, parallel)) as pool:
-        futures = {pool.submit(run_training, j["argv"], j["out"], device): i for i, j in enumerate(jobs)}
+        futures = {pool.submit(run_training, j["argv"], j["out"], device, kept): i for i, j in enumerate(jobs)}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             i = futures[fut]
             results[i] = dict(jobs[i], metrics=fut.result())

@@ -25,6 +25,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
+from .kept_runs import KEPT_SUFFIX
 from .common import (COUNT, SEED, add_run_options, cli, fmt, log, markdown_table, mean_std, run_and_report, run_many,
                      train_argv, write_csv, write_json)
 from . import networks as bench_networks
@@ -83,7 +84,8 @@ def run(args) -> Dict[str, Any]:
     summary = bench_networks.dataset_summary(args.networks_data)
     planned = jobs(args)
     log(f"learning curves: {len(planned)} training runs")
-    results = run_many(planned, args.parallel, args.device)
+    stem = PREFIX + bench_networks.dataset_name(args.networks_data)
+    results = run_many(planned, args.parallel, args.device, os.path.join(args.results, stem + KEPT_SUFFIX))
     rows = bench_networks.add_scores(bench_networks.result_rows(results), summary)
     for row, job in zip(rows, results):
         train = job["metrics"].get("run", {})
@@ -91,7 +93,6 @@ def run(args) -> Dict[str, Any]:
     out = {"rows": rows, "dataset": args.networks_data,
            "protocol": {"epochs": args.curve_epochs, "seeds": list(args.curve_seeds), "models": args.curve_models,
                         "networks": args.curve_networks, "loss": bench_networks.LOSS}}
-    stem = PREFIX + bench_networks.dataset_name(args.networks_data)
     os.makedirs(args.results, exist_ok=True)
     write_json(os.path.join(args.results, f"{stem}.json"), out)
     columns = ["held", "model", "seed", "share", "fraction", "train_samples", *CURVE_METRICS]

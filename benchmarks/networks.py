@@ -55,6 +55,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
+from .kept_runs import KEPT_SUFFIX
 from .common import (COUNT, SEED, add_run_options, cli, fmt, log, markdown_table, mean_std, model_name,
                      run_and_report, run_many, train_argv, write_csv, write_json)
 
@@ -297,7 +298,8 @@ def run(args) -> Dict[str, Any]:
     summary = dataset_summary(args.networks_data)
     planned = jobs(args, summary)
     log(f"networks: {len(planned)} training runs")
-    rows = add_scores(result_rows(run_many(planned, args.parallel, args.device)), summary)
+    kept = os.path.join(args.results, result_stem(args.networks_data) + KEPT_SUFFIX)
+    rows = add_scores(result_rows(run_many(planned, args.parallel, args.device, kept)), summary)
     ceilings = {f"{axis}:{held}": {**ceiling_of(held_tasks(summary, axis, held)),
                                    "corrected": ceiling_of(held_tasks(summary, axis, held), "tau_corrected")["tau"]}
                 for axis, held in {(r["axis"], r["held"]) for r in rows}}

@@ -44,6 +44,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from .kept_runs import KEPT_SUFFIX
 from .common import (COUNT, SEED, add_run_options, cli, finite_or_null, fmt, log, markdown_table, mean_std,
                      run_and_report, run_many, train_argv, write_csv, write_json)
 
@@ -276,7 +277,8 @@ def run(args) -> Dict[str, Any]:
     chosen = folds(facts, args.xla_families)
     planned = jobs(args, facts, chosen)
     log(f"xla-layout: {len(planned)} training runs on {root}")
-    rows = run_rows(run_many(planned, args.parallel, args.device), facts)
+    rows = run_rows(run_many(planned, args.parallel, args.device, os.path.join(args.results, RESULT_NAME + KEPT_SUFFIX)),
+                    facts)
     out = {"root": str(args.xla_root), "facts": facts, "rows": rows, "programs": program_means(rows, facts),
            "goal": goal_counts(rows, facts), "machine": collection_machine(root),
            "protocol": {"epochs": args.xla_epochs, "seeds": list(args.xla_seeds), "models": list(args.xla_models),

@@ -307,3 +307,44 @@ def test_a_finished_run_is_reused_only_while_its_command_line_resolves_to_its_co
     assert not _run_done(str(out), argv + ["--lr", "0.1"])    # another command line
     write_json(str(out / "bench_argv.json"), ["--model", "no-such-model"])
     assert not _run_done(str(out), ["--model", "no-such-model"])  # the rerun reports it
+
+
+def test_a_kept_run_is_reused_where_its_run_folder_was_lost_and_retrained_when_stale(tmp_path, monkeypatch):
+    import gzip
+    import shutil
+
+    from benchmarks import common
+    from benchmarks.kept_runs import kept_file
+    from simulator.registry import SimulatorError
+
+    networks = os.path.join(os.path.dirname(__file__), "data", "networks_tiny")
+    kept = str(tmp_path / "results" / "networks_tiny_runs")
+    out = tmp_path / "runs" / "leave-network-out-a-gcn-seed0"
+    argv = ["--model", "gcn", "--seed", "0", "--out", str(out), "--data", networks, "--epochs", "1", "--threads", "1", "--split", "random"]
+    trained = common.run_training(argv, str(out), kept=kept)
+    assert "reused" not in trained["bench"] and trained["val"]["kendall_tau"]["per_workload"]
+    with gzip.open(kept_file(kept, str(out)), "rt", encoding="utf-8") as f:
+        record = json.load(f)
+    assert "--out" not in record["argv"] and "bench" not in record["metrics"]
+    assert "per_workload" not in record["metrics"]["val"]["kendall_tau"]          # the bulk of metrics.json
+    assert record["metrics"]["test"] == trained["test"] and record["seconds"] == trained["bench"]["seconds"]
+    zipped = open(kept_file(kept, str(out)), "rb").read()
+    common.run_training(argv, str(out), kept=kept)            # reused from its folder, kept again: same bytes
+    assert open(kept_file(kept, str(out)), "rb").read() == zipped
+
+    def no_training(*a, **k):
+        raise AssertionError("trained again")
+    monkeypatch.setattr(common.subprocess, "run", no_training)
+    shutil.rmtree(tmp_path / "runs")                          # the runs folder lost; elsewhere now
+    elsewhere = tmp_path / "other-runs" / out.name
+    again = common.run_training(argv[:5] + [str(elsewhere)] + argv[6:], str(elsewhere), kept=kept)
+    assert again["bench"]["kept"] and again["test"] == trained["test"] and not elsewhere.exists()
+    record["metrics"]["config"]["features"] = "base"          # a default changed since: stale
+    with gzip.open(kept_file(kept, str(out)), "wt", encoding="utf-8") as f:
+        json.dump(record, f)
+    with pytest.raises(AssertionError, match="trained again"):
+        common.run_training(argv, str(out), kept=kept)
+    with open(kept_file(kept, str(out)), "wb") as f:
+        f.write(b"damaged")
+    with pytest.raises(SimulatorError, match=r"seed0\.json\.gz: not a kept training run"):
+        common.run_training(argv, str(out), kept=kept)

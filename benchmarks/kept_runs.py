@@ -1,0 +1,68 @@
+"""A benchmark's finished training runs, kept compactly beside its results.
+
+The run folders (`--runs`) hold checkpoints and logs and live outside the repository; a
+benchmark that trains hundreds of runs over several days loses them all with the machine.
+A benchmark that reads only each run's metrics passes `kept=FOLDER` to
+`benchmarks.common.run_many` (`RESULTS/<its result name>_runs/`): every finished run is then also written to
+`FOLDER/<run folder's name>.json.gz` — its command line, its metrics without the
+validation set's per-task rows, its training seconds; gzipped without a timestamp, so a
+run kept again unchanged is unchanged bytes — and a run whose folder is missing is taken
+from there when its command line (the `--out` folder aside) and its resolved config are
+today's (`benchmarks.common.run_training`).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+from extract.fileio import atomic_write
+from simulator.registry import SimulatorError
+
+KEPT_SUFFIX = "_runs"    # RESULTS/<a benchmark's result name>_runs/: its kept runs
+
+
+def kept_file(kept: str, out: str) -> str:
+    return os.path.join(kept, os.path.basename(os.path.normpath(out)) + ".json.gz")
+
+
+def command_key(argv: Sequence[str]) -> List[str]:
+    """The command line without its `--out` folder (where the runs folder is differs
+    between machines; the run does not)."""
+    argv = list(argv)
+    if "--out" in argv:
+        at = argv.index("--out")
+        del argv[at:at + 2]
+    return argv
+
+
+def compact(metrics: Dict[str, Any]) -> Dict[str, Any]:
+    """The metrics as `simulator.train` wrote them, without the validation set's per-task
+    rows (nine tenths of the file) and without what the benchmark added (`bench`)."""
+    val = {name: {k: v for k, v in stat.items() if k != "per_workload"} if isinstance(stat, dict) else stat
+           for name, stat in (metrics.get("val") or {}).items()}
+    return {**{k: v for k, v in metrics.items() if k != "bench"}, "val": val}
+
+
+def keep(kept: str, out: str, argv: Sequence[str], metrics: Dict[str, Any], seconds: Optional[float]) -> None:
+    record = {"argv": command_key(argv), "metrics": compact(metrics), "seconds": seconds}
+    text = json.dumps(record, sort_keys=True).encode("utf-8")
+    with atomic_write(kept_file(kept, out), "wb") as f:
+        f.write(gzip.compress(text, mtime=0))
+
+
+def read_kept(kept: str, out: str) -> Optional[Dict[str, Any]]:
+    """The kept run of OUT ({"argv", "metrics", "seconds"}), None when none is kept; a
+    one-line error naming the file when it is damaged."""
+    path = kept_file(kept, out)
+    if not os.path.exists(path):
+        return None
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            record = json.load(f)
+        if not (isinstance(record["argv"], list) and isinstance(record["metrics"], dict)):
+            raise TypeError("argv or metrics of the wrong type")
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+        raise SimulatorError(f"{path}: not a kept training run ({e}); delete it to train the run again") from None
+    return record
