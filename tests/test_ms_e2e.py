@@ -267,7 +267,7 @@ def test_a_damaged_kept_run_is_a_one_line_error_naming_its_file(tmp_path):
 
 def test_the_benchmark_restores_kept_runs_before_planning(tmp_path):
     from benchmarks.metaschedule.kept import keep
-    from benchmarks.metaschedule.networks import plan, restore_kept
+    from benchmarks.metaschedule.networks import plan, report_section, restore_kept, write_results
 
     args = _args(tmp_path, networks=["bert"], cost_models=["gnn"], seeds=[0], budgets=[8, 16])
     steps = plan(args, {"bert": 10})
@@ -280,4 +280,9 @@ def test_the_benchmark_restores_kept_runs_before_planning(tmp_path):
     keep(steps[0]["work_dir"], args.runs, kept)
     args.runs = str(tmp_path / "new-runs")
     restore_kept(args, plan(args, {"bert": 10}), kept)
-    assert [s["done"] for s in plan(args, {"bert": 10})] == [True, False]
+    steps = plan(args, {"bert": 10})
+    assert [s["done"] for s in steps] == [True, False]
+    # the table so far, as the benchmark rewrites it after every step
+    write_results(args, steps, {"bert": 10}, "the command")
+    section = "\n".join(report_section(args.results))
+    assert "1 of 2 steps done" in section and "| bert | gnn | 1.000 [1.000–1.000] (0 min) | – |" in section

@@ -36,7 +36,8 @@ it measures for many hours).
    (before any, `PRIOR_S_PER_TRIAL` and `PRIOR_S_PER_POINT`).
 
 Outputs: `ms_networks.json` and `ms_networks.png` (end-to-end latency against trials per
-task and against tuning wall time, per network; mean over seeds) in `--results`; the
+task and against tuning wall time, per network; mean over seeds) in `--results`, written
+at the start and again after every step, so a run of days shows its table so far; the
 section of docs/RESULTS.md (table and the issue's goal verdicts) comes from
 `report_section`.
 """
@@ -201,7 +202,7 @@ def keep_all(args, steps: Sequence[Dict[str, Any]], kept: str) -> None:
         keep(work, args.runs, kept)
 
 
-def run_all(args, steps: List[Dict[str, Any]], kept: str) -> None:
+def run_all(args, steps: List[Dict[str, Any]], kept: str, after_step=lambda: None) -> None:
     checkpoints: Dict[str, Dict[str, str]] = {}
     for step in steps:
         if step["done"]:
@@ -215,6 +216,7 @@ def run_all(args, steps: List[Dict[str, Any]], kept: str) -> None:
         e2e = (summary.get("end_to_end") or {}).get("latency_s")
         log(f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task: end to end "
             f"{'–' if e2e is None else f'{e2e * 1e3:.3f} ms'} ({summary['wall_s']:.0f} s)")
+        after_step()
 
 
 def run_quiet_pass(args, steps: Sequence[Dict[str, Any]], target) -> List[str]:
@@ -394,27 +396,36 @@ def run(args, command: str = "") -> Dict[str, Any]:
     kept = kept_folder(args.results, this_cpu())
     restore_kept(args, plan(args, tasks), kept)
     steps = plan(args, tasks)
-    est = estimate(steps)
-    say_plan(steps, est)
-    left_out = []
-    if not args.plan:
-        note_machine(kept, machine_info(), command)
-        keep_all(args, steps, kept)   # also runs measured before they were kept
-        run_all(args, steps, kept)
-        left_out = run_quiet_pass(args, steps, target)
-        keep_all(args, steps, kept)
+    say_plan(steps, estimate(steps))
+    if args.plan:
+        return results(args, steps, tasks, command)
+    note_machine(kept, machine_info(), command)
+    keep_all(args, steps, kept)   # also runs measured before they were kept
+    write_results(args, steps, tasks, command)
+    run_all(args, steps, kept, after_step=lambda: write_results(args, steps, tasks, command))
+    left_out = run_quiet_pass(args, steps, target)
+    keep_all(args, steps, kept)
+    return write_results(args, steps, tasks, command, left_out)
+
+
+def results(args, steps, tasks: Dict[str, int], command: str, left_out: Sequence[str] = ()) -> Dict[str, Any]:
+    """The table's data from the steps finished so far (timed in the quiet pass where it has)."""
     points = [p for p in (point(s, steps) for s in steps) if p]
     agg = aggregate(points)
+    return {"command": command, "networks": list(args.networks), "cost_models": list(args.cost_models),
+            "budgets": sorted(args.budgets), "seeds": list(args.seeds), "tasks": tasks, "steps": len(steps),
+            "steps_done": sum(s["done"] for s in steps), "estimate": estimate(steps), "points": points,
+            "aggregate": agg, "quiet_left_out": list(left_out), "figure": bool(agg)}
+
+
+def write_results(args, steps, tasks: Dict[str, int], command: str, left_out: Sequence[str] = ()) -> Dict[str, Any]:
+    """`ms_networks.json` and its figure in `--results`, rewritten as steps finish: a run of
+    days shows its table so far."""
+    out = results(args, steps, tasks, command, left_out)
     os.makedirs(args.results, exist_ok=True)
-    if agg:
-        plot(agg, os.path.join(args.results, FIGURE))
-    out = {"command": command, "networks": list(args.networks), "cost_models": list(args.cost_models),
-           "budgets": sorted(args.budgets), "seeds": list(args.seeds), "tasks": tasks, "steps": len(steps),
-           "steps_done": sum(s["done"] for s in steps), "estimate": est, "points": points, "aggregate": agg,
-           "quiet_left_out": left_out,
-           "figure": bool(agg)}
-    if not args.plan:
-        write_json(os.path.join(args.results, RESULT), out)
+    if out["aggregate"]:
+        plot(out["aggregate"], os.path.join(args.results, FIGURE))
+    write_json(os.path.join(args.results, RESULT), out)
     return out
 
 
