@@ -277,8 +277,8 @@ def run(args) -> Dict[str, Any]:
     chosen = folds(facts, args.xla_families)
     planned = jobs(args, facts, chosen)
     log(f"xla-layout: {len(planned)} training runs on {root}")
-    rows = run_rows(run_many(planned, args.parallel, args.device, os.path.join(args.results, RESULT_NAME + KEPT_SUFFIX)),
-                    facts)
+    kept = os.path.join(args.results, RESULT_NAME + KEPT_SUFFIX)
+    rows = run_rows(run_many(planned, args.parallel, args.device, kept), facts)
     out = {"root": str(args.xla_root), "facts": facts, "rows": rows, "programs": program_means(rows, facts),
            "goal": goal_counts(rows, facts), "machine": collection_machine(root),
            "protocol": {"epochs": args.xla_epochs, "seeds": list(args.xla_seeds), "models": list(args.xla_models),

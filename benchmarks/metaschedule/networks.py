@@ -460,7 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(ap)
     ap.add_argument("--results", default=os.path.join("docs", "results"))
-    ap.add_argument("--plan", action="store_true", help="only say what is left and how long it will take (after restoring kept runs)")
+    ap.add_argument("--plan", action="store_true",
+                    help="only say what is left and how long it will take (after restoring kept runs)")
     return ap
 
 
