@@ -28,9 +28,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from extract.fileio import atomic_write
 from extract.metaschedule.cpu_load import BUSY_PERCENT, machine_load
 
-ROUNDS = 3
+ROUNDS = 5      # one library timed 27.4–34.6 ms over five rounds on a quiet machine: 3 were too few
 QUIET_WAIT_S = 120.0
-S_PER_POINT = 30.0      # compile (~5 s) + ROUNDS × (quiet check + timing child), measured on bert
+S_PER_POINT = 5.0 + ROUNDS * 8.5   # compile + each round's quiet check and timing child, measured on bert
 
 
 def library_name(budget: int) -> str:
