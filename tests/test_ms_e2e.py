@@ -210,10 +210,11 @@ def test_a_point_reports_its_quiet_timing_and_the_report_says_where_times_come_f
     steps = plan(args, {"bert": 2})
     assert estimate(steps)["quiet_points_left"] == 2
     with open(quiet.quiet_path(steps[0]), "w", encoding="utf-8") as f:
-        json.dump({"timings": [{"repeats_s": [1e-3, 1.1e-3, 0.9e-3], "kernels_s": {}, "busiest_percent": 3.0}] * 3}, f)
+        json.dump({"timings": [{"repeats_s": [1e-3, 1.1e-3, 0.9e-3], "kernels_s": {}, "busiest_percent": 3.0}]
+                   * quiet.ROUNDS}, f)
     first, second = (point(s, steps) for s in steps)
     assert first["end_to_end_s"] == pytest.approx(1e-3) and first["during_tuning_s"] == pytest.approx(2e-3)
-    assert first["quiet_rounds"] == 3 and first["quiet_loaded"] == 0
+    assert first["quiet_rounds"] == quiet.ROUNDS and first["quiet_loaded"] == 0
     assert second["end_to_end_s"] == pytest.approx(2e-3) and second["quiet_rounds"] == 0
     assert estimate(steps)["quiet_points_left"] == 1
     with open(quiet.quiet_path(steps[1]), "w", encoding="utf-8") as f:
