@@ -379,8 +379,12 @@ def report_section(results: str) -> List[str]:
     left_out = r.get("quiet_left_out") or []
     lines += [f"- not timed again: {why}" for why in left_out] + ([""] if left_out else [])
     lines += [f"![end to end against trials and wall time](results/{FIGURE})", ""] if r.get("figure") else []
-    lines += ["Goals (gnn at 16 per task ≤ tvm-xgb at 64; ≥ 10% better than tvm-xgb at 8; ≥ tvm-xgb-pretrained at "
-              "equal trials on most networks; share ≤ 10%; tvm-xgb's 64-per-task latency in ≤ ¼ of its wall time):", ""]
+    points = r.get("points") or []
+    provisional = any(not p.get("quiet_rounds") for p in points)
+    lines += [("**Provisional** (from timings taken right after tuning steps, before the quiet pass) — " if provisional
+               else "") + "Goals (gnn at 16 per task ≤ tvm-xgb at 64; ≥ 10% better than tvm-xgb at 8; ≥ "
+              "tvm-xgb-pretrained at equal trials on most networks; share ≤ 10%; tvm-xgb's 64-per-task latency in "
+              "≤ ¼ of its wall time):", ""]
     lines += [f"- {v}" for v in verdicts(agg)] + [""]
     return lines
 
