@@ -22,11 +22,11 @@ import numpy as np
 from extract.cli import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
                                 output_folder)
 from extract.fileio import atomic_write
-
-from .kept_runs import command_key, keep, read_kept
 from simulator.distributed import DEVICES
 from simulator.engine import locked_output
 from simulator.registry import SimulatorError
+
+from .kept_runs import command_key, keep, read_kept
 
 MODELS = ["gcn", "sage", "gat", "cheb", "mlp", "curve-mlp", "xgb"]
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "l1_log", "mape"]

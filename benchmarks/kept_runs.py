@@ -3,8 +3,8 @@
 The run folders (`--runs`) hold checkpoints and logs and live outside the repository; a
 benchmark that trains hundreds of runs over several days loses them all with the machine.
 A benchmark that reads only each run's metrics passes `kept=FOLDER` to
-`benchmarks.common.run_many` (`RESULTS/<its result name>_runs/`): every finished run is then also written to
-`FOLDER/<run folder's name>.json.gz` — its command line, its metrics without the
+`benchmarks.common.run_many` (`RESULTS/<its result name>_runs/`): every finished run is
+then also written to `FOLDER/<run folder's name>.json.gz` — its command line, its metrics without the
 validation set's per-task rows, its training seconds; gzipped without a timestamp, so a
 run kept again unchanged is unchanged bytes — and a run whose folder is missing is taken
 from there when its command line (the `--out` folder aside) and its resolved config are

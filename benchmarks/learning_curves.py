@@ -25,9 +25,9 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from .kept_runs import KEPT_SUFFIX
 from .common import (COUNT, SEED, add_run_options, cli, fmt, log, markdown_table, mean_std, run_and_report, run_many,
                      train_argv, write_csv, write_json)
+from .kept_runs import KEPT_SUFFIX
 from . import networks as bench_networks
 
 PREFIX = "learning_curves_"

@@ -55,9 +55,9 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from .kept_runs import KEPT_SUFFIX
 from .common import (COUNT, SEED, add_run_options, cli, fmt, log, markdown_table, mean_std, model_name,
                      run_and_report, run_many, train_argv, write_csv, write_json)
+from .kept_runs import KEPT_SUFFIX
 
 # the default, its base-column ablation, the rivals of docs/COSTMODEL.md and the size-invariant
 # gcn of the transfer study (sage, mlp, curve-mlp: `--networks-models`)

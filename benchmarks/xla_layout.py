@@ -44,9 +44,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from .kept_runs import KEPT_SUFFIX
 from .common import (COUNT, SEED, add_run_options, cli, finite_or_null, fmt, log, markdown_table, mean_std,
                      run_and_report, run_many, train_argv, write_csv, write_json)
+from .kept_runs import KEPT_SUFFIX
 
 SEARCHES = ("random", "default")
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown"]
