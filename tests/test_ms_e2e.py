@@ -269,7 +269,7 @@ def test_a_damaged_kept_run_is_a_one_line_error_naming_its_file(tmp_path):
 
 def test_the_benchmark_restores_kept_runs_before_planning(tmp_path):
     from benchmarks.metaschedule.kept import keep
-    from benchmarks.metaschedule.networks import plan, report_section, restore_kept, write_results
+    from benchmarks.metaschedule.networks import keep_all, plan, report_section, restore_kept, write_results
 
     args = _args(tmp_path, networks=["bert"], cost_models=["gnn"], seeds=[0], budgets=[8, 16])
     steps = plan(args, {"bert": 10})
@@ -288,3 +288,14 @@ def test_the_benchmark_restores_kept_runs_before_planning(tmp_path):
     write_results(args, steps, {"bert": 10}, "the command")
     section = "\n".join(report_section(args.results))
     assert "1 of 2 steps done" in section and "| bert | gnn | 1.000 [1.000–1.000] (0 min) | – |" in section
+    # at the next start: a step being measured is not kept, a finished one not yet kept is
+    copy = tmp_path / "results" / "kept" / "bert" / "gnn" / "seed0" / "database_tuning_record.json.gz"
+    zipped = copy.read_bytes()
+    work = tmp_path / "new-runs" / "tune" / "bert" / "gnn" / "seed0"
+    with open(work / "database_tuning_record.json", "a", encoding="utf-8") as f:
+        f.write('[0, "a record of the 16 step"]\n')
+    keep_all(args, steps, kept, only_ahead=True)
+    assert copy.read_bytes() == zipped
+    _finish(steps[1], 1e-3, wall=10.0)
+    keep_all(args, steps, kept, only_ahead=True)
+    assert copy.read_bytes() != zipped and (copy.parent / "summary_b16.json").exists()

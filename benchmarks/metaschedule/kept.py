@@ -44,6 +44,11 @@ def kept_folder(results: str, cpu: str) -> str:
     return os.path.join(results, KEPT_PREFIX + cpu)
 
 
+def copy_of(work_dir: str, runs: str, kept: str) -> str:
+    """Where a work dir (`runs/tune/<network>/<cost model>/seed<S>`) is kept."""
+    return os.path.join(kept, os.path.relpath(work_dir, os.path.join(runs, "tune")))
+
+
 def finished_budgets(folder: str) -> List[int]:
     """The budgets whose step summary the folder holds."""
     names = (os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder), "summary_b*.json")))
@@ -54,7 +59,7 @@ def keep(work_dir: str, runs: str, kept: str) -> None:
     """Copy the work dir's measurements into its kept folder (`kept/<work dir under runs>`)."""
     if not finished_budgets(work_dir):
         return
-    to = os.path.join(kept, os.path.relpath(work_dir, os.path.join(runs, "tune")))
+    to = copy_of(work_dir, runs, kept)
     for name in DATABASES:
         with open(os.path.join(work_dir, name), "rb") as src, atomic_write(os.path.join(to, name + ".gz"), "wb") as f:
             f.write(gzip.compress(src.read(), mtime=0))
@@ -68,7 +73,7 @@ def keep(work_dir: str, runs: str, kept: str) -> None:
 def restore(work_dir: str, runs: str, kept: str) -> bool:
     """Restore the work dir from its kept copy when the copy has more finished steps; whether
     it did. The work dir's own files of a later, unfinished step are replaced."""
-    src = os.path.join(kept, os.path.relpath(work_dir, os.path.join(runs, "tune")))
+    src = copy_of(work_dir, runs, kept)
     if len(finished_budgets(src)) <= len(finished_budgets(work_dir)):
         return False
     os.makedirs(work_dir, exist_ok=True)

@@ -56,7 +56,7 @@ import numpy as np
 from extract.cli import Int
 
 from ..common import COUNT, SEED, cli, log, markdown_table, run_training, write_json
-from .kept import keep, kept_folder, note_machine, restore
+from .kept import copy_of, finished_budgets, keep, kept_folder, note_machine, restore
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 
 NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
@@ -197,9 +197,13 @@ def restore_kept(args, steps: Sequence[Dict[str, Any]], kept: str) -> None:
         log(f"restored {len(back)} work dirs from the kept runs in {kept}")
 
 
-def keep_all(args, steps: Sequence[Dict[str, Any]], kept: str) -> None:
+def keep_all(args, steps: Sequence[Dict[str, Any]], kept: str, only_ahead: bool = False) -> None:
+    """Every work dir kept; `only_ahead`: only those with more finished steps than their copy
+    (measured before runs were kept, or killed between a step and its keep) — not a step
+    being measured when the run was stopped."""
     for work in sorted({s["work_dir"] for s in steps}):
-        keep(work, args.runs, kept)
+        if not only_ahead or len(finished_budgets(work)) > len(finished_budgets(copy_of(work, args.runs, kept))):
+            keep(work, args.runs, kept)
 
 
 def run_all(args, steps: List[Dict[str, Any]], kept: str, after_step=lambda: None) -> None:
@@ -404,7 +408,7 @@ def run(args, command: str = "") -> Dict[str, Any]:
     if args.plan:
         return results(args, steps, tasks, command)
     note_machine(kept, machine_info(), command)
-    keep_all(args, steps, kept)   # also runs measured before they were kept
+    keep_all(args, steps, kept, only_ahead=True)
     write_results(args, steps, tasks, command)
     run_all(args, steps, kept, after_step=lambda: write_results(args, steps, tasks, command))
     left_out = run_quiet_pass(args, steps, target)
