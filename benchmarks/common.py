@@ -135,12 +135,29 @@ def _same_config(recorded: Dict[str, Any], argv: Sequence[str]) -> bool:
     return all(recorded[key] == value for key, value in config.items() if key in recorded)
 
 
+def _resumable(out: str, argv: Sequence[str]) -> bool:
+    """Whether OUT holds the checkpoint of an unfinished epoch-trained run of ARGV's config
+    (a killed benchmark continues it rather than training it again from the start)."""
+    path = os.path.join(out, "checkpoint.pt")
+    if not os.path.exists(path) or os.path.exists(os.path.join(out, "metrics.json")):
+        return False
+    from simulator.checkpoint import load_checkpoint
+
+    try:
+        state = load_checkpoint(path)
+    except SimulatorError:  # a damaged checkpoint: the run starts over
+        return False
+    return "epoch" in state and _same_config(state["config"], argv)
+
+
 def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optional[str] = None) -> Dict[str, Any]:
     """`python -m simulator.train ARGV` in a subprocess (output to OUT/train.log) on
     `device` (not part of the run's identity: a run trained on a GPU is reused on a CPU);
     returns its metrics.json plus wall seconds. Reused if OUT already holds the same
     finished run, or, with `kept`, if that folder keeps it (`benchmarks.kept_runs`: for
-    benchmarks that read only the metrics; every finished run is kept there too)."""
+    benchmarks that read only the metrics; every finished run is kept there too); an
+    unfinished one of the same config is resumed from its checkpoint (the seconds are
+    then those of the last part)."""
     if _run_done(out, argv):
         with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
             metrics = json.load(f)
@@ -157,10 +174,11 @@ def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optio
     for stale in ("bench_argv.json", "bench_seconds.json"):  # they describe the run being replaced
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(out, stale))
+    how = "--resume" if _resumable(out, argv) else "--overwrite"
     start = time.perf_counter()
     env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
     with atomic_write(os.path.join(out, "train.log"), "w") as logf:  # whole, or the old one
-        proc = subprocess.run([sys.executable, "-m", "simulator.train", *argv, "--overwrite", "--device", device],
+        proc = subprocess.run([sys.executable, "-m", "simulator.train", *argv, how, "--device", device],
                               stdout=logf, stderr=subprocess.STDOUT, env=env)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:

@@ -389,3 +389,28 @@ def test_on_a_terminal_training_draws_a_bar(tmp_path, dataset_path):
     assert proc.wait() == 0
     text = b"".join(chunks).decode(errors="replace")
     assert "epoch 1/3" in text and "batch" in text          # tqdm's bar: "epoch 1/3: …batch/s"
+
+
+def test_a_benchmark_run_killed_mid_way_resumes_from_its_checkpoint(tmp_path, dataset_path):
+    """`benchmarks.common.run_training` continues an unfinished run of the same config
+    (from the epoch its checkpoint holds), and starts over one of another config."""
+    from benchmarks.common import run_training
+
+    run = tmp_path / "run"
+    argv = train_args(dataset_path, run)
+    for _ in range(3):   # on a loaded machine the run may finish before the kill lands: again
+        shutil.rmtree(run, ignore_errors=True)
+        returncode, stderr = _kill([sys.executable, "-m", "simulator.train"] + argv)
+        if returncode == -9:
+            break
+    assert returncode == -9, stderr[-2000:]
+    assert load_checkpoint(str(run))["epoch"] == 1 and not (run / "metrics.json").exists()
+    metrics = run_training(argv, str(run))
+    log = (run / "train.log").read_text()
+    assert "after epoch 1" in log and "epoch   1 " not in log and "epoch   3 " in log
+    assert metrics["config"]["epochs"] == 3 and load_checkpoint(str(run))["epoch"] == 3
+
+    (run / "metrics.json").unlink()                 # unfinished again, but of another seed now
+    run_training(argv + ["--seed", "5"], str(run))
+    log = (run / "train.log").read_text()
+    assert "epoch   1 " in log and load_checkpoint(str(run))["config"]["seed"] == 5
