@@ -15,7 +15,7 @@ import platform
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -332,6 +332,29 @@ def machine() -> Dict[str, Any]:
         except Exception:  # noqa: BLE001 - a missing optional package is just not listed
             pass
     return info
+
+
+def cpu_counters() -> Tuple[float, float]:
+    """(CPU seconds the machine's cores have been busy since boot — user, nice, system, irq,
+    softirq; not steal, and guest time is already in user —, CPU seconds of this process
+    and of its children it has waited for). Over a span, the growth of the first minus the
+    second is what other processes took of the machine meanwhile (`others_cpu_s`)."""
+    import resource
+
+    import psutil
+
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+    mine = sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
+    return busy, mine
+
+
+def others_cpu_s(since: Tuple[float, float]) -> float:
+    """CPU seconds other processes (not this one, nor its children waited for since) used on
+    the machine since `since` (`cpu_counters()`); a child still running counts as other."""
+    busy, mine = cpu_counters()
+    return max(0.0, (busy - since[0]) - (mine - since[1]))
 
 
 def busy_measuring() -> bool:

@@ -348,3 +348,32 @@ def test_a_kept_run_is_reused_where_its_run_folder_was_lost_and_retrained_when_s
         f.write(b"damaged")
     with pytest.raises(SimulatorError, match=r"seed0\.json\.gz: not a kept training run"):
         common.run_training(argv, str(out), kept=kept)
+
+
+def test_others_cpu_counts_a_process_this_one_has_not_waited_for_and_not_its_own_work():
+    """A child still unwaited-for is another process's CPU; this process's own work and a
+    child it waited for are not (lower and upper bounds net of whatever else runs here)."""
+    import subprocess
+    import sys
+    import time
+
+    from benchmarks.common import cpu_counters, others_cpu_s
+
+    burn = [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"]
+    since = cpu_counters()
+    child = subprocess.Popen(burn)
+    while child.poll() is None:       # poll reaps it once it is done: sample before that
+        time.sleep(0.05)
+        if others_cpu_s(since) >= 0.5:
+            break
+    seen = others_cpu_s(since)
+    child.wait()
+    assert seen >= 0.5
+    since = cpu_counters()
+    subprocess.run(burn, check=True)                     # waited for: our own
+    t = time.process_time()
+    while time.process_time() - t < 0.3:                 # and our own work
+        pass
+    others = others_cpu_s(since)
+    busy = cpu_counters()[0] - since[0]                  # the machine's, read after
+    assert others <= busy - 0.8 * 0.9                    # our 0.9 s are not in it

@@ -84,12 +84,15 @@ def _args(tmp_path, **kw):
     return args
 
 
-def _finish(step, latency, wall, share=0.05):
-    """A finished step, as run_step leaves it."""
+def _finish(step, latency, wall, share=0.05, others=None):
+    """A finished step, as run_step leaves it (`others`: other processes' CPU seconds meanwhile,
+    None: a step tuned before they were recorded)."""
     os.makedirs(step["work_dir"], exist_ok=True)
     tasks = [{"trials": step["budget"], "resumed": 0}] * step["tasks"]
     summary = {"tasks": tasks, "wall_s": wall, "best_latency_s": latency, "cost_model_stats": {"total_s": share * wall},
                "end_to_end": {"latency_s": latency, "repeats_s": [latency] * 5, "compile_s": 30.0}}
+    if others is not None:
+        summary["others_cpu_s"] = others
     with open(os.path.join(step["work_dir"], f"summary_b{step['budget']}.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f)
 
@@ -141,6 +144,17 @@ def test_aggregate_verdicts_and_report(tmp_path):
     assert "waiting for every core to be quiet): 0 of 18 points; the others as timed right after" in section
     assert "**Provisional** (from timings taken right after tuning steps, before the quiet pass) — Goals" in section
     assert "- not timed again: bert gnn seed 0 at 8 per task: boom" in section
+    assert "Other processes used" not in section          # steps tuned before it was recorded
+    for s in steps:                                       # now recorded: 30 CPU seconds beside the 8 step
+        _finish(s, 1.0, wall=100.0, others=30.0 if s["budget"] == 8 else 0.0)
+    points = [point(s, steps) for s in steps]
+    assert points[1]["others_cores"] == pytest.approx(0.15)   # over the 16 step's 200 s up to it
+    write_json(str(tmp_path / RESULT), {"command": "c", "networks": ["bert"], "cost_models": args.cost_models,
+                                        "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
+                                        "aggregate": aggregate(points), "figure": False, "points": points})
+    section = "\n".join(report_section(str(tmp_path)))
+    assert ("Other processes used 0.18 of a core on average while the steps were tuned (18 of 18 points recorded "
+            "it), at most 0.30 (bert gnn seed 0 up to 8 per task)") in section
 
 
 def test_a_point_is_the_median_of_its_repeats_even_where_the_mean_was_recorded(tmp_path):

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Sequence
@@ -55,7 +54,7 @@ import numpy as np
 
 from extract.cli import Int
 
-from ..common import COUNT, SEED, cli, log, markdown_table, run_training, write_json
+from ..common import COUNT, SEED, cli, cpu_counters, log, markdown_table, others_cpu_s, run_training, write_json
 from .kept import copy_of, finished_budgets, keep, kept_folder, note_machine, restore
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 
@@ -180,13 +179,16 @@ def run_step(args, step: Dict[str, Any], checkpoint: Optional[str]) -> Dict[str,
     """One budget step through `simulator.tune` (resuming the work dir); its summary kept."""
     from simulator.metaschedule.resume import SUMMARY
 
+    since = cpu_counters()
     done = subprocess.run(tune_argv(args, step, checkpoint), check=False)
     if done.returncode != 0:
         raise SystemExit(f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task: "
                          f"simulator.tune exited {done.returncode} (its work dir: {step['work_dir']})")
-    kept = os.path.join(step["work_dir"], f"summary_b{step['budget']}.json")
-    shutil.copyfile(os.path.join(step["work_dir"], SUMMARY), kept + ".tmp")
-    os.replace(kept + ".tmp", kept)
+    with open(os.path.join(step["work_dir"], SUMMARY), encoding="utf-8") as f:
+        summary = json.load(f)
+    # the wall time is the tuner's only while nothing else runs on the build cores: say what did
+    summary["others_cpu_s"] = others_cpu_s(since)
+    write_json(os.path.join(step["work_dir"], f"summary_b{step['budget']}.json"), summary)
     return step_summary(step["work_dir"], step["budget"])
 
 
@@ -249,6 +251,7 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
             if o["work_dir"] == step["work_dir"] and o["budget"] <= step["budget"]]
     wall = sum(m["wall_s"] for m in mine if m)
     cost = sum((m.get("cost_model_stats") or {}).get("total_s", 0.0) for m in mine if m)
+    others = [m.get("others_cpu_s") for m in mine if m]
     from simulator.metaschedule.network import kernel_gaps
 
     e2e = s.get("end_to_end") or {}
@@ -263,7 +266,9 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
         "sum_of_bests_s": s.get("best_latency_s"),
         # the tuned kernels' time inside the network (None: timed before kernels were)
         "tuned_inside_s": sum(r["inside_s"] for r in inside) if inside else None,
-        "wall_s": wall, "cost_model_share": cost / wall if wall > 0 else None}
+        "wall_s": wall, "cost_model_share": cost / wall if wall > 0 else None,
+        # other processes' CPU over the wall time, in cores (None: a step ran before this was recorded)
+        "others_cores": sum(others) / wall if wall > 0 and None not in others else None}
 
 
 def aggregate(points: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Dict[str, Any]]]:
@@ -359,6 +364,19 @@ def quiet_line(points: Sequence[Dict[str, Any]]) -> str:
             f"{'; the others as timed right after their tuning step' if len(quiet) < len(points) else ''}.")
 
 
+def others_line(points: Sequence[Dict[str, Any]]) -> str:
+    """How much of the machine other processes took while the points were tuned (their wall
+    times are the tuner's alone only where that is ~0); empty if no point recorded it."""
+    seen = [p for p in points if p.get("others_cores") is not None]
+    if not seen:
+        return ""
+    most = max(seen, key=lambda p: p["others_cores"])
+    return (f"Other processes used {float(np.mean([p['others_cores'] for p in seen])):.2f} of a core on average "
+            f"while the steps were tuned ({len(seen)} of {len(points)} points recorded it), at most "
+            f"{most['others_cores']:.2f} ({most['network']} {most['cost_model']} seed {most['seed']} up to "
+            f"{most['budget']} per task): the wall times hold what that took from the build core.")
+
+
 def report_section(results: str) -> List[str]:
     from ..common import load_json
 
@@ -380,6 +398,8 @@ def report_section(results: str) -> List[str]:
                                             f"({c['wall_s'] / 60:.0f} min)" for c in cells])
     lines += [markdown_table(["network", "cost model"] + [f"B = {b}" for b in budgets], rows), ""]
     lines += [quiet_line(r.get("points") or []), ""]
+    others = others_line(r.get("points") or [])
+    lines += [others, ""] if others else []
     left_out = r.get("quiet_left_out") or []
     lines += [f"- not timed again: {why}" for why in left_out] + ([""] if left_out else [])
     lines += [f"![end to end against trials and wall time](results/{FIGURE})", ""] if r.get("figure") else []
