@@ -48,6 +48,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -179,7 +180,7 @@ def run_step(args, step: Dict[str, Any], checkpoint: Optional[str]) -> Dict[str,
     """One budget step through `simulator.tune` (resuming the work dir); its summary kept."""
     from simulator.metaschedule.resume import SUMMARY
 
-    since = cpu_counters()
+    since, start = cpu_counters(), time.perf_counter()
     done = subprocess.run(tune_argv(args, step, checkpoint), check=False)
     if done.returncode != 0:
         raise SystemExit(f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task: "
@@ -187,7 +188,7 @@ def run_step(args, step: Dict[str, Any], checkpoint: Optional[str]) -> Dict[str,
     with open(os.path.join(step["work_dir"], SUMMARY), encoding="utf-8") as f:
         summary = json.load(f)
     # the wall time is the tuner's only while nothing else runs on the build cores: say what did
-    summary["others_cpu_s"] = others_cpu_s(since)
+    summary |= {"others_cpu_s": others_cpu_s(since), "step_span_s": time.perf_counter() - start}
     write_json(os.path.join(step["work_dir"], f"summary_b{step['budget']}.json"), summary)
     return step_summary(step["work_dir"], step["budget"])
 
@@ -251,7 +252,7 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
             if o["work_dir"] == step["work_dir"] and o["budget"] <= step["budget"]]
     wall = sum(m["wall_s"] for m in mine if m)
     cost = sum((m.get("cost_model_stats") or {}).get("total_s", 0.0) for m in mine if m)
-    others = [m.get("others_cpu_s") for m in mine if m]
+    others = [(m.get("others_cpu_s"), m.get("step_span_s")) for m in mine if m]
     from simulator.metaschedule.network import kernel_gaps
 
     e2e = s.get("end_to_end") or {}
@@ -267,8 +268,9 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
         # the tuned kernels' time inside the network (None: timed before kernels were)
         "tuned_inside_s": sum(r["inside_s"] for r in inside) if inside else None,
         "wall_s": wall, "cost_model_share": cost / wall if wall > 0 else None,
-        # other processes' CPU over the wall time, in cores (None: a step ran before this was recorded)
-        "others_cores": sum(others) / wall if wall > 0 and None not in others else None}
+        # other processes' CPU while the steps ran, in cores (None: a step ran before this was recorded)
+        "others_cores": (sum(o for o, _ in others) / sum(t for _, t in others)
+                         if others and all(o is not None and t for o, t in others) else None)}
 
 
 def aggregate(points: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Dict[str, Any]]]:
