@@ -359,7 +359,7 @@ def test_others_cpu_counts_a_process_this_one_has_not_waited_for_and_not_its_own
 
     from benchmarks.common import cpu_counters, others_cpu_s
 
-    burn = [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"]
+    burn = [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"]
     since = cpu_counters()
     child = subprocess.Popen(burn)
     while child.poll() is None:       # poll reaps it once it is done: sample before that
@@ -376,4 +376,4 @@ def test_others_cpu_counts_a_process_this_one_has_not_waited_for_and_not_its_own
         pass
     others = others_cpu_s(since)
     busy = cpu_counters()[0] - since[0]                  # the machine's, read after
-    assert others <= busy - 0.8 * 0.9                    # our 0.9 s are not in it
+    assert others <= busy - 0.8 * 1.3                    # our 1.3 s are not in it
