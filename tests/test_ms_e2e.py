@@ -141,6 +141,7 @@ def test_aggregate_verdicts_and_report(tmp_path):
                                         "quiet_left_out": ["bert gnn seed 0 at 8 per task: boom"]})
     section = "\n".join(report_section(str(tmp_path)))
     assert "| bert | gnn | 1050.000 [1000.000–1100.000] (2 min) |" in section
+    assert "free of the end-to-end timing's noise:" in section and "| bert | tvm-xgb | 2100.000 | 1575.000 |" in section
     assert "waiting for every core to be quiet): 0 of 18 points; the others as timed right after" in section
     assert "**Provisional** (from timings taken right after tuning steps, before the quiet pass) — Goals" in section
     assert "- not timed again: bert gnn seed 0 at 8 per task: boom" in section
