@@ -138,10 +138,11 @@ def _same_config(recorded: Dict[str, Any], argv: Sequence[str]) -> bool:
 def _resumable(out: str, argv: Sequence[str]) -> bool:
     """Whether OUT holds the checkpoint of an unfinished epoch-trained run of ARGV's config
     (a killed benchmark continues it rather than training it again from the start)."""
-    path = os.path.join(out, "checkpoint.pt")
+    from simulator.checkpoint import CHECKPOINT_NAME, load_checkpoint
+
+    path = os.path.join(out, CHECKPOINT_NAME)
     if not os.path.exists(path) or os.path.exists(os.path.join(out, "metrics.json")):
         return False
-    from simulator.checkpoint import load_checkpoint
 
     try:
         state = load_checkpoint(path)
