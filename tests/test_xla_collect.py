@@ -67,10 +67,12 @@ def test_function_is_measured_into_layout_npz(collection):
     assert sorted(Counter((r["config"], r["pass"]) for r in rows).values()) == [1] * len(rows)
     assert {r["config"] for r in rows if r["pass"] == 1} == set(keys)
     assert {r["config"] for r in rows if r["pass"] == 2} == set(remeasured(keys, 0.5, 0))
+    in_pass = Counter(r["pass"] for r in rows)
     for row in rows:
         assert len(row["repeats_s"]) == len(row["cpu_repeats_s"]) == 2 and row["clock"] == "cpu"
-        assert row["runtime_s"] == min(row["cpu_repeats_s"]) > 0
-        assert row["number"] * row["cpu_repeats_s"][0] >= 0.002 * 0.99  # calibrated to ≥ 2 ms
+        assert row["runtime_s"] > 0 and row["min_s"] == min(row["cpu_repeats_s"])
+        assert row["interleaved"] == in_pass[row["pass"]]  # a pass's configs timed in the same rounds
+        assert row["number"] > 1 and row["number"] * max(row["cpu_repeats_s"]) >= 0.002 * 0.5  # ~2 ms
     assert plan["configs"]["random"][0] == plan["configs"]["default"][0] == ""  # XLA's own
     assert read_jsonl(str(root / "reference.jsonl"))[0]["runtime_s"] > 0
     run = read_jsonl(str(root / "runs.jsonl"))[0]
@@ -131,7 +133,8 @@ def test_a_config_that_kills_the_collector_twice_is_recorded_as_failed():
 def test_a_killed_run_resumes_where_it_stopped(tmp_path):
     pytest.importorskip("jax")
     root = tmp_path / "root"
-    args = ["function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(root), "--configs", "6", *BRIEF]
+    args = ["function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(root), "--configs", "6",
+            "--batch", "2", *BRIEF]
     journal = root / "measurements/tinyprog.mlp.jsonl"
     child = collect_cli(tmp_path, *args, wait=False)
     deadline = time.monotonic() + 300
@@ -215,10 +218,105 @@ def test_measuring_settings_refuse_what_cannot_be_measured():
         MeasureSettings(clock="gpu")
     with pytest.raises(ValueError, match="remeasure fraction 1.5"):
         MeasureSettings(remeasure_fraction=1.5)
+    with pytest.raises(ValueError, match="batch \\(0\\) must be ≥ 1"):
+        MeasureSettings(batch=0)
     timing = time_call(lambda: time.sleep(0.001), MeasureSettings(repeats=3, min_repeat_ms=5))
     assert len(timing["repeats_s"]) == 3 and timing["number"] * timing["repeats_s"][0] >= 0.005
-    assert timing["runtime_s"] == min(timing["repeats_s"]) >= 0.001
-    assert max(timing["cpu_repeats_s"]) < timing["runtime_s"]  # sleeping costs no CPU time
+    assert timing["min_s"] == min(timing["repeats_s"]) >= 0.001 and timing["runtime_s"] > 0.0009
+    assert max(timing["cpu_repeats_s"]) < timing["min_s"]  # sleeping costs no CPU time
+
+
+def test_configs_timed_in_shared_rounds_rank_right_while_the_machine_drifts(monkeypatch):
+    """Three configs 1.0 : 1.1 : 1.2, on a machine that runs at half speed every other
+    second stretch: timed one after another the slowdowns would decide their order; timed
+    in shuffled rounds and divided by their neighbours, their ratios come out."""
+    from extract.xla.collection import measure
+    cost, ran = {0: 1.0, 1: 1.1, 2: 1.2}, []
+    calls = [lambda i=i: ran.append(i) for i in cost]
+
+    def repeat(call, number):
+        for _ in range(number):
+            call()
+        drift = 2.0 if (len(ran) // 40) % 2 else 1.0  # the machine's speed, changing over time
+        return number * 1e-3 * cost[ran[-1]] * drift, 0.0
+
+    monkeypatch.setattr(measure, "_repeat", repeat)
+    timed = measure.time_interleaved(calls, measure.MeasureSettings(repeats=30, min_repeat_ms=1))
+    assert [t["interleaved"] for t in timed] == [3, 3, 3] and all(len(t["repeats_s"]) == 30 for t in timed)
+    runtimes = [t["runtime_s"] for t in timed]
+    assert runtimes == sorted(runtimes)
+    assert runtimes[1] / runtimes[0] == pytest.approx(1.1, rel=0.02)
+    assert runtimes[2] / runtimes[0] == pytest.approx(1.2, rel=0.02)
+    first_round = 2 * len(cost)  # after each config's warm-up run and calibrating repeat
+    timed_rounds = [ran[k:k + 3] for k in range(first_round, len(ran), 3)]
+    assert all(sorted(r) == [0, 1, 2] for r in timed_rounds) and len({tuple(r) for r in timed_rounds}) > 1
+
+
+class PrefixRunner:
+    """A runner whose process holds `room` compiled configs at a time."""
+
+    def __init__(self, room):
+        self.room, self.batches = room, []
+
+    def prepare(self, configs, cores, started):
+        for i in range(min(self.room, len(configs))):
+            started(i)
+        return [None] * min(self.room, len(configs))
+
+    def time(self, prepared, settings, seed):
+        self.batches.append(len(prepared))
+        return [{"runtime_s": 1e-3}] * len(prepared)
+
+
+def test_a_pass_is_measured_in_batches_as_large_as_the_process_holds(tmp_path):
+    import io
+    from extract.metaschedule.jsonl import JsonlLog
+    from extract.metaschedule.progress import Counts, Progress
+    from extract.xla.collection.collect import _measure_pass, passes
+    from extract.xla.collection.measure import MeasureSettings
+
+    a, b, c, d, e = "", "p0=1,0", "p0=0,1", "n0=1,0", "n0=0,1"
+    todo = [(a, 1), (b, 1), (c, 1), (d, 1), (e, 1), (a, 2), (d, 2)]
+    assert passes(todo) == [todo[:5], todo[5:]]
+    rows = [{"config": e, "pass": 1, "started": 1.0}] * 2  # crashed the collector twice
+    runner, stream = PrefixRunner(room=2), io.StringIO()
+    progress = Progress(Counts(), stream=stream)
+    reference = type("NotDue", (), {"due": lambda self: False})()
+    with JsonlLog(str(tmp_path / "j.jsonl")) as log:
+        _measure_pass("p", todo[:5], rows, runner, (log, None), MeasureSettings(batch=3), progress, reference)
+    journal = results(read_jsonl(str(tmp_path / "j.jsonl")))
+    assert runner.batches == [2, 2]  # batches of 3 cut to what fits; e (given up) not compiled
+    assert sorted(r["config"] for r in journal) == sorted([a, b, c, d, e])
+    assert "error" in next(r for r in journal if r["config"] == e)
+    assert "fill this process's memory maps" in stream.getvalue()
+    assert progress.counts.records == 5 and progress.counts.errors == 1
+
+
+def test_configs_compiled_on_worker_threads_come_back_in_order_with_their_errors(monkeypatch):
+    pytest.importorskip("jax")
+    from extract.xla.collection import runner as runner_module
+    from extract.xla.collection.measure import MeasureSettings
+    from extract.xla.collection.runner import ProgramRunner
+
+    def mlp(w, x):
+        return (x @ w).T
+
+    args = [np.arange(32, dtype=np.float32).reshape(4, 8), np.ones((2, 4), np.float32)]
+    runner = ProgramRunner(mlp, args)
+    configs = [{}, {"p0": (0, 0)}, {"p0": (0, 1)}, {"p0": (1, 0)}]  # the second is no permutation
+    seen = []
+    prepared = runner.prepare(configs, cores=sorted(os.sched_getaffinity(0))[:1], started=seen.append)
+    assert seen == [0, 1, 2, 3]
+    assert [p.call is None for p in prepared] == [False, True, False, False]
+    assert "error" in prepared[1].info and all(p.info["compile_s"] >= 0 for p in prepared)
+    expected = mlp(*args)
+    for p in (prepared[0], prepared[2], prepared[3]):
+        np.testing.assert_allclose(np.asarray(p.call()), expected)  # any layout, the same values
+    monkeypatch.setattr(runner_module, "room_for_more", lambda: False)  # memory maps full
+    assert len(runner.prepare(configs)) == 1
+    measured = runner.measure(configs, MeasureSettings(repeats=2, min_repeat_ms=1, clock="cpu"))
+    assert ["error" in m for m in measured] == [False, True, False, False]
+    assert [m.get("interleaved") for m in measured] == [1, None, 1, 1]  # one batch each
 
 
 def test_a_program_keeps_its_fingerprint_whatever_was_lowered_before():

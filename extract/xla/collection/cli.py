@@ -15,7 +15,9 @@ files under ROOT (collect.py here); then
     python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT
 
 Options: `--measure-core N` (default −1: the last core of the process's affinity, so
-`taskset -c 1 python -m …` measures on core 1), `--repeats`, `--min-repeat-ms`,
+`taskset -c 1 python -m …` measures on core 1; configs are compiled on every core of the
+affinity, `taskset -c 0,1 … --measure-core 1` compiles on both and times on core 1), `--repeats` (rounds), `--batch` (configs
+timed in the same rounds), `--min-repeat-ms`,
 `--clock wall|cpu` (wall time on a core of its own, or the process's CPU time on a
 shared core), `--remeasure` (share of configs timed twice), `--configs`, `--seed`, `--max-probe`,
 `--min-effect`. A killed run continues where it stopped when started again with the same
@@ -25,6 +27,7 @@ input or ROOT cannot be used.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -36,7 +39,11 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measure-core", type=int, default=-1,
                         help="core to measure on (default: the last one this process may use)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per config")
+    parser.add_argument("--repeats", type=int, default=50,
+                        help="rounds: timed repeats per config (default 50)")
+    parser.add_argument("--batch", type=int, default=200,
+                        help="configs compiled, then timed in the same rounds (default 200; "
+                             "each compiled config holds ~10–15 MB)")
     parser.add_argument("--min-repeat-ms", type=float, default=20.0, help="shortest repeat")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time (a core of its own; default) or the process's CPU time "
@@ -95,6 +102,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from extract.xla.collection.plan import PlanSettings
     try:
         settings = MeasureSettings(args.measure_core, args.repeats, args.min_repeat_ms,
+                                   args.batch, tuple(sorted(os.sched_getaffinity(0))),
                                    args.remeasure, clock=args.clock)
         plan = PlanSettings(configs=args.configs, seed=args.seed, max_probe=args.max_probe,
                             min_effect=args.min_effect)

@@ -9,13 +9,16 @@ Folder `ROOT` (one collector at a time holds it, extract.fileio.output_lock):
     ROOT/runs.jsonl                         each run's command, settings and machine
 
 so `python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT`
-trains on it through the TpuGraphs source. A config's runtime in the npz is the fastest
-of its first measurement's repeats (extract/xla/collection/measure.py); a config XLA refuses is a row with an `error` in
-the jsonl and is left out of the npz. Resuming: the plan is reused (its program must be
-unchanged, and so must the plan's options) and only configs without a row are
-measured; the npz files are rewritten after each program. A `started` marker precedes
-each timing, so a config that crashed or hung the collector twice is recorded as
-failed instead of being tried forever.
+trains on it through the TpuGraphs source. A program's configs are compiled and then
+timed in the same rounds, a batch at a time (one pass, up to `MeasureSettings.batch`
+configs, as many as the process's memory maps hold: runner.room_for_more); a
+config's runtime in the npz is that of its first measurement (extract/xla/collection/measure.py);
+a config XLA refuses is a row with an `error` in the jsonl and is left out of the npz.
+Resuming: the plan is reused (its program must be unchanged, and so must the plan's
+options) and only configs without a row are measured — a killed batch is measured
+again whole; the npz files are rewritten after each program. A `started` marker precedes
+each config's compile, so a config that crashed or hung the collector twice (with its
+batch) is recorded as failed instead of being tried forever.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -107,6 +110,52 @@ def _given_up(rows: List[Dict], key: str, round_: int) -> bool:
                and r["pass"] == round_) >= MAX_STARTS
 
 
+def passes(todo: List[tuple]) -> List[List[tuple]]:
+    """The (config, pass) to measure grouped by pass: batches never mix passes, so that a
+    config's second measurement is never timed in the rounds of its first."""
+    return [[t for t in todo if t[1] == round_] for round_ in sorted({r for _, r in todo})]
+
+
+def _measure_batch(runner: ProgramRunner, batch: List[tuple], rows: List[Dict], log: JsonlLog,
+                   settings: MeasureSettings, seed: str, show: Callable[[str], None]) -> Tuple[List[tuple], int]:
+    """Compile what of a batch the process can hold (a `started` marker before each), time
+    it in the same rounds and journal a row per config: which were measured, how many failed."""
+    given_up = [item for item in batch if _given_up(rows, *item)]
+    todo = [item for item in batch if item not in given_up]
+
+    def started(i: int) -> None:
+        show(f"compiling {i + 1}/{len(todo)}")
+        log.append({"config": todo[i][0], "pass": todo[i][1], "started": time.time()})
+
+    prepared = runner.prepare([parse_config_key(k) for k, _ in todo], settings.compile_cores, started)
+    todo = todo[:len(prepared)]
+    show(f"timing {len(todo)} configs in {settings.repeats} rounds")
+    timed = runner.time(prepared, settings, seed)
+    timed += [{"error": f"no result in {MAX_STARTS} tries (it crashed or hung the collector)"}] * len(given_up)
+    for (key, round_), result in zip(todo + given_up, timed):
+        log.append({"config": key, "pass": round_, "time": time.time(), **result})
+    return todo + given_up, sum("error" in r for r in timed)
+
+
+def _measure_pass(name: str, pending: List[tuple], rows: List[Dict], runner: ProgramRunner, logs: tuple,
+                  settings: MeasureSettings, progress: Progress, reference: Reference) -> None:
+    """One pass of a program, a batch at a time (as many configs as `settings.batch` and
+    the process's memory maps allow)."""
+    log, ref_log = logs
+    while pending:
+        if reference.due():
+            ref_log.append(reference.measure())
+        done, errors = _measure_batch(runner, pending[:settings.batch], rows, log, settings,
+                                      seed=f"{name}:{len(pending)}", show=lambda text: progress.show(f"{name} {text}"))
+        if len(done) < min(len(pending), settings.batch):
+            progress.warning(f"{name}: {len(done)} compiled configs fill this process's memory maps "
+                             f"(vm.max_map_count); configs timed in different batches are compared "
+                             f"less exactly — raise the limit to time a whole pass together")
+        pending = [item for item in pending if item not in done]
+        progress.add(len(done), errors)
+        progress.show(name)
+
+
 def estimate(plan: PlanSettings, settings: MeasureSettings) -> int:
     """Timings a program's configs take (before its plan exists, for the ETA)."""
     return round(len(SEARCHES) * plan.configs * (1 + settings.remeasure_fraction))
@@ -127,17 +176,8 @@ def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureS
     todo = _todo(saved, rows, settings)
     progress.counts.planned += len(todo) - estimate(plan, settings)
     with JsonlLog(str(journal)) as log, JsonlLog(str(root / "reference.jsonl")) as ref_log:
-        for key, round_ in todo:
-            if reference.due():
-                ref_log.append(reference.measure())
-            if _given_up(rows, key, round_):
-                result = {"error": f"no result in {MAX_STARTS} tries (it crashed or hung the collector)"}
-            else:
-                log.append({"config": key, "pass": round_, "started": time.time()})
-                result = runner.measure(parse_config_key(key), settings)
-            log.append({"config": key, "pass": round_, "time": time.time(), **result})
-            progress.add(1, int("error" in result))
-            progress.show(name)
+        for pending in passes(todo):
+            _measure_pass(name, pending, rows, runner, (log, ref_log), settings, progress, reference)
     rows = results(read_jsonl(str(journal)))
     write_program_npz(root, saved, rows, runner)
     summary = summarize(saved, rows)

@@ -1,11 +1,11 @@
 """A program's plan: its graph, candidates, the probe that picks the configurable nodes,
 and the configs of both searches — made once, saved, and reused by a resumed run.
 
-The selection rule (`select_nodes`), measured by `probe`: XLA's own assignment is
-timed `PROBE_ROUNDS` times (each a fresh compile) — their relative spread is the noise;
-then each candidate, largest first (at most `max_probe`), is timed with only its layout
-changed, to the reverse of XLA's (for a matrix, the transpose: the most different
-order). A candidate is configurable when that moves the runtime by more than
+The selection rule (`select_nodes`), measured by `probe`: XLA's own assignment
+compiled `PROBE_ROUNDS` times — their relative spread is the noise — and each candidate,
+largest first (at most `max_probe`), with only its layout changed, to the reverse of
+XLA's (for a matrix, the transpose: the most different order), all timed in the same
+rounds (measure.py). A candidate is configurable when that moves the runtime by more than
 max(`min_effect`, `noise_factor` × noise); at most `max_nodes`, largest effect first.
 If fewer than `min_nodes` pass, the largest effects make up the number and the plan
 says so (`below_noise`), so a program whose layouts barely matter is visible as such.
@@ -72,18 +72,20 @@ def probe(runner: ProgramRunner, settings: MeasureSettings, max_probe: int,
           say: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
     """Runtime of XLA's assignment (PROBE_ROUNDS times) and each probed candidate's
     relative effect (module docstring)."""
-    base = [runner.measure({}, settings) for _ in range(PROBE_ROUNDS)]
+    order = sorted(runner.candidates.values(), key=lambda c: -c.nbytes_key)[:max_probe]
+    say(f"probe: compiling XLA's layout {PROBE_ROUNDS} times and {len(order)} candidates reversed")
+    configs = [{}] * PROBE_ROUNDS + [{c.id: tuple(reversed(c.default))} for c in order]
+    measured = runner.measure(configs, settings, seed="probe")
+    base, tried = measured[:PROBE_ROUNDS], measured[PROBE_ROUNDS:]
     failed = next((b["error"] for b in base if "error" in b), None)
     if failed:
         raise RuntimeError(f"XLA's own layout assignment does not compile ({failed})")
     times = [b["runtime_s"] for b in base]
     reference = statistics.median(times)
-    order = sorted(runner.candidates.values(), key=lambda c: -c.nbytes_key)[:max_probe]
     effects: Dict[str, Optional[float]] = {}
-    for i, cand in enumerate(order):
-        result = runner.measure({cand.id: tuple(reversed(cand.default))}, settings)
+    for cand, result in zip(order, tried):
         effects[cand.id] = None if "error" in result else result["runtime_s"] / reference - 1.0
-        say(f"probe {i + 1}/{len(order)} {cand.id} ({cand.kind} {list(cand.shape)}): "
+        say(f"probe {cand.id} ({cand.kind} {list(cand.shape)}): "
             + ("error" if effects[cand.id] is None else f"{100 * effects[cand.id]:+.1f}%"))
     return {"default_s": times, "noise": (max(times) - min(times)) / reference, "effects": effects}
 

@@ -1,14 +1,17 @@
-"""Compile and time one JAX program under one layout configuration."""
+"""Compile a JAX program under layout configurations and time them together."""
 from __future__ import annotations
 
+import os
 import time
-from typing import Any, Dict, List, Sequence, Tuple
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from extract.xla.collection.hlo_names import NodeName, node_names
 from extract.xla.collection.layouts import Candidate, Config, Constrained, locate
-from extract.xla.collection.measure import MeasureSettings, time_call
+from extract.xla.collection.measure import MeasureSettings, time_interleaved
 
 
 def one_line(error: BaseException) -> str:
@@ -17,9 +20,35 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
 
 
+MAP_SHARE = 0.75  # of the kernel's memory-map limit that a batch's compiled configs may fill
+
+
+def room_for_more() -> bool:
+    """Whether this process may hold another compiled config: XLA's CPU code takes a few
+    hundred memory maps per executable, and past `vm.max_map_count` (65,530 by default:
+    ~170 compiled ResNet training steps) LLVM fails with "Cannot allocate memory" and the
+    process dies."""
+    try:
+        limit = int(Path("/proc/sys/vm/max_map_count").read_text())
+        with open("/proc/self/maps", "rb") as maps:
+            used = sum(1 for _ in maps)
+    except (OSError, ValueError):
+        return True
+    return used < MAP_SHARE * limit
+
+
+@dataclass
+class Prepared:
+    """A config compiled with its arguments placed (`call` runs it to completion), or the
+    error XLA gave (`info["error"]`); `info["compile_s"]` either way."""
+
+    call: Optional[Callable[[], Any]]
+    info: Dict[str, Any] = field(default_factory=dict)
+
+
 class ProgramRunner:
     """A program's configurable results (`candidates`), its graph's HLO, and measuring
-    one config (compile with the layouts pinned, then `time_call`)."""
+    configs (compile each with its layouts pinned, then time them in the same rounds)."""
 
     def __init__(self, fn: Any, args: Sequence[np.ndarray]) -> None:
         import jax
@@ -53,16 +82,63 @@ class ProgramRunner:
         return jax.jit(self.constrained.function(config), in_shardings=self._formats(config),
                        keep_unused=True).lower(*self.args)
 
-    def measure(self, config: Config, settings: MeasureSettings) -> Dict[str, Any]:
-        """{runtime_s, repeats_s, number, compile_s} or {error} (a config XLA refuses)."""
-        import jax
+    def prepare(self, configs: Sequence[Config], cores: Sequence[int] = (),
+                started: Callable[[int], None] = lambda i: None) -> List[Prepared]:
+        """Compile configs and place the arguments in their layouts, as many as the process's
+        memory maps hold (`room_for_more`; at least one): a prefix of `configs`. One compile
+        at a time per core of `cores` (XLA compiles without holding Python's lock; tracing,
+        which this runner's interpreter does with state of its own, stays in this thread);
+        no cores: in this thread. `started(i)` before config i is traced."""
+        from concurrent.futures import ThreadPoolExecutor
 
+        workers = max(1, len(cores))
+        init = (os.sched_setaffinity, (0, set(cores))) if cores else (None, ())
+        with ThreadPoolExecutor(workers, initializer=init[0], initargs=init[1]) as pool:
+            futures: List[Any] = []
+            for i, config in enumerate(configs):
+                if i >= workers:
+                    futures[i - workers].result()  # at most `workers` compiles at a time
+                if i > 0 and not room_for_more():
+                    break
+                futures.append(pool.submit(self._compile, self._lower(config, started, i)))
+            return [f.result() for f in futures]
+
+    def _lower(self, config: Config, started: Callable[[int], None], index: int) -> Tuple:
+        started(index)
         start = time.perf_counter()
         try:
-            compiled = self.lower(config).compile()
+            return config, self.lower(config), start
+        except Exception as e:  # noqa: BLE001 - JAX raises many kinds; the config is recorded as failed
+            return config, e, start
+
+    def _compile(self, lowered: Tuple) -> Prepared:
+        import jax
+
+        config, low, start = lowered
+        try:
+            if isinstance(low, Exception):
+                raise low
+            compiled = low.compile()
             args = [jax.device_put(a, f) for a, f in zip(self.args, self._formats(config))]
         except Exception as e:  # noqa: BLE001 - XLA raises many kinds; the config is recorded as failed
-            return {"error": one_line(e), "compile_s": time.perf_counter() - start}
-        compile_s = time.perf_counter() - start
-        timing = time_call(lambda: jax.block_until_ready(compiled(*args)), settings)
-        return {**timing, "compile_s": compile_s}
+            return Prepared(None, {"error": one_line(e), "compile_s": time.perf_counter() - start})
+        return Prepared(lambda: jax.block_until_ready(compiled(*args)),
+                        {"compile_s": time.perf_counter() - start})
+
+    @staticmethod
+    def time(prepared: Sequence[Prepared], settings: MeasureSettings, seed: Any = 0) -> List[Dict[str, Any]]:
+        """Per prepared config, its timing (measure.time_interleaved: all of them in the same
+        rounds) and compile time, or its error."""
+        ok = [p for p in prepared if p.call is not None]
+        timings = iter(time_interleaved([p.call for p in ok], settings, seed) if ok else [])
+        return [{**next(timings), **p.info} if p.call is not None else dict(p.info) for p in prepared]
+
+    def measure(self, configs: Sequence[Config], settings: MeasureSettings, seed: Any = 0) -> List[Dict[str, Any]]:
+        """{runtime_s, repeats_s, number, compile_s, …} or {error, compile_s} per config,
+        compiled first (on `settings.compile_cores`) and then timed in the same rounds — all
+        of them, or as many at a time as the process holds (`prepare`)."""
+        out: List[Dict[str, Any]] = []
+        while len(out) < len(configs):
+            prepared = self.prepare(configs[len(out):], settings.compile_cores)
+            out += self.time(prepared, settings, f"{seed}:{len(out)}")
+        return out
