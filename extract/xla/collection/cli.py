@@ -15,8 +15,7 @@ files under ROOT (collect.py here); then
     python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT
 
 Options: `--measure-core N` (default −1: the last core of the process's affinity, so
-`taskset -c 1 python -m …` measures on core 1; configs are compiled on every core of the
-affinity, `taskset -c 0,1 … --measure-core 1` compiles on both and times on core 1), `--repeats` (rounds), `--batch` (configs
+`taskset -c 1 python -m …` measures on core 1), `--repeats` (rounds), `--batch` (configs
 timed in the same rounds), `--min-repeat-ms`,
 `--clock wall|cpu` (wall time on a core of its own, or the process's CPU time on a
 shared core), `--remeasure` (share of configs timed twice), `--configs`, `--seed`, `--max-probe`,
@@ -27,7 +26,6 @@ input or ROOT cannot be used.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -102,8 +100,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from extract.xla.collection.plan import PlanSettings
     try:
         settings = MeasureSettings(args.measure_core, args.repeats, args.min_repeat_ms,
-                                   args.batch, tuple(sorted(os.sched_getaffinity(0))),
-                                   args.remeasure, clock=args.clock)
+                                   args.batch, args.remeasure, clock=args.clock)
         plan = PlanSettings(configs=args.configs, seed=args.seed, max_probe=args.max_probe,
                             min_effect=args.min_effect)
         pinned = pin_process(settings)  # before JAX starts its backend

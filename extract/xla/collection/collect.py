@@ -127,7 +127,7 @@ def _measure_batch(runner: ProgramRunner, batch: List[tuple], rows: List[Dict], 
         show(f"compiling {i + 1}/{len(todo)}")
         log.append({"config": todo[i][0], "pass": todo[i][1], "started": time.time()})
 
-    prepared = runner.prepare([parse_config_key(k) for k, _ in todo], settings.compile_cores, started)
+    prepared = runner.prepare([parse_config_key(k) for k, _ in todo], started)
     todo = todo[:len(prepared)]
     show(f"timing {len(todo)} configs in {settings.repeats} rounds")
     timed = runner.time(prepared, settings, seed)

@@ -5,8 +5,9 @@
   and sets XLA's CPU backend to one thread (`SINGLE_THREAD_FLAGS` in `XLA_FLAGS`) — before
   JAX starts its backend, so it must run before the first JAX computation. `settings.core`
   −1 is the last core of the process's affinity (so under `taskset -c 0` it is core 0).
-  Compiling and timing never overlap: a batch is compiled (on `compile_cores` at once,
-  if given: the collector passes the cores it was started on), then timed.
+  Compiling and timing never overlap: a batch is compiled, then timed. (Compiling on
+  another core meanwhile would not help: with these flags XLA's CPU client compiles on one
+  thread of its own — two Python threads compiling at once were no faster.)
 * **Interleaved rounds, every repeat kept.** `time_interleaved` takes a batch of compiled
   configs (a program's whole pass, up to `batch`): each is run once to warm up and its
   `number` (runs per repeat) calibrated so a repeat lasts ≥ `min_repeat_ms`; then
@@ -56,7 +57,6 @@ class MeasureSettings:
     repeats: int = 50               # rounds: timings per config
     min_repeat_ms: float = 20.0
     batch: int = 200                # configs compiled and timed in the same rounds
-    compile_cores: Tuple[int, ...] = ()  # compile on these cores at once (none: the measuring core)
     remeasure_fraction: float = 0.1
     reference_every_s: float = 300.0
     clock: str = "wall"             # "wall", or "cpu": the process's CPU time (a shared core)
@@ -95,7 +95,7 @@ def pin_process(settings: MeasureSettings) -> Dict[str, Any]:
     flags = os.environ.get("XLA_FLAGS", "").split()
     flags += [f for f in SINGLE_THREAD_FLAGS if f not in flags]
     os.environ["XLA_FLAGS"] = " ".join(flags)
-    return {"core": core, "compile_cores": list(settings.compile_cores), "xla_flags": os.environ["XLA_FLAGS"]}
+    return {"core": core, "xla_flags": os.environ["XLA_FLAGS"]}
 
 
 def time_call(call: Callable[[], Any], settings: MeasureSettings) -> Dict[str, Any]:

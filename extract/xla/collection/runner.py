@@ -1,7 +1,6 @@
 """Compile a JAX program under layout configurations and time them together."""
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,43 +81,25 @@ class ProgramRunner:
         return jax.jit(self.constrained.function(config), in_shardings=self._formats(config),
                        keep_unused=True).lower(*self.args)
 
-    def prepare(self, configs: Sequence[Config], cores: Sequence[int] = (),
+    def prepare(self, configs: Sequence[Config],
                 started: Callable[[int], None] = lambda i: None) -> List[Prepared]:
         """Compile configs and place the arguments in their layouts, as many as the process's
-        memory maps hold (`room_for_more`; at least one): a prefix of `configs`. One compile
-        at a time per core of `cores` (XLA compiles without holding Python's lock; tracing,
-        which this runner's interpreter does with state of its own, stays in this thread);
-        no cores: in this thread. `started(i)` before config i is traced."""
-        from concurrent.futures import ThreadPoolExecutor
+        memory maps hold (`room_for_more`; at least one): a prefix of `configs`.
+        `started(i)` before config i is compiled."""
+        prepared: List[Prepared] = []
+        for i, config in enumerate(configs):
+            if i > 0 and not room_for_more():
+                break
+            started(i)
+            prepared.append(self._compile(config))
+        return prepared
 
-        workers = max(1, len(cores))
-        init = (os.sched_setaffinity, (0, set(cores))) if cores else (None, ())
-        with ThreadPoolExecutor(workers, initializer=init[0], initargs=init[1]) as pool:
-            futures: List[Any] = []
-            for i, config in enumerate(configs):
-                if i >= workers:
-                    futures[i - workers].result()  # at most `workers` compiles at a time
-                if i > 0 and not room_for_more():
-                    break
-                futures.append(pool.submit(self._compile, self._lower(config, started, i)))
-            return [f.result() for f in futures]
-
-    def _lower(self, config: Config, started: Callable[[int], None], index: int) -> Tuple:
-        started(index)
-        start = time.perf_counter()
-        try:
-            return config, self.lower(config), start
-        except Exception as e:  # noqa: BLE001 - JAX raises many kinds; the config is recorded as failed
-            return config, e, start
-
-    def _compile(self, lowered: Tuple) -> Prepared:
+    def _compile(self, config: Config) -> Prepared:
         import jax
 
-        config, low, start = lowered
+        start = time.perf_counter()
         try:
-            if isinstance(low, Exception):
-                raise low
-            compiled = low.compile()
+            compiled = self.lower(config).compile()
             args = [jax.device_put(a, f) for a, f in zip(self.args, self._formats(config))]
         except Exception as e:  # noqa: BLE001 - XLA raises many kinds; the config is recorded as failed
             return Prepared(None, {"error": one_line(e), "compile_s": time.perf_counter() - start})
@@ -135,10 +116,10 @@ class ProgramRunner:
 
     def measure(self, configs: Sequence[Config], settings: MeasureSettings, seed: Any = 0) -> List[Dict[str, Any]]:
         """{runtime_s, repeats_s, number, compile_s, …} or {error, compile_s} per config,
-        compiled first (on `settings.compile_cores`) and then timed in the same rounds — all
-        of them, or as many at a time as the process holds (`prepare`)."""
+        compiled first and then timed in the same rounds — all of them, or as many at a time
+        as the process holds (`prepare`)."""
         out: List[Dict[str, Any]] = []
         while len(out) < len(configs):
-            prepared = self.prepare(configs[len(out):], settings.compile_cores)
+            prepared = self.prepare(configs[len(out):])
             out += self.time(prepared, settings, f"{seed}:{len(out)}")
         return out
