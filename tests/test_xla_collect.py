@@ -127,6 +127,9 @@ def test_a_config_that_kills_the_collector_twice_is_recorded_as_failed():
     assert not _given_up(rows, "p0=1,0", 1)
     rows.append({"config": "p0=1,0", "pass": 1, "started": 2.0})
     assert _given_up(rows, "p0=1,0", 1) and not _given_up(rows, "p0=1,0", 2)
+    killed_while_timing = [{"config": "p0=1,0", "pass": 1, event: t} for t in (1.0, 2.0)
+                           for event in ("started", "compiled")]
+    assert not _given_up(killed_while_timing, "p0=1,0", 1)
     assert results(rows) == [{"config": "", "pass": 1, "runtime_s": 1e-3}]
 
 
@@ -258,9 +261,10 @@ class PrefixRunner:
     def __init__(self, room):
         self.room, self.batches = room, []
 
-    def prepare(self, configs, started):
+    def prepare(self, configs, journal):
         for i in range(min(self.room, len(configs))):
-            started(i)
+            journal(i, "started")
+            journal(i, "compiled")
         return [None] * min(self.room, len(configs))
 
     def time(self, prepared, settings, seed):
@@ -305,8 +309,8 @@ def test_configs_compile_in_order_with_their_errors_as_many_as_the_process_holds
     runner = ProgramRunner(mlp, args)
     configs = [{}, {"p0": (0, 0)}, {"p0": (0, 1)}, {"p0": (1, 0)}]  # the second is no permutation
     seen = []
-    prepared = runner.prepare(configs, started=seen.append)
-    assert seen == [0, 1, 2, 3]
+    prepared = runner.prepare(configs, journal=lambda i, event: seen.append((i, event)))
+    assert seen == [(i, event) for i in range(4) for event in ("started", "compiled")]
     assert [p.call is None for p in prepared] == [False, True, False, False]
     assert "error" in prepared[1].info and all(p.info["compile_s"] >= 0 for p in prepared)
     expected = mlp(*args)

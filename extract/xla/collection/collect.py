@@ -16,9 +16,10 @@ config's runtime in the npz is that of its first measurement (extract/xla/collec
 a config XLA refuses is a row with an `error` in the jsonl and is left out of the npz.
 Resuming: the plan is reused (its program must be unchanged, and so must the plan's
 options) and only configs without a row are measured — a killed batch is measured
-again whole; the npz files are rewritten after each program. A `started` marker precedes
-each config's compile, so a config that crashed or hung the collector twice (with its
-batch) is recorded as failed instead of being tried forever.
+again whole; the npz files are rewritten after each program. Markers before (`started`)
+and after (`compiled`) each config's compile and first run journal which config was in
+hand when the process died, so a config that crashed or hung the collector twice is
+recorded as failed instead of being tried forever.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from extract.xla.collection.runner import ProgramRunner
 
 SPLITS = ("train", "valid", "test")
 MAX_STARTS = 2
+MARKERS = {"started", "compiled"}  # journal rows around each config's compile and first run
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def _plan(job: Job, runner: ProgramRunner, path: Path, plan: PlanSettings,
 
 def results(rows: List[Dict]) -> List[Dict]:
     """The journal's timing rows (without the markers written before each timing)."""
-    return [r for r in rows if "started" not in r]
+    return [r for r in rows if not MARKERS & r.keys()]
 
 
 def _todo(saved: Dict[str, Any], rows: List[Dict], settings: MeasureSettings) -> List[tuple]:
@@ -104,10 +106,12 @@ def _todo(saved: Dict[str, Any], rows: List[Dict], settings: MeasureSettings) ->
 
 
 def _given_up(rows: List[Dict], key: str, round_: int) -> bool:
-    """Whether a config was started MAX_STARTS times without a result (it crashes the
-    process, or hangs until killed): then it is recorded as failed, not tried again."""
-    return sum(1 for r in rows if "started" in r and r["config"] == key
-               and r["pass"] == round_) >= MAX_STARTS
+    """Whether a config was started MAX_STARTS times and neither compiled nor timed (it
+    crashes the process, or hangs until killed): then it is recorded as failed, not tried
+    again. A run killed while it times a batch blames none of its configs."""
+    mine = [r for r in rows if r["config"] == key and r["pass"] == round_]
+    return (sum("started" in r for r in mine) - sum("compiled" in r for r in mine) >= MAX_STARTS
+            and not any("runtime_s" in r or "error" in r for r in mine))
 
 
 def passes(todo: List[tuple]) -> List[List[tuple]]:
@@ -118,16 +122,16 @@ def passes(todo: List[tuple]) -> List[List[tuple]]:
 
 def _measure_batch(runner: ProgramRunner, batch: List[tuple], rows: List[Dict], log: JsonlLog,
                    settings: MeasureSettings, seed: str, show: Callable[[str], None]) -> Tuple[List[tuple], int]:
-    """Compile what of a batch the process can hold (a `started` marker before each), time
-    it in the same rounds and journal a row per config: which were measured, how many failed."""
+    """Compile what of a batch the process can hold (journal markers around each), time it
+    in the same rounds and journal a row per config: which were measured, how many failed."""
     given_up = [item for item in batch if _given_up(rows, *item)]
     todo = [item for item in batch if item not in given_up]
 
-    def started(i: int) -> None:
+    def journal(i: int, event: str) -> None:
         show(f"compiling {i + 1}/{len(todo)}")
-        log.append({"config": todo[i][0], "pass": todo[i][1], "started": time.time()})
+        log.append({"config": todo[i][0], "pass": todo[i][1], event: time.time()})
 
-    prepared = runner.prepare([parse_config_key(k) for k, _ in todo], started)
+    prepared = runner.prepare([parse_config_key(k) for k, _ in todo], journal)
     todo = todo[:len(prepared)]
     show(f"timing {len(todo)} configs in {settings.repeats} rounds")
     timed = runner.time(prepared, settings, seed)

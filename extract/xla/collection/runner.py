@@ -82,16 +82,18 @@ class ProgramRunner:
                        keep_unused=True).lower(*self.args)
 
     def prepare(self, configs: Sequence[Config],
-                started: Callable[[int], None] = lambda i: None) -> List[Prepared]:
-        """Compile configs and place the arguments in their layouts, as many as the process's
-        memory maps hold (`room_for_more`; at least one): a prefix of `configs`.
-        `started(i)` before config i is compiled."""
+                journal: Callable[[int, str], None] = lambda i, event: None) -> List[Prepared]:
+        """Compile configs, place the arguments in their layouts and run each once, as many
+        as the process's memory maps hold (`room_for_more`; at least one): a prefix of
+        `configs`. `journal(i, "started")` before config i, `journal(i, "compiled")` after
+        (so a config that kills the process is the one started and not compiled)."""
         prepared: List[Prepared] = []
         for i, config in enumerate(configs):
             if i > 0 and not room_for_more():
                 break
-            started(i)
+            journal(i, "started")
             prepared.append(self._compile(config))
+            journal(i, "compiled")
         return prepared
 
     def _compile(self, config: Config) -> Prepared:
@@ -101,6 +103,7 @@ class ProgramRunner:
         try:
             compiled = self.lower(config).compile()
             args = [jax.device_put(a, f) for a, f in zip(self.args, self._formats(config))]
+            jax.block_until_ready(compiled(*args))  # a config that crashes XLA does so here
         except Exception as e:  # noqa: BLE001 - XLA raises many kinds; the config is recorded as failed
             return Prepared(None, {"error": one_line(e), "compile_s": time.perf_counter() - start})
         return Prepared(lambda: jax.block_until_ready(compiled(*args)),
