@@ -353,3 +353,14 @@ def test_a_program_keeps_its_fingerprint_whatever_was_lowered_before():
     moved = dict(old, candidates=[dict(c, node=c["node"] + 1) for c in old["candidates"]])
     assert not same_program(moved, again)
     assert not same_program(dict(saved, fingerprint="text:0000000000000000"), again)
+
+
+def test_noise_is_told_apart_from_a_shift_the_whole_second_pass_shares():
+    from extract.xla.collection.collect import summarize
+    saved = {"program": "p", "nodes": ["n0"], "below_noise": False}
+    first = {"": 1.0, "n0=1,0": 1.2, "n0=0,1": 1.1, "n0=2,1,0": 1.3}
+    rows = [{"config": k, "pass": 1, "runtime_s": t} for k, t in first.items()]
+    rows += [{"config": k, "pass": 2, "runtime_s": t * 1.05} for k, t in first.items()]
+    s = summarize(saved, rows)
+    assert s["noise_rel"] == pytest.approx(0.05) and s["pass_shift"] == pytest.approx(0.05)
+    assert s["noise_rel_beside_shift"] == pytest.approx(0.0, abs=1e-12) and s["noise_tau"] == 1.0

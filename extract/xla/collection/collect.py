@@ -210,7 +210,8 @@ def write_program_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runne
 
 def summarize(saved: Dict[str, Any], rows: List[Dict]) -> Dict[str, Any]:
     """Configs measured and failed, spread of the runtimes relative to XLA's assignment,
-    and the noise: Kendall τ and median relative difference of the twice-measured."""
+    and the noise: Kendall τ and median relative difference of the twice-measured — also
+    beside the shift the second pass shares as a whole (its batch timed at another moment)."""
     from scipy.stats import kendalltau
 
     first = {r["config"]: r for r in rows if r["pass"] == 1}
@@ -228,6 +229,9 @@ def summarize(saved: Dict[str, Any], rows: List[Dict]) -> Dict[str, Any]:
         a, b = np.asarray(pairs).T
         out["remeasured"] = len(pairs)
         out["noise_rel"] = float(np.median(np.abs(a - b) / a))
+        shift = float(np.median(b / a))  # the second pass's batch ran faster or slower as a whole
+        out["pass_shift"] = shift - 1.0
+        out["noise_rel_beside_shift"] = float(np.median(np.abs(b / a / shift - 1.0)))
         if len(pairs) >= 3:
             tau = kendalltau(a, b).statistic
             out["noise_tau"] = None if np.isnan(tau) else float(tau)
@@ -243,6 +247,8 @@ def summary_line(name: str, s: Dict[str, Any]) -> str:
         parts.append(f"XLA's layout {s['default_ms']:.3f} ms, configs {s['best']:.2f}–{s['worst']:.2f}×")
     if "noise_rel" in s:
         parts.append(f"noise {100 * s['noise_rel']:.1f}% over {s['remeasured']} remeasured"
+                     + (f" ({100 * s['noise_rel_beside_shift']:.1f}% beside the passes' shift of "
+                        f"{100 * s['pass_shift']:+.1f}%)" if "pass_shift" in s else "")
                      + (f", τ {s['noise_tau']:.2f}" if s.get("noise_tau") is not None else ""))
     return f"{name}: " + ", ".join(parts)
 
