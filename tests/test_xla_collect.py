@@ -364,3 +364,10 @@ def test_noise_is_told_apart_from_a_shift_the_whole_second_pass_shares():
     s = summarize(saved, rows)
     assert s["noise_rel"] == pytest.approx(0.05) and s["pass_shift"] == pytest.approx(0.05)
     assert s["noise_rel_beside_shift"] == pytest.approx(0.0, abs=1e-12) and s["noise_tau"] == 1.0
+
+
+def test_timings_too_short_to_see_stay_finite():
+    from extract.xla.collection.measure import relative_to_neighbours
+    ratios = relative_to_neighbours([(0, 0.0), (1, 0.0), (0, 1e-6), (1, 0.0)], 2)
+    assert all(np.isfinite(r) for rs in ratios for r in rs)
+    assert relative_to_neighbours([(0, 2e-3)], 1) == [[1.0]]  # a lone timing is its own scale

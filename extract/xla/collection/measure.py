@@ -141,7 +141,8 @@ def relative_to_neighbours(sequence: Sequence[Tuple[int, float]], calls: int) ->
     ratios: List[List[float]] = [[] for _ in range(calls)]
     for p, (i, t) in enumerate(sequence):
         around = times[max(0, p - NEIGHBOURS):p] + times[p + 1:p + 1 + NEIGHBOURS]
-        ratios[i].append(t / statistics.median(around) if around else 1.0)
+        typical = statistics.median(around) if around else 0.0
+        ratios[i].append(t / typical if typical > 0 else 1.0)  # a lone timing, or too fast to see
     return ratios
 
 
