@@ -267,7 +267,7 @@ class PrefixRunner:
             journal(i, "compiled")
         return [None] * min(self.room, len(configs))
 
-    def time(self, prepared, settings, seed):
+    def time_all(self, prepared, settings, seed):
         self.batches.append(len(prepared))
         return [{"runtime_s": 1e-3}] * len(prepared)
 

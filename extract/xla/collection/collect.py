@@ -91,7 +91,7 @@ def _plan(job: Job, runner: ProgramRunner, path: Path, plan: PlanSettings,
 
 
 def results(rows: List[Dict]) -> List[Dict]:
-    """The journal's timing rows (without the markers written before each timing)."""
+    """The journal's timing rows (without the markers around each compile)."""
     return [r for r in rows if not MARKERS & r.keys()]
 
 
@@ -134,7 +134,7 @@ def _measure_batch(runner: ProgramRunner, batch: List[tuple], rows: List[Dict], 
     prepared = runner.prepare([parse_config_key(k) for k, _ in todo], journal)
     todo = todo[:len(prepared)]
     show(f"timing {len(todo)} configs in {settings.repeats} rounds")
-    timed = runner.time(prepared, settings, seed)
+    timed = runner.time_all(prepared, settings, seed)
     timed += [{"error": f"no result in {MAX_STARTS} tries (it crashed or hung the collector)"}] * len(given_up)
     for (key, round_), result in zip(todo + given_up, timed):
         log.append({"config": key, "pass": round_, "time": time.time(), **result})

@@ -110,7 +110,7 @@ class ProgramRunner:
                         {"compile_s": time.perf_counter() - start})
 
     @staticmethod
-    def time(prepared: Sequence[Prepared], settings: MeasureSettings, seed: Any = 0) -> List[Dict[str, Any]]:
+    def time_all(prepared: Sequence[Prepared], settings: MeasureSettings, seed: Any = 0) -> List[Dict[str, Any]]:
         """Per prepared config, its timing (measure.time_interleaved: all of them in the same
         rounds) and compile time, or its error."""
         ok = [p for p in prepared if p.call is not None]
@@ -124,5 +124,5 @@ class ProgramRunner:
         out: List[Dict[str, Any]] = []
         while len(out) < len(configs):
             prepared = self.prepare(configs[len(out):])
-            out += self.time(prepared, settings, f"{seed}:{len(out)}")
+            out += self.time_all(prepared, settings, f"{seed}:{len(out)}")
         return out
