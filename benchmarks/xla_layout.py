@@ -117,7 +117,7 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
     best measured config, and the noise ceiling (the collector's `summarize` over the search's
     configs)."""
     from extract.metaschedule.jsonl import read_jsonl
-    from extract.xla.collection.collect import results, summarize
+    from extract.xla.collection.collect import measurements_file, results, summarize
 
     plan_path = root / "measurements" / f"{program}.plan.json"
     if not plan_path.is_file():
@@ -127,7 +127,7 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
         raise SystemExit(f"{plan_path}: no model family (the collector writes one; the benchmark holds out "
                          f"whole families)")
     keys = set(saved["configs"][search])
-    rows = [r for r in results(read_jsonl(str(plan_path.with_name(f"{program}.jsonl")))) if r["config"] in keys]
+    rows = [r for r in results(read_jsonl(str(measurements_file(plan_path.parent, program)))) if r["config"] in keys]
     noise = summarize(saved, rows)
     first = {r["config"]: r["runtime_s"] for r in rows if r["pass"] == 1 and "error" not in r}
     best = min(first.values()) if first else None

@@ -21,14 +21,13 @@ by extracting the networks again, `extract.metaschedule.tasks`).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from extract.fileio import atomic_write
+from extract.fileio import atomic_write, write_gzip
 
 from .networks import SIDECAR, TASKS, NetworkDataError, find_file, open_text
 
@@ -42,9 +41,7 @@ def _write(path: Path, text: str) -> None:
     """Write `text` as `path` was (gzip when its name ends in .gz, deterministically)."""
     data = text.encode("utf-8")
     if path.name.endswith(".gz"):
-        with atomic_write(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
-                                                           compresslevel=9, mtime=0) as out:
-            out.write(data)
+        write_gzip(path, data)
     else:
         with atomic_write(path, "wb") as out:
             out.write(data)

@@ -23,7 +23,6 @@ with `--overwrite` (other files there — the pre-trained checkpoint — are lef
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -35,7 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from extract.cli import output_folder
-from extract.fileio import OutputBusyError, atomic_write, output_lock
+from extract.fileio import OutputBusyError, atomic_write, output_lock, write_gzip
 from extract.tir.workload_key import shared_readable_names
 
 from .networks import (FIRST_PASS, HERE, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
@@ -63,13 +62,6 @@ def complete_lines(path: Path) -> Tuple[bytes, int]:
         text = f.read().encode("utf-8")
     end = text.rfind(b"\n") + 1
     return text[:end], int(end < len(text))
-
-
-def write_gzip(dst: Path, data: bytes) -> None:
-    """gzip level 9, no name or time in the header (the same bytes for the same data)."""
-    with atomic_write(dst, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
-                                                       compresslevel=9, mtime=0) as out:
-        out.write(data)
 
 
 def copy_file(src: Path, dst: Path, report: ShipReport, compress: bool) -> None:

@@ -7,6 +7,8 @@
 * `AppendLog(path)`: a log that only grows by whole lines (measurement logs, whose
   lines are the state a rerun resumes from): each line is one `write()` on a file
   opened with O_APPEND, so a killed writer leaves whole lines, never half of one.
+* `write_gzip(path, data)`: `atomic_write` of gzip level 9 with no name or time in its
+  header, so the same data give the same bytes (committed files stay unchanged).
 * `output_lock(folder)`: one writer per output folder. A second process that tries to
   write into a folder another process is writing to gets `OutputBusyError` at once,
   naming the folder, instead of interleaving its files with the first one's.
@@ -17,6 +19,7 @@ they live at the bottom of the data flow.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 import tempfile
 from pathlib import Path
@@ -52,6 +55,13 @@ def atomic_write(path: PathLike, mode: str = "w", encoding: str = "utf-8") -> It
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def write_gzip(path: PathLike, data: bytes) -> None:
+    """`data` gzipped into `path` atomically, deterministically (level 9, no name or time)."""
+    with atomic_write(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
+                                                       compresslevel=9, mtime=0) as out:
+        out.write(data)
 
 
 def _umask() -> int:

@@ -121,6 +121,62 @@ def test_collection_trains_through_the_tpugraphs_source(collection, tmp_path):
     assert "kendall_tau" in json.dumps(metrics["val"])
 
 
+def test_a_shipped_collection_reads_as_its_root_and_is_not_measured_into(collection, tmp_path, capsys):
+    import gzip
+    from benchmarks.xla_layout import program_facts
+    from extract.xla.collection.cli import main
+    root, _ = collection
+    out = tmp_path / "shipped"
+    assert main(["ship", str(root), "--out", str(out)]) == 0
+    assert main(["summary", str(root)]) == 0
+    assert main(["summary", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == lines[-1] and "tinyprog.mlp: " in lines[-1]  # the same summary, read back
+    assert program_facts(out, "tinyprog.mlp", "random") == program_facts(root, "tinyprog.mlp", "random")
+    journal = results(read_jsonl(str(root / "measurements/tinyprog.mlp.jsonl")))
+    shipped = read_jsonl(str(out / "measurements/tinyprog.mlp.jsonl.gz"))
+    assert [r["runtime_s"] for r in shipped] == [r["runtime_s"] for r in journal]  # exact
+    for mine, theirs in zip(shipped, journal):
+        np.testing.assert_allclose(mine["repeats_s"], theirs["repeats_s"], rtol=5e-4)
+    for search in ("random", "default"):
+        name = f"npz/layout/xla/{search}/train/tinyprog.mlp.npz"
+        assert (out / name).read_bytes() == (root / name).read_bytes()
+    readme = (out / "README.md").read_text()
+    assert "1 JAX programs" in readme and f"ship {root} --out {out}" in readme and lines[-1] in readme
+    first = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(["ship", str(root), "--out", str(out)]) == 2
+    assert "not empty (pass --overwrite" in capsys.readouterr().err
+    assert main(["ship", str(root), "--out", str(out), "--overwrite"]) == 0
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == first  # deterministic
+    assert gzip.decompress(first["tinyprog.mlp.jsonl.gz"])  # a plain gzip file
+    assert main(["function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(out), *BRIEF]) == 2
+    assert "a shipped collection (measurements/*.jsonl.gz), not one to measure into" in capsys.readouterr().err
+
+
+def test_an_unfinished_collection_is_not_shipped(collection, tmp_path, capsys):
+    import shutil
+    from extract.xla.collection.cli import main
+    root = tmp_path / "root"
+    shutil.copytree(collection[0], root)
+    journal = root / "measurements/tinyprog.mlp.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    last_timing = max(i for i, line in enumerate(lines) if '"runtime_s"' in line)
+    journal.write_text("".join(lines[:last_timing] + lines[last_timing + 1:]))
+    assert main(["ship", str(root), "--out", str(tmp_path / "out")]) == 2
+    assert f"{root}: still to measure: tinyprog.mlp (1 timing)" in capsys.readouterr().err
+    assert main(["ship", str(root), "--out", str(root / "shipped")]) == 2
+    assert "inside ROOT" in capsys.readouterr().err
+    assert not (tmp_path / "out/measurements").exists()
+
+
+def test_a_collection_of_two_cpu_models_is_not_shipped(tmp_path, capsys):
+    from extract.xla.collection.cli import main
+    runs = [{"machine": {"cpu": cpu}, "measure": {"remeasure_fraction": 0.1}} for cpu in ("Xeon", "EPYC")]
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    assert main(["ship", str(tmp_path), "--out", str(tmp_path.parent / "out2")]) == 2
+    assert "runs.jsonl: 2 CPU models (EPYC, Xeon); a collection is measured on one" in capsys.readouterr().err
+
+
 def test_a_config_that_kills_the_collector_twice_is_recorded_as_failed():
     from extract.xla.collection.collect import _given_up
     rows = [{"config": "p0=1,0", "pass": 1, "started": 1.0}, {"config": "", "pass": 1, "runtime_s": 1e-3}]

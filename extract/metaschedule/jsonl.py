@@ -9,6 +9,7 @@ reader (or the next run, through `repair_truncated`) drops a last line that a ki
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from typing import Dict, Iterator, List
@@ -54,14 +55,15 @@ class JsonlLog:
 
 
 def read_jsonl(path: str) -> List[Dict]:
-    """Every complete line of a log (a cut-off last line is left out); [] if missing."""
+    """Every complete line of a log (a cut-off last line is left out), gunzipped when its
+    name ends in `.gz` (a shipped log); [] if missing."""
     return list(iter_jsonl(path))
 
 
 def iter_jsonl(path: str) -> Iterator[Dict]:
     if not os.path.exists(path):
         return
-    with open(path, encoding="utf-8") as f:
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
         for line in f:
             if not line.endswith("\n"):
                 return

@@ -11,5 +11,6 @@ layout configs, written as a TpuGraphs layout root (docs/xla_collection.md,
     measure.py    the protocol: pinning, single thread, repeats, drift kernel
     plan.py       probe → configurable nodes (the selection rule) → sampled configs
     collect.py    plan, measure, resume, write npz; summaries
+    ship.py       a finished root, compacted into the shipped folder
     cli.py        the command line (`python -m extract.xla_collect`)
 """

@@ -2,10 +2,12 @@
 
     python -m extract.xla_collect list
     python -m extract.xla_collect summary ROOT [--probes]
+    python -m extract.xla_collect ship ROOT --out datasets/xla_layout_<cpu> [--overwrite]
     python -m extract.xla_collect zoo --out ROOT [--programs NAME,…|all] [options]
     python -m extract.xla_collect function MODULE:FUNCTION --shapes f32[8,64] f32[64,32]
                                   --out ROOT [--name NAME] [--split train] [options]
 
+`ship` writes a finished ROOT compactly into the folder the repository ships (ship.py).
 `zoo` measures the programs of programs.py here (an inference and a training
 step of each model), `function` one JAX function on seeded arguments of the given
 shapes. Each program: its configurable nodes are probed, `--configs` configs per search
@@ -61,6 +63,10 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     summary = commands.add_parser("summary", help="one line per measured program of ROOT")
     summary.add_argument("out", type=Path, metavar="ROOT")
     summary.add_argument("--probes", action="store_true", help="and each program's probe")
+    ship = commands.add_parser("ship", help="a finished ROOT, compacted into the shipped folder")
+    ship.add_argument("root", type=Path, metavar="ROOT")
+    ship.add_argument("--out", type=Path, required=True, help="e.g. datasets/xla_layout_<cpu>")
+    ship.add_argument("--overwrite", action="store_true", help="replace what OUT holds")
     zoo = commands.add_parser("zoo", help="measure programs of the zoo")
     zoo.add_argument("--programs", default="all", help="comma-separated names, or all")
     _options(zoo)
@@ -85,6 +91,20 @@ def _jobs(args: argparse.Namespace) -> List:
     return [Job(p, SPLIT_OF_FAMILY.get(p.family, "train")) for p in select(names)]
 
 
+def _ship(args: argparse.Namespace) -> int:
+    from extract.fileio import OutputBusyError, output_lock
+    from extract.xla.collection.ship import ship
+    try:
+        with output_lock(args.out):
+            lines = ship(args.root, args.out, args.overwrite)
+    except (ValueError, OSError, OutputBusyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    print(f"{args.out}: {len(lines)} programs shipped from {args.root}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(argv)
     if args.command == "list":
@@ -95,7 +115,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "summary":
         from extract.xla.collection.collect import print_summary
         return print_summary(args.out, args.probes)
+    if args.command == "ship":
+        return _ship(args)
     from extract.fileio import OutputBusyError, output_lock
+    from extract.xla.collection.collect import check_root
     from extract.xla.collection.measure import MeasureSettings, pin_process
     from extract.xla.collection.plan import PlanSettings
     try:
@@ -103,6 +126,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                    args.batch, args.remeasure, clock=args.clock)
         plan = PlanSettings(configs=args.configs, seed=args.seed, max_probe=args.max_probe,
                             min_effect=args.min_effect)
+        check_root(args.out)
         pinned = pin_process(settings)  # before JAX starts its backend
         jobs = _jobs(args)
     except ValueError as e:

@@ -90,17 +90,33 @@ def _plan(job: Job, runner: ProgramRunner, path: Path, plan: PlanSettings,
     return made
 
 
+def measurements_file(folder: Path, program: str) -> Path:
+    """A program's timings in a measurements folder: the collector's journal, or the shipped
+    gzip of its timing rows (extract/xla/collection/ship.py)."""
+    journal = folder / f"{program}.jsonl"
+    shipped = folder / f"{program}.jsonl.gz"
+    return shipped if shipped.exists() and not journal.exists() else journal
+
+
+def check_root(root: Path) -> None:
+    """A ValueError for a shipped collection: its timings are compacted, not a journal to resume."""
+    if any((root / "measurements").glob("*.jsonl.gz")):
+        raise ValueError(f"{root}: a shipped collection (measurements/*.jsonl.gz), not one to measure "
+                         f"into; copy its plans into a new ROOT to measure them again "
+                         f"(docs/xla_collection.md)")
+
+
 def results(rows: List[Dict]) -> List[Dict]:
     """The journal's timing rows (without the markers around each compile)."""
     return [r for r in rows if not MARKERS & r.keys()]
 
 
-def _todo(saved: Dict[str, Any], rows: List[Dict], settings: MeasureSettings) -> List[tuple]:
+def to_measure(saved: Dict[str, Any], rows: List[Dict], remeasure_fraction: float) -> List[tuple]:
     """(config key, pass) still to measure: every distinct config once, then the
     remeasured share a second time."""
     keys = list(dict.fromkeys(k for search in SEARCHES for k in saved["configs"][search]))
     done = {(r["config"], r["pass"]) for r in results(rows)}
-    again = remeasured(keys, settings.remeasure_fraction, saved["plan_settings"]["seed"])
+    again = remeasured(keys, remeasure_fraction, saved["plan_settings"]["seed"])
     return ([(k, 1) for k in keys if (k, 1) not in done]
             + [(k, 2) for k in again if (k, 2) not in done])
 
@@ -177,7 +193,7 @@ def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureS
                   lambda s: progress.show(f"{name} {s}"))
     journal = folder / f"{name}.jsonl"
     rows = read_jsonl(str(journal))
-    todo = _todo(saved, rows, settings)
+    todo = to_measure(saved, rows, settings.remeasure_fraction)
     progress.counts.planned += len(todo) - estimate(plan, settings)
     with JsonlLog(str(journal)) as log, JsonlLog(str(root / "reference.jsonl")) as ref_log:
         for pending in passes(todo):
@@ -296,7 +312,7 @@ def print_summary(root: Path, probes: bool = False) -> int:
         return 2
     for path in plans:
         saved = json.loads(path.read_text())
-        rows = results(read_jsonl(str(path.with_name(path.name.replace(".plan.json", ".jsonl")))))
+        rows = results(read_jsonl(str(measurements_file(path.parent, saved["program"]))))
         print(summary_line(saved["program"], summarize(saved, rows)))
         if probes:
             print(probe_line(saved))
