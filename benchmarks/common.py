@@ -167,7 +167,7 @@ def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optio
         metrics.setdefault("bench", {})["reused"] = True
         metrics["bench"]["seconds"] = seconds_of(out)
         return metrics
-    earlier = read_kept(kept, out) if kept else None
+    earlier = read_kept(kept, out, argv) if kept else None
     if earlier and earlier["argv"] == command_key(argv) and _same_config(earlier["metrics"].get("config", {}), argv):
         earlier["metrics"].setdefault("bench", {}).update(reused=True, kept=True, seconds=earlier["seconds"])
         return earlier["metrics"]

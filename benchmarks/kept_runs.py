@@ -4,15 +4,19 @@ The run folders (`--runs`) hold checkpoints and logs and live outside the reposi
 benchmark that trains hundreds of runs over several days loses them all with the machine.
 A benchmark that reads only each run's metrics passes `kept=FOLDER` to
 `benchmarks.common.run_many` (`RESULTS/<its result name>_runs/`): every finished run is
-then also written to `FOLDER/<run folder's name>.json.gz` — its command line, its metrics without the
-validation set's per-task rows, its training seconds; gzipped without a timestamp, so a
-run kept again unchanged is unchanged bytes — and a run whose folder is missing is taken
-from there when its command line (the `--out` folder aside) and its resolved config are
-today's (`benchmarks.common.run_training`).
+then also written to `FOLDER/<run folder's name>-<digest of its command line>.json.gz` —
+its command line, its metrics without the validation set's per-task rows, its training
+seconds; gzipped without a timestamp, so a run kept again unchanged is unchanged bytes —
+and a run whose folder is missing is taken from there when its command line (the `--out`
+folder aside) and its resolved config are today's (`benchmarks.common.run_training`). The
+digest keeps runs of one folder name but another command (a 10-epoch and a 60-epoch table)
+side by side; a file kept under the run's name alone, as before, is still read when its
+command is the run's, and renamed when the run is kept again.
 """
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
@@ -23,7 +27,13 @@ from simulator.registry import SimulatorError
 KEPT_SUFFIX = "_runs"    # RESULTS/<a benchmark's result name>_runs/: its kept runs
 
 
-def kept_file(kept: str, out: str) -> str:
+def kept_file(kept: str, out: str, argv: Sequence[str]) -> str:
+    digest = hashlib.sha256(json.dumps(command_key(argv)).encode("utf-8")).hexdigest()[:8]
+    return os.path.join(kept, f"{os.path.basename(os.path.normpath(out))}-{digest}.json.gz")
+
+
+def unhashed_file(kept: str, out: str) -> str:
+    """Where runs were kept before their names carried the command's digest."""
     return os.path.join(kept, os.path.basename(os.path.normpath(out)) + ".json.gz")
 
 
@@ -48,16 +58,27 @@ def compact(metrics: Dict[str, Any]) -> Dict[str, Any]:
 def keep(kept: str, out: str, argv: Sequence[str], metrics: Dict[str, Any], seconds: Optional[float]) -> None:
     record = {"argv": command_key(argv), "metrics": compact(metrics), "seconds": seconds}
     text = json.dumps(record, sort_keys=True).encode("utf-8")
-    with atomic_write(kept_file(kept, out), "wb") as f:
+    with atomic_write(kept_file(kept, out, argv), "wb") as f:
         f.write(gzip.compress(text, mtime=0))
+    old = unhashed_file(kept, out)
+    if os.path.exists(old) and _read(old)["argv"] == record["argv"]:
+        os.remove(old)    # the same run, kept under its new name
 
 
-def read_kept(kept: str, out: str) -> Optional[Dict[str, Any]]:
-    """The kept run of OUT ({"argv", "metrics", "seconds"}), None when none is kept; a
-    one-line error naming the file when it is damaged."""
-    path = kept_file(kept, out)
-    if not os.path.exists(path):
-        return None
+def read_kept(kept: str, out: str, argv: Sequence[str]) -> Optional[Dict[str, Any]]:
+    """The kept run of OUT with this command line ({"argv", "metrics", "seconds"}), None
+    when none is kept; a one-line error naming the file when it is damaged."""
+    path = kept_file(kept, out, argv)
+    if os.path.exists(path):
+        return _read(path)
+    old = unhashed_file(kept, out)
+    if os.path.exists(old):
+        record = _read(old)
+        return record if record["argv"] == command_key(argv) else None
+    return None
+
+
+def _read(path: str) -> Dict[str, Any]:
     try:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             record = json.load(f)

@@ -323,14 +323,14 @@ def test_a_kept_run_is_reused_where_its_run_folder_was_lost_and_retrained_when_s
     argv = ["--model", "gcn", "--seed", "0", "--out", str(out), "--data", networks, "--epochs", "1", "--threads", "1", "--split", "random"]
     trained = common.run_training(argv, str(out), kept=kept)
     assert "reused" not in trained["bench"] and trained["val"]["kendall_tau"]["per_workload"]
-    with gzip.open(kept_file(kept, str(out)), "rt", encoding="utf-8") as f:
+    with gzip.open(kept_file(kept, str(out), argv), "rt", encoding="utf-8") as f:
         record = json.load(f)
     assert "--out" not in record["argv"] and "bench" not in record["metrics"]
     assert "per_workload" not in record["metrics"]["val"]["kendall_tau"]          # the bulk of metrics.json
     assert record["metrics"]["test"] == trained["test"] and record["seconds"] == trained["bench"]["seconds"]
-    zipped = open(kept_file(kept, str(out)), "rb").read()
+    zipped = open(kept_file(kept, str(out), argv), "rb").read()
     common.run_training(argv, str(out), kept=kept)            # reused from its folder, kept again: same bytes
-    assert open(kept_file(kept, str(out)), "rb").read() == zipped
+    assert open(kept_file(kept, str(out), argv), "rb").read() == zipped
 
     def no_training(*a, **k):
         raise AssertionError("trained again")
@@ -340,14 +340,41 @@ def test_a_kept_run_is_reused_where_its_run_folder_was_lost_and_retrained_when_s
     again = common.run_training(argv[:5] + [str(elsewhere)] + argv[6:], str(elsewhere), kept=kept)
     assert again["bench"]["kept"] and again["test"] == trained["test"] and not elsewhere.exists()
     record["metrics"]["config"]["features"] = "base"          # a default changed since: stale
-    with gzip.open(kept_file(kept, str(out)), "wt", encoding="utf-8") as f:
+    with gzip.open(kept_file(kept, str(out), argv), "wt", encoding="utf-8") as f:
         json.dump(record, f)
     with pytest.raises(AssertionError, match="trained again"):
         common.run_training(argv, str(out), kept=kept)
-    with open(kept_file(kept, str(out)), "wb") as f:
+    with open(kept_file(kept, str(out), argv), "wb") as f:
         f.write(b"damaged")
-    with pytest.raises(SimulatorError, match=r"seed0\.json\.gz: not a kept training run"):
+    with pytest.raises(SimulatorError, match=r"seed0-[0-9a-f]{8}\.json\.gz: not a kept training run"):
         common.run_training(argv, str(out), kept=kept)
+
+
+def test_runs_of_one_name_and_another_command_are_kept_side_by_side(tmp_path):
+    import shutil
+
+    from benchmarks import common
+    from benchmarks.kept_runs import keep, kept_file, read_kept, unhashed_file
+
+    networks = os.path.join(os.path.dirname(__file__), "data", "networks_tiny")
+    kept = str(tmp_path / "kept")
+    out = str(tmp_path / "runs" / "leave-network-out-a-gcn-seed0")
+    argv = ["--model", "gcn", "--seed", "0", "--out", out, "--data", networks, "--threads", "1",
+            "--split", "random", "--width", "8", "--depth", "1"]
+    one, two = argv + ["--epochs", "1"], argv + ["--epochs", "2"]
+    first = common.run_training(one, out, kept=kept)
+    second = common.run_training(two, out, kept=kept)   # the same folder, trained again for 2 epochs
+    assert os.path.exists(kept_file(kept, out, one)) and os.path.exists(kept_file(kept, out, two))
+    shutil.rmtree(out)
+    assert common.run_training(one, out, kept=kept)["test"] == first["test"]    # both still kept
+    assert common.run_training(two, out, kept=kept)["test"] == second["test"]
+    shutil.move(kept_file(kept, out, one), unhashed_file(kept, out))           # kept as before
+    os.remove(kept_file(kept, out, two))
+    assert common.run_training(one, out, kept=kept)["bench"]["kept"]           # still read
+    assert read_kept(kept, out, two) is None                                   # not for another command
+    record = read_kept(kept, out, one)
+    keep(kept, out, one, record["metrics"], record["seconds"])                 # kept again: renamed
+    assert os.path.exists(kept_file(kept, out, one)) and not os.path.exists(unhashed_file(kept, out))
 
 
 def test_others_cpu_counts_a_process_this_one_has_not_waited_for_and_not_its_own_work():
