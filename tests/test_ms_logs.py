@@ -21,6 +21,20 @@ def test_cut_off_line_is_ignored_then_repaired(tmp_path):
     assert [json.loads(l) for l in open(path)] == [{"a": 1}, {"a": 2}, {"a": 4}]
 
 
+def test_a_damaged_line_is_named_and_a_gzipped_log_reads_the_same(tmp_path):
+    import gzip
+
+    import pytest
+    path = str(tmp_path / "log.jsonl")
+    with open(path, "w") as f:
+        f.write('{"a": 1}\n{"a": 2\n{"a": 3}\n')
+    with pytest.raises(ValueError, match=r"log\.jsonl:2: not a JSON line"):
+        read_jsonl(path)
+    with gzip.open(path + ".gz", "wt") as f:
+        f.write('{"a": 1}\n{"a": 2}\n{"a": 3')      # a cut-off last line, left out as in a plain log
+    assert read_jsonl(path + ".gz") == [{"a": 1}, {"a": 2}]
+
+
 def test_progress_lines_are_throttled_off_a_terminal():
     out = io.StringIO()
     progress = Progress(Counts(tasks_total=3, planned=10), stream=out, every_s=3600)

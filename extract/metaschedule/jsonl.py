@@ -64,8 +64,12 @@ def iter_jsonl(path: str) -> Iterator[Dict]:
     if not os.path.exists(path):
         return
     with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             if not line.endswith("\n"):
                 return
             if line.strip():
-                yield json.loads(line)
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{number}: not a JSON line ({e.msg}); the log is damaged "
+                                     f"there (only a cut-off last line is expected)") from None
