@@ -78,6 +78,7 @@ def test_function_is_measured_into_layout_npz(collection):
     run = read_jsonl(str(root / "runs.jsonl"))[0]
     assert run["pinned"]["core"] in os.sched_getaffinity(0) and "--xla_cpu_multi_thread_eigen=false" \
         in run["pinned"]["xla_flags"] and run["machine"]["cpu"]
+    assert run["machine"]["cpu_family_model"] is None or "/" in run["machine"]["cpu_family_model"]
 
 
 def test_npz_reads_back_with_configurable_nodes_at_their_instructions(collection):
@@ -169,12 +170,17 @@ def test_an_unfinished_collection_is_not_shipped(collection, tmp_path, capsys):
     assert not (tmp_path / "out/measurements").exists()
 
 
-def test_a_collection_of_two_cpu_models_is_not_shipped(tmp_path, capsys):
+@pytest.mark.parametrize("machines, seen", [
+    ([{"cpu": "Xeon"}, {"cpu": "EPYC"}], "2 CPU models (EPYC, Xeon)"),
+    ([{"cpu": "EPYC", "cpu_family_model": "25/1"}, {"cpu": "EPYC", "cpu_family_model": "25/17"}],
+     "2 CPU models (EPYC (family/model 25/1), EPYC (family/model 25/17))"),
+])
+def test_a_collection_of_two_cpu_models_is_not_shipped(tmp_path, capsys, machines, seen):
     from extract.xla.collection.cli import main
-    runs = [{"machine": {"cpu": cpu}, "measure": {"remeasure_fraction": 0.1}} for cpu in ("Xeon", "EPYC")]
+    runs = [{"machine": m, "measure": {"remeasure_fraction": 0.1}} for m in machines]
     (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
     assert main(["ship", str(tmp_path), "--out", str(tmp_path.parent / "out2")]) == 2
-    assert "runs.jsonl: 2 CPU models (EPYC, Xeon); a collection is measured on one" in capsys.readouterr().err
+    assert f"runs.jsonl: {seen}; a collection is measured on one" in capsys.readouterr().err
 
 
 def test_a_config_that_kills_the_collector_twice_is_recorded_as_failed():

@@ -59,16 +59,21 @@ def npz_path(root: Path, search: str, split: str, name: str) -> Path:
 
 
 def machine() -> Dict[str, Any]:
-    """The CPU the collection is measured on (one CPU model per collection)."""
-    model = ""
+    """The CPU the collection is measured on (one CPU model per collection): its name and,
+    since a VM may name two generations alike ("AMD EPYC"), its family and model numbers."""
+    info: Dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+            for line in f:
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
     import jax
-    return {"cpu": model or platform.processor(), "host": platform.node(), "cores": os.cpu_count(),
-            "jax": jax.__version__, "python": platform.python_version()}
+    family_model = f"{info['cpu family']}/{info['model']}" if "cpu family" in info and "model" in info else None
+    return {"cpu": info.get("model name") or platform.processor(), "cpu_family_model": family_model,
+            "host": platform.node(), "cores": os.cpu_count(), "jax": jax.__version__,
+            "python": platform.python_version()}
 
 
 def _plan(job: Job, runner: ProgramRunner, path: Path, plan: PlanSettings,

@@ -66,13 +66,21 @@ def measurements_of(root: Path, saved: Dict[str, Any]) -> Path:
     return root / "measurements" / f"{saved['program']}.jsonl"
 
 
-def one_cpu(runs: List[Dict[str, Any]], root: Path) -> Dict[str, Any]:
-    """The machine of every run (a ValueError when the runs were on different CPU models)."""
-    cpus = sorted({r["machine"]["cpu"] for r in runs})
-    if len(cpus) != 1:
-        raise ValueError(f"{root}/runs.jsonl: {len(cpus)} CPU models ({', '.join(cpus) or 'none'}); "
+def cpu_of(machine: Dict[str, Any]) -> str:
+    """The CPU model as the runs record it: the name, and its family/model numbers where
+    recorded (runs of older collectors have the name only)."""
+    numbers = machine.get("cpu_family_model")
+    return f"{machine['cpu']} (family/model {numbers})" if numbers else machine["cpu"]
+
+
+def one_cpu(runs: List[Dict[str, Any]], root: Path) -> None:
+    """A ValueError when the runs were on different CPU models."""
+    names = sorted({r["machine"]["cpu"] for r in runs})
+    numbers = sorted({r["machine"]["cpu_family_model"] for r in runs if r["machine"].get("cpu_family_model")})
+    if len(names) != 1 or len(numbers) > 1:
+        seen = sorted({cpu_of(r["machine"]) for r in runs})
+        raise ValueError(f"{root}/runs.jsonl: {len(seen)} CPU models ({', '.join(seen) or 'none'}); "
                          f"a collection is measured on one")
-    return runs[-1]["machine"]
 
 
 def ship(root: Path, out: Path, overwrite: bool = False) -> List[str]:
@@ -142,7 +150,7 @@ def readme(root: Path, out: Path, runs: List[Dict[str, Any]], summaries: List[Di
         "passes, compile failures kept; repeats to 4 significant digits), `reference.jsonl.gz` (the "
         "drift kernel), `runs.jsonl` (every run's command, settings and machine). How it is made: "
         "docs/xla_collection.md.", "",
-        f"**Machine.** {machine['cpu']}, {machine['cores']} cores; Python {machine['python']}, "
+        f"**Machine.** {cpu_of(machine)}, {machine['cores']} cores; Python {machine['python']}, "
         f"jax/jaxlib {machine['jax']}. One CPU model only.", "",
         protocol(runs[-1]), "",
         f"**Commands** ({_day(runs[0]['time'])} to {_day(runs[-1]['time'])}, {len(runs)} runs):", "",
