@@ -28,6 +28,7 @@ KEPT_SUFFIX = "_runs"    # RESULTS/<a benchmark's result name>_runs/: its kept r
 
 
 def kept_file(kept: str, out: str, argv: Sequence[str]) -> str:
+    """KEPT/<run folder's name>-<8 hex digits of the command line's SHA-256>.json.gz."""
     digest = hashlib.sha256(json.dumps(command_key(argv)).encode("utf-8")).hexdigest()[:8]
     return os.path.join(kept, f"{os.path.basename(os.path.normpath(out))}-{digest}.json.gz")
 

@@ -151,7 +151,9 @@ def test_a_shipped_collection_reads_as_its_root_and_is_not_measured_into(collect
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == first  # deterministic
     assert gzip.decompress(first["tinyprog.mlp.jsonl.gz"])  # a plain gzip file
     assert main(["function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(out), *BRIEF]) == 2
-    assert "a shipped collection (measurements/*.jsonl.gz), not one to measure into" in capsys.readouterr().err
+    assert "a shipped collection (measurements/*.jsonl.gz), not a collector's root" in capsys.readouterr().err
+    assert main(["ship", str(out), "--out", str(tmp_path / "again")]) == 2       # not shipped twice
+    assert "a shipped collection (measurements/*.jsonl.gz), not a collector's root" in capsys.readouterr().err
 
 
 def test_an_unfinished_collection_is_not_shipped(collection, tmp_path, capsys):

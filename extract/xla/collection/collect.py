@@ -46,6 +46,7 @@ from extract.xla.collection.runner import ProgramRunner
 SPLITS = ("train", "valid", "test")
 MAX_STARTS = 2
 MARKERS = {"started", "compiled"}  # journal rows around each config's compile and first run
+SHIPPED_SUFFIX = ".jsonl.gz"       # a shipped collection's timings (ship.py), not a journal
 
 
 @dataclass(frozen=True)
@@ -99,16 +100,16 @@ def measurements_file(folder: Path, program: str) -> Path:
     """A program's timings in a measurements folder: the collector's journal, or the shipped
     gzip of its timing rows (extract/xla/collection/ship.py)."""
     journal = folder / f"{program}.jsonl"
-    shipped = folder / f"{program}.jsonl.gz"
+    shipped = folder / f"{program}{SHIPPED_SUFFIX}"
     return shipped if shipped.exists() and not journal.exists() else journal
 
 
 def check_root(root: Path) -> None:
-    """A ValueError for a shipped collection: its timings are compacted, not a journal to resume."""
-    if any((root / "measurements").glob("*.jsonl.gz")):
-        raise ValueError(f"{root}: a shipped collection (measurements/*.jsonl.gz), not one to measure "
-                         f"into; copy its plans into a new ROOT to measure them again "
-                         f"(docs/xla_collection.md)")
+    """A ValueError for a shipped collection: its timings are compacted, not a journal to
+    resume or ship again."""
+    if any((root / "measurements").glob(f"*{SHIPPED_SUFFIX}")):
+        raise ValueError(f"{root}: a shipped collection (measurements/*{SHIPPED_SUFFIX}), not a collector's "
+                         f"root; copy its plans into a new ROOT to measure them again (docs/xla_collection.md)")
 
 
 def results(rows: List[Dict]) -> List[Dict]:

@@ -13,10 +13,11 @@ Writes into OUT (nothing into ROOT):
     README.md                               machine, protocol, commands, a line per program
 
 4 significant digits keep a repeat to 0.01 %, far below the collection's noise (1–9 %), and
-shrink a program's timings about tenfold; each config's runtime stays as measured. Gzip files carry no name or time, so shipping the
-same root twice gives the same bytes. `benchmarks.xla_layout` and `summary` read the shipped
-folder as they read a root; the collector refuses it (to measure again, copy its plans into a
-new root: docs/xla_collection.md). A program still being measured, or a root of more than one
+shrink a program's timings about tenfold; each config's runtime stays as measured. Gzip files
+carry no name or time, so shipping the same root twice gives the same bytes.
+`benchmarks.xla_layout` and `summary` read the shipped folder as they read a root; the
+collector and `ship` refuse it (to measure again, copy its plans into a new root:
+docs/xla_collection.md). A program still being measured, or a root of more than one
 CPU model, is refused with the reason.
 """
 from __future__ import annotations
@@ -29,11 +30,11 @@ from typing import Any, Dict, List
 
 from extract.fileio import LOCK_NAME, atomic_write, write_gzip
 from extract.metaschedule.jsonl import read_jsonl
-from extract.xla.collection.collect import results, summarize, summary_line, to_measure
+from extract.xla.collection.collect import (SHIPPED_SUFFIX, check_root, measurements_file, results, summarize,
+                                            summary_line, to_measure)
 from extract.xla.collection.measure import NEIGHBOURS
 
 DIGITS = 4
-SHIPPED_SUFFIX = ".jsonl.gz"
 
 
 def compact(row: Dict[str, Any]) -> Dict[str, Any]:
@@ -53,8 +54,7 @@ def finished_programs(root: Path, remeasure: float) -> List[Dict[str, Any]]:
     if not plans:
         raise ValueError(f"{root}: no measurements/*.plan.json (not a collection root)")
     saved = [json.loads(p.read_text()) for p in plans]
-    pending = {s["program"]: len(to_measure(s, read_jsonl(str(measurements_of(root, s))), remeasure))
-               for s in saved}
+    pending = {s["program"]: len(to_measure(s, read_jsonl(str(journal(root, s))), remeasure)) for s in saved}
     unfinished = [f"{name} ({n} timing{'s' * (n != 1)})" for name, n in pending.items() if n]
     if unfinished:
         raise ValueError(f"{root}: still to measure: {', '.join(unfinished)}; finish them "
@@ -62,8 +62,8 @@ def finished_programs(root: Path, remeasure: float) -> List[Dict[str, Any]]:
     return saved
 
 
-def measurements_of(root: Path, saved: Dict[str, Any]) -> Path:
-    return root / "measurements" / f"{saved['program']}.jsonl"
+def journal(root: Path, saved: Dict[str, Any]) -> Path:
+    return measurements_file(root / "measurements", saved["program"])
 
 
 def cpu_of(machine: Dict[str, Any]) -> str:
@@ -87,6 +87,7 @@ def ship(root: Path, out: Path, overwrite: bool = False) -> List[str]:
     """Write OUT from ROOT (module docstring); the programs' summary lines."""
     if out.resolve() == root.resolve() or root.resolve() in out.resolve().parents:
         raise ValueError(f"{out}: inside ROOT {root}; ship into a folder of its own")
+    check_root(root)
     runs = read_jsonl(str(root / "runs.jsonl"))
     if not runs:
         raise ValueError(f"{root}/runs.jsonl: missing or empty (no collector ran here)")
@@ -98,7 +99,7 @@ def ship(root: Path, out: Path, overwrite: bool = False) -> List[str]:
     summaries = []
     for plan in plans:
         name = plan["program"]
-        rows = results(read_jsonl(str(measurements_of(root, plan))))
+        rows = results(read_jsonl(str(journal(root, plan))))
         shutil.copyfile(root / "measurements" / f"{name}.plan.json", out / "measurements" / f"{name}.plan.json")
         write_gzip(out / "measurements" / f"{name}{SHIPPED_SUFFIX}", jsonl_bytes(rows))
         summaries.append(summarize(plan, rows))
