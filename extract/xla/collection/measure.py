@@ -129,7 +129,9 @@ def time_interleaved(calls: Sequence[Callable[[], Any]], settings: MeasureSettin
         chosen = [t[clock] for t in timed[i]]
         out.append({"repeats_s": [t[0] for t in timed[i]], "cpu_repeats_s": [t[1] for t in timed[i]],
                     "number": number, "clock": settings.clock, "interleaved": len(calls),
-                    "runtime_s": scale * statistics.median(ratios[i]),
+                    # alone, a call's neighbours are itself: its ratios are only noise around 1
+                    "runtime_s": (statistics.median(chosen) if len(calls) == 1
+                                  else scale * statistics.median(ratios[i])),
                     "median_s": statistics.median(chosen), "min_s": min(chosen)})
     return out
 
