@@ -42,7 +42,6 @@ from extract.sample import GraphSample
 
 from simulator.dgl_compat import dgl
 from simulator.registry import SimulatorError
-from .layout_features import layout_context, layout_row_width, with_layout_columns
 
 
 TRANSFORMS = ("none", "log1p")
@@ -192,7 +191,7 @@ def _check_shapes(s: GraphSample, shapes: Shapes, vector_name: Optional[str]) ->
         if has != shapes.config_dim:
             refuse("config features per config", has, shapes.config_dim)
     if shapes.node_config_dim is not None:
-        has = 0 if s.node_config_features is None else layout_row_width(int(s.node_config_features.shape[-1]))
+        has = 0 if s.node_config_features is None else int(s.node_config_features.shape[-1])
         if has != shapes.node_config_dim:
             refuse("config features per configurable node", has, shapes.node_config_dim)
 
@@ -224,11 +223,7 @@ def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_typ
                                      f"(has: {', '.join(sorted(s.vectors)) or 'none'})")
             item.vector = torch.from_numpy(transform_features(s.vectors[vector_name], transform)
                                            .reshape(s.num_configs, -1))
-        node_config = s.node_config_features
-        if node_config is not None:
-            node_config = with_layout_columns(
-                layout_context(s.node_features, s.edges[:, ::-1], s.node_config_ids), node_config)
-        fields = config_tensors(s.config_features, node_config, transform)
+        fields = config_tensors(s.config_features, s.node_config_features, transform)
         item.config_x, item.node_config_x = fields["config_x"], fields["node_config_x"]
         out.append(item)
     return out

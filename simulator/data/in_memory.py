@@ -33,7 +33,6 @@ from simulator.registry import SimulatorError
 from .batching import Batch, BatchSpec, Prepared, Shapes, prepare
 from .collection import CollectionInfo, collection_info, enumerate_workload, samples_and_info
 from .features import column_map, derivable, feature_set, named_columns, same_columns, with_derived
-from .layout_features import layout_row_width
 from .sources import (
     DEFAULT_KIND, DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info,
     register_data_kind, type_map,
@@ -202,8 +201,7 @@ class SampleSource:
             vector_dims={name: int(np.asarray(v).reshape(first.num_configs, -1).shape[1])
                          for name, v in first.vectors.items()},
             config_dim=0 if first.config_features is None else int(first.config_features.shape[1]),
-            node_config_dim=0 if first.node_config_features is None else layout_row_width(
-                int(first.node_config_features.shape[-1])),
+            node_config_dim=0 if first.node_config_features is None else int(first.node_config_features.shape[-1]),
             groups=sorted(self.group_index))
 
 

@@ -57,7 +57,6 @@ from simulator.metrics import LAYOUT_METRICS, METRICS, TILE_METRICS, evaluate
 from simulator.registry import SimulatorError
 from .batching import Batch, BatchSpec, Prepared, config_tensors, prepare_graph
 from .collection import hlo_collection_info
-from .layout_features import LayoutContext, layout_context, layout_row_width, with_layout_columns
 from .sources import (
     DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info, register_data_kind,
 )
@@ -107,7 +106,6 @@ class TpuGraphsSource:
         self._cache: "OrderedDict[int, Prepared]" = OrderedDict()
         self._cached_bytes = 0
         self._measured: Dict[int, np.ndarray] = {}
-        self._layout_contexts: Dict[int, LayoutContext] = {}
         for f in self.files:
             self._check(f)
 
@@ -117,7 +115,7 @@ class TpuGraphsSource:
         if f.shape("node_feat")[1] != self.info.feature_dim:
             raise SimulatorError(f"{f.path}: {f.shape('node_feat')[1]} node features, the model "
                                  f"expects {self.info.feature_dim}")
-        dim = f.shape("config_feat")[1] if self.kind == "tile" else layout_row_width(f.shape("node_config_feat")[2])
+        dim = f.shape("config_feat")[1] if self.kind == "tile" else f.shape("node_config_feat")[2]
         want = self.info.config_dim if self.kind == "tile" else self.info.node_config_dim
         if dim != want:
             raise SimulatorError(f"{f.path}: {dim} config features per "
@@ -150,8 +148,6 @@ class TpuGraphsSource:
         except ValueError as e:
             raise _reraise(e) from None
         config_ids = arrays.get("node_config_ids")
-        if self.kind == "layout":
-            self._layout_contexts[i] = layout_context(arrays["node_feat"], arrays["edge_index"], config_ids)
         item = prepare_graph(arrays["node_feat"], arrays["node_opcode"],
                              np.ascontiguousarray(arrays["edge_index"][:, ::-1]),  # producer → consumer
                              self.info.num_types, self.transform,
@@ -171,8 +167,6 @@ class TpuGraphsSource:
         with np.errstate(divide="ignore", invalid="ignore"):
             y = np.log(self.files[i].runtimes(rows)) if "config_runtime" in rows else None
         feats = rows.get("config_feat") if self.kind == "tile" else rows.get("node_config_feat")
-        if self.kind == "layout" and feats is not None:
-            feats = with_layout_columns(self._layout_contexts[i], feats)
         y = np.full(len(feats), np.nan) if y is None else y
         fields = config_tensors(feats if self.kind == "tile" else None, feats if self.kind == "layout" else None,
                                 self.transform)
@@ -205,7 +199,6 @@ class TpuGraphsSource:
         out.files = [self.files[i] for i in keep]
         out.collections = [self.collections[i] for i in keep]
         out._measured = {j: self._measured[i] for j, i in enumerate(keep) if i in self._measured}
-        out._layout_contexts = {}
         out._cache, out._cached_bytes = OrderedDict(), 0
         return out
 
@@ -331,7 +324,7 @@ def tpugraphs_model_info(collection: str, files: Sequence[Any]) -> ModelInfo:
     hlo = hlo_collection_info()
     return model_info(len(hlo.vocabulary), first.shape("node_feat")[1], hlo,
                       config_dim=int(first.shape("config_feat")[1]) if kind == "tile" else 0,
-                      node_config_dim=layout_row_width(int(first.shape("node_config_feat")[2])) if kind == "layout" else 0,
+                      node_config_dim=int(first.shape("node_config_feat")[2]) if kind == "layout" else 0,
                       tpugraphs={"collection": collection, "kind": kind})
 
 
