@@ -21,7 +21,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from extract.fileio import atomic_write
+from extract.fileio import write_gzip
 from simulator.registry import SimulatorError
 
 KEPT_SUFFIX = "_runs"    # RESULTS/<a benchmark's result name>_runs/: its kept runs
@@ -59,8 +59,7 @@ def compact(metrics: Dict[str, Any]) -> Dict[str, Any]:
 def keep(kept: str, out: str, argv: Sequence[str], metrics: Dict[str, Any], seconds: Optional[float]) -> None:
     record = {"argv": command_key(argv), "metrics": compact(metrics), "seconds": seconds}
     text = json.dumps(record, sort_keys=True).encode("utf-8")
-    with atomic_write(kept_file(kept, out, argv), "wb") as f:
-        f.write(gzip.compress(text, mtime=0))
+    write_gzip(kept_file(kept, out, argv), text)
     old = unhashed_file(kept, out)
     if os.path.exists(old) and _read(old)["argv"] == record["argv"]:
         os.remove(old)    # the same run, kept under its new name

@@ -29,7 +29,7 @@ import re
 import shutil
 from typing import Any, Dict, List
 
-from extract.fileio import atomic_write
+from extract.fileio import atomic_write, write_gzip
 from simulator.registry import SimulatorError
 
 KEPT_PREFIX = "ms_networks_runs_"
@@ -61,8 +61,8 @@ def keep(work_dir: str, runs: str, kept: str) -> None:
         return
     to = copy_of(work_dir, runs, kept)
     for name in DATABASES:
-        with open(os.path.join(work_dir, name), "rb") as src, atomic_write(os.path.join(to, name + ".gz"), "wb") as f:
-            f.write(gzip.compress(src.read(), mtime=0))
+        with open(os.path.join(work_dir, name), "rb") as src:
+            write_gzip(os.path.join(to, name + ".gz"), src.read())
     _write_settings(os.path.join(work_dir, SETTINGS), os.path.join(to, SETTINGS), runs, RUNS_MARK)
     for pattern in STEP_FILES:
         for path in glob.glob(os.path.join(glob.escape(work_dir), pattern)):
