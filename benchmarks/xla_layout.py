@@ -56,7 +56,6 @@ MODEL_SPECS = {
     "sage-early": ["--model", "sage", "--join", "early"],
     "sage-late": ["--model", "sage", "--join", "late"],
     "config-mlp": ["--model", "config-mlp"],
-    "layout-sum": ["--model", "layout-sum"],
     # every measured config of each graph, the graph whole (its opcode histogram is the program's)
     "xgb": ["--model", "xgb", "--configs-per-graph", "1000000", "--keep-hops", "-1"],
 }
