@@ -147,8 +147,9 @@ def test_a_shipped_collection_reads_as_its_root_and_is_not_measured_into(collect
     first = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert main(["ship", str(root), "--out", str(out)]) == 2
     assert "not empty (pass --overwrite" in capsys.readouterr().err
+    (out / "measurements/tinyprog.mlp.jsonl").write_text("{}\n")   # an older shipping's journal
     assert main(["ship", str(root), "--out", str(out), "--overwrite"]) == 0
-    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == first  # deterministic
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == first  # deterministic, replaced
     assert gzip.decompress(first["tinyprog.mlp.jsonl.gz"])  # a plain gzip file
     assert main(["function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(out), *BRIEF]) == 2
     assert "a shipped collection (measurements/*.jsonl.gz), not a collector's root" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
     python -m extract.xla_collect ship ROOT --out datasets/xla_layout_<cpu> [--overwrite]
 
-Writes into OUT (nothing into ROOT):
+Writes into OUT (nothing into ROOT; `--overwrite` first empties it):
 
     npz/layout/xla/...                      the TpuGraphs layout files, as the collector wrote them
     measurements/<program>.plan.json        each program's plan, as written
@@ -93,8 +93,14 @@ def ship(root: Path, out: Path, overwrite: bool = False) -> List[str]:
         raise ValueError(f"{root}/runs.jsonl: missing or empty (no collector ran here)")
     one_cpu(runs, root)
     plans = finished_programs(root, runs[-1]["measure"]["remeasure_fraction"])
-    if out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()) and not overwrite:
+    old = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.exists() else []
+    if old and not overwrite:
         raise ValueError(f"{out}: not empty (pass --overwrite to replace it with what ROOT ships)")
+    for path in old:  # replaced, not written over: an old journal would shadow the new timings
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
     (out / "measurements").mkdir(parents=True, exist_ok=True)
     summaries = []
     for plan in plans:
@@ -103,8 +109,6 @@ def ship(root: Path, out: Path, overwrite: bool = False) -> List[str]:
         shutil.copyfile(root / "measurements" / f"{name}.plan.json", out / "measurements" / f"{name}.plan.json")
         write_gzip(out / "measurements" / f"{name}{SHIPPED_SUFFIX}", jsonl_bytes(rows))
         summaries.append(summarize(plan, rows))
-    if (out / "npz").exists():
-        shutil.rmtree(out / "npz")
     shutil.copytree(root / "npz", out / "npz")
     write_gzip(out / f"reference{SHIPPED_SUFFIX}", jsonl_bytes(read_jsonl(str(root / "reference.jsonl"))))
     shutil.copyfile(root / "runs.jsonl", out / "runs.jsonl")
