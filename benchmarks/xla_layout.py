@@ -307,6 +307,16 @@ def load_results(results: str) -> Optional[Dict[str, Any]]:
         return json.load(f)
 
 
+def out_of_date(res: Dict[str, Any]) -> bool:
+    """Whether the collection at the results' root, where it still is, now gives other facts
+    (programs, configs, runtimes, ceilings) than those the results were computed on: it was
+    measured again or changed since."""
+    root = Path(res["root"])
+    if not (root / "measurements").is_dir():
+        return False
+    return json.loads(json.dumps(collection_facts(root))) != res["facts"]
+
+
 # ---------------------------------------------------------------- report
 def _cell(stat: Sequence[Any], metric: str) -> str:
     mean, std, n = stat
@@ -416,8 +426,9 @@ def summary_row(res: Optional[Dict[str, Any]]) -> List[List[str]]:
     if not cells:
         return []
     name = os.path.basename(os.path.normpath(res["root"]))
+    stale = "; out of date: the collection was measured again since" if out_of_date(res) else ""
     return [[f"ranking layouts of XLA programs of model families never trained on (`{name}`, every family "
-             f"held out in turn, mean)", "; ".join(cells), "xla_layout"]]
+             f"held out in turn, mean{stale})", "; ".join(cells), "xla_layout"]]
 
 
 def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
@@ -438,6 +449,10 @@ def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
              f"re-measured configs (pairs in brackets), and a mean row's share of it is the ratio of the means over "
              f"the programs with a positive ceiling; top-k slowdown: the best of the model's k first configs "
              f"against the program's best; XLA's default is config 0 (nothing constrained).", ""]
+    if out_of_date(res):
+        lines += [f"**Out of date:** `{res['root']}` was measured again or changed after these results were "
+                  f"made (its programs, configs, runtimes or ceilings differ from those below); `python -m "
+                  f"benchmarks.xla_layout --xla-root {res['root']}` judges the models on it again.", ""]
     for search in SEARCHES:
         if any(r["search"] == search for r in res["programs"]):
             lines += [f"**Search `{search}`**", "", *_program_table(res, search)]

@@ -167,6 +167,25 @@ def test_report_section_and_csv(results):
     assert "nan" not in text.lower() and "inf" not in text.lower().replace("infer", "")
 
 
+def test_results_of_a_collection_measured_again_say_they_are_out_of_date(results, collection, tmp_path):
+    import copy
+    import shutil
+
+    from benchmarks.xla_layout import load_results, report_section, summary_row
+    out, _ = results
+    res = load_results(str(out / "results"))
+    assert "Out of date" not in "\n".join(report_section(res)) and "out of date" not in summary_row(res)[0][0]
+    again = tmp_path / "again"
+    shutil.copytree(collection, again)
+    res = copy.deepcopy(res)
+    res["root"] = str(again)
+    assert "Out of date" not in "\n".join(report_section(res))      # a copy gives the same facts
+    journal = again / "measurements" / "delta.infer.jsonl"
+    journal.write_text(journal.read_text().replace('"runtime_s": 0.012', '"runtime_s": 0.013', 1))
+    assert f"**Out of date:** `{again}` was measured again" in "\n".join(report_section(res))
+    assert "out of date" in summary_row(res)[0][0]
+
+
 def test_rerun_reuses_every_finished_run(results, collection, capsys):
     out, res = results
     runs = out / "runs" / "xla_layout"
