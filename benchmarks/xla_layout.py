@@ -1,7 +1,8 @@
 """The cost models judged on the measured XLA layout collection (`extract.xla_collect`).
 
     python -m benchmarks.xla_layout [--xla-root ROOT] [--xla-models gcn-early gcn-late sage-early sage-late
-        config-mlp xgb] [--xla-seeds 0 1 2] [--xla-epochs 30] [--xla-families FAMILY ...] [--runs runs/bench]
+        config-mlp layout-sum xgb] [--xla-seeds 0 1 2] [--xla-epochs 100] [--xla-families FAMILY ...]
+        [--runs runs/bench]
         [--results docs/results] [--parallel 1]
 
 ROOT is a collection root (`ROOT/npz/layout/xla/{random,default}/<split>/*.npz`,
@@ -9,10 +10,11 @@ ROOT is a collection root (`ROOT/npz/layout/xla/{random,default}/<split>/*.npz`,
 shipped `datasets/xla_layout_<cpu>` with the most programs. The protocol is leave one model
 family out (a program's family is in its plan.json), every family in turn
 (`--xla-families` holds out only those): the held-out family's programs are scored, the
-next family's (alphabetically, cyclic) choose each model's epoch (early stopping), and the
-model trains on the rest; so every program is scored once, by models that never saw its
-family (the collection's own train/valid/test folders are not used). Per search (`random`,
-`default`) and program:
+next family's (alphabetically, cyclic) choose each model's epoch, and the model trains on
+the rest, every one of `--xla-epochs` (no early stop: a patience of 15 epochs stopped most
+runs before their best, docs/xla_collection.md); so every program is scored once, by
+models that never saw its family (the collection's own train/valid/test folders are not
+used). Per search (`random`, `default`) and program:
 
 * Kendall τ (TpuGraphs' layout metric) and top-1 / top-5 slowdown (the best measured
   runtime among the model's k first configs against the program's best), mean ± std over
@@ -27,11 +29,13 @@ family (the collection's own train/valid/test folders are not used). Per search 
 
 Models (`MODEL_SPECS`): graph networks through the TpuGraphs path (`gcn`, `sage`, config
 features joined early onto the configurable nodes or late at the pooled embedding), the
-configuration-only `config-mlp` (no graph) and `xgb` on the opcode histogram + pooled
-layout features (simulator/models/xgb.py), each with the TpuGraphs layout defaults of
-`simulator.train` (loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every
-measured config of the whole graph). Each fold's root is RUNS/xla_layout/folds/<family>
-(links to the collection's files); runs go to RUNS/xla_layout/<family>-<search>-<model>-seed<S>
+configuration-only `config-mlp` (no graph), `layout-sum` (a sum of per-configurable-node
+terms, each reading the node's features and its layout; pairwise hinge, what it was
+screened with) and `xgb` on the opcode histogram + pooled layout features
+(simulator/models/xgb.py), each with the TpuGraphs layout defaults of `simulator.train`
+(loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every measured config of
+the whole graph). Each fold's root is RUNS/xla_layout/folds/<family> (links to the
+collection's files); runs go to RUNS/xla_layout/<family>-<search>-<model>-seed<S>
 (a finished run with the same command line is reused); results to RESULTS/xla_layout.json
 and .csv, and a section of docs/RESULTS.md (`report_section`, through benchmarks.report).
 """
@@ -56,6 +60,7 @@ MODEL_SPECS = {
     "sage-early": ["--model", "sage", "--join", "early"],
     "sage-late": ["--model", "sage", "--join", "late"],
     "config-mlp": ["--model", "config-mlp"],
+    "layout-sum": ["--model", "layout-sum", "--loss", "pairwise-hinge"],
     # every measured config of each graph, the graph whole (its opcode histogram is the program's)
     "xgb": ["--model", "xgb", "--configs-per-graph", "1000000", "--keep-hops", "-1"],
 }
@@ -72,7 +77,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="a measured layout collection (default: the shipped datasets/xla_layout_<cpu>)")
     ap.add_argument("--xla-models", nargs="+", choices=list(MODEL_SPECS), default=list(MODEL_SPECS))
     ap.add_argument("--xla-seeds", nargs="+", type=SEED, default=[0, 1, 2])
-    ap.add_argument("--xla-epochs", type=COUNT, default=30)
+    ap.add_argument("--xla-epochs", type=COUNT, default=100)
     ap.add_argument("--xla-families", nargs="+", default=None, metavar="FAMILY",
                     help="hold out only these model families (default: every family in turn)")
 
@@ -206,7 +211,8 @@ def jobs(args, facts: Dict[str, Any], chosen: Sequence[Dict[str, str]]) -> List[
                     folder = os.path.join(runs, f"{fold['test']}-{search}-{model}-seed{seed}")
                     spec = MODEL_SPECS[model]
                     argv = train_argv(spec[1], seed, folder, [f"tpugraphs:layout:xla:{search}"], args.xla_epochs,
-                                      extra=[*spec[2:], "--data-root", str(data_root)])
+                                      extra=[*spec[2:], "--patience", str(args.xla_epochs),
+                                             "--data-root", str(data_root)])
                     out.append({"fold": fold["test"], "search": search, "model": model, "seed": seed,
                                 "out": folder, "argv": argv})
     return out

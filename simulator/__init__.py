@@ -31,6 +31,7 @@ from .models import invariant  # noqa: F401
 from .models import segsum_mlp  # noqa: F401
 from .models import tlp  # noqa: F401
 from .models import config_mlp  # noqa: F401
+from .models import layout_sum  # noqa: F401
 
 # data kinds: @register_data_kind (simulator.data.sources)
 from .data import in_memory  # noqa: F401

@@ -166,7 +166,8 @@ class ModelInfo:
 @dataclass
 class Normalization:
     """Training-set mean/std of what the model standardises: log runtimes, node features,
-    and (when the data has them) a baseline's vectors and XLA config features."""
+    and (when the data has them) a baseline's vectors, XLA config features and the
+    features of XLA layout data's configurable nodes."""
 
     target_mean: float
     target_std: float
@@ -178,6 +179,10 @@ class Normalization:
     config_std: Optional[List[float]] = None
     node_config_mean: Optional[List[float]] = None
     node_config_std: Optional[List[float]] = None
+    # the configurable nodes' features alone (layout data): a model reading only those nodes
+    # standardises them with these, not with all nodes' (which another scale dominates)
+    configurable_feature_mean: Optional[List[float]] = None
+    configurable_feature_std: Optional[List[float]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}

@@ -83,7 +83,7 @@ def _data_flags(add: Add) -> None:
     add("--val-fraction", type=SHARE, default=0.2,
         help="cross-workload: share of each training workload's configs for validation")
     add("--feature-transform", choices=["none", "log1p"], default="none",
-        help="log1p: sign(x)·log(1+|x|) on node features and vectors before "
+        help="log1p: sign(x)·log(1+|x|) on node features, vectors and tile configs before "
              "standardising (the TIR extractor's features are already log-scaled)")
     add("--train-fraction", type=FRACTION, default=1.0,
         help="seeded share of each training workload's configs to train on (learning curve over records)")

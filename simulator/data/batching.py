@@ -6,7 +6,7 @@ graph with **reverse edges added** (child → parent), so information flows both
 and down the tree, and **a self-loop on every node**, so that GCN's normalised sum
 D^-½ (A + I) D^-½ keeps each node's own state and no node has zero in-degree (which
 DGL's GraphConv and GATConv refuse). With `--feature-transform log1p` node features,
-vectors and config features go through sign(x)·log1p(|x|) here (`transform_features`,
+vectors and tile config features go through sign(x)·log1p(|x|) here (`transform_features`,
 in float32); the standardisation with training-set mean/std is part of the model
 (buffers saved in its state dict), as is the target's (log runtime).
 
@@ -231,11 +231,13 @@ def prepare(samples: Sequence[GraphSample], group_index: Dict[str, int], num_typ
 
 def config_tensors(config_features: Optional[np.ndarray], node_config_features: Optional[np.ndarray],
                    transform: str = "none") -> Dict[str, Optional[torch.Tensor]]:
-    """Prepared's per-config fields `config_x`, `node_config_x` (transformed like the node
-    features; None where absent)."""
-    def tensor(values):
-        return None if values is None else torch.from_numpy(transform_features(values, transform))
-    return {"config_x": tensor(config_features), "node_config_x": tensor(node_config_features)}
+    """Prepared's per-config fields (None where absent): `config_x`, tile sizes, transformed
+    like the node features; `node_config_x`, layout rows as they are: their values are
+    dimension indices (a permutation, -1 for none), not magnitudes a log would tame
+    (log1p on them cost layout-sum 0.02–0.07 τ on held-out model families)."""
+    def tensor(values, how):
+        return None if values is None else torch.from_numpy(transform_features(values, how))
+    return {"config_x": tensor(config_features, transform), "node_config_x": tensor(node_config_features, "none")}
 
 
 def graph_edges(edges: np.ndarray, num_nodes: int) -> Tuple[torch.Tensor, torch.Tensor]:

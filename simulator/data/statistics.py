@@ -7,8 +7,9 @@ One definition (`Normalization`'s fields, the std floor) and two estimators:
 * `RunningStats`: streaming sums, for a source that cannot hold its training set (the
   lazy TpuGraphs source feeds it a seeded subset of graphs and configs).
 
-Either way: node features of every node; log runtimes of the measured configs;
-vectors and config features when the items carry them. A std below `STD_FLOOR` (a
+Either way: node features of every node (and, on layout data, of the configurable nodes
+alone); log runtimes of the measured configs; vectors and config features when the items
+carry them. A std below `STD_FLOOR` (a
 constant column) is replaced by 1.
 
 What cannot be standardised is an error (`SimulatorError`, one line), never a NaN
@@ -84,6 +85,9 @@ def normalization_of(items: Sequence[Prepared], names: Optional[Sequence[str]] =
         rows = torch.cat([_rows(getattr(it, attr)) for it in items]).double()
         _refuse_non_finite(name, rows, names, owners[attr])
         stats[f"{name}_mean"], stats[f"{name}_std"] = rows.mean(0).tolist(), _std(rows).tolist()
+    if items[0].config_nodes is not None:
+        rows = torch.cat([it.x[it.config_nodes] for it in items]).double()
+        stats["configurable_feature_mean"], stats["configurable_feature_std"] = rows.mean(0).tolist(), _std(rows).tolist()
     return Normalization(**stats)  # type: ignore[arg-type]
 
 

@@ -299,13 +299,17 @@ class TpuGraphsSource:
 
     # ------------------------------------------------------------------ statistics
     def normalization(self, spec: BatchSpec, seed: int) -> Normalization:
-        """Training-set mean/std of node features, config features and log runtimes, from
+        """Training-set mean/std of node features (all, and the configurable nodes'), config
+        features and log runtimes, from
         a seeded subset of ≤ STATS_FILES graphs and ≤ STATS_CONFIGS configs of each."""
         rng = np.random.default_rng([seed, 3])
         stats = RunningStats()
         for i in rng.permutation(len(self))[:STATS_FILES]:
             where = str(self.files[int(i)].path)
-            stats.add("feature", self.graph(int(i)).x.numpy(), where)
+            graph = self.graph(int(i))
+            stats.add("feature", graph.x.numpy(), where)
+            if graph.config_nodes is not None:
+                stats.add("configurable_feature", graph.x[graph.config_nodes].numpy(), where)
             if len(self.measured(int(i))):
                 stats.add_item(self.sample(int(i), np.random.default_rng([seed, 4, int(i)]), STATS_CONFIGS),
                                nodes=False, where=where)
