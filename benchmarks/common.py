@@ -185,7 +185,8 @@ def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optio
     if proc.returncode != 0:
         with open(os.path.join(out, "train.log"), encoding="utf-8") as f:
             tail = f.read()[-1500:]
-        raise RuntimeError(f"training in {out} failed (exit {proc.returncode}):\n{tail}")
+        raise SimulatorError(f"training in {out} failed (exit {proc.returncode}); the end of its "
+                             f"train.log:\n{tail}")
     with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
         metrics = json.load(f)
     write_json(os.path.join(out, "bench_argv.json"), list(argv))

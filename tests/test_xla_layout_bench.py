@@ -315,3 +315,15 @@ def test_all_runs_the_stage_and_reports_it(tmp_path, results, collection):
     assert f"`random`: {best} τ {mean['kendall_tau'][0]:.3f} (ceiling 1.000; " \
            f"{100 * mean['tau_of_ceiling']:.0f}% of it)" in summary
     assert summary.endswith("[details](#measured-xla-layout-collection-root) |")
+
+
+def test_a_training_run_that_fails_is_one_error_naming_its_folder(collection, tmp_path, monkeypatch, capsys):
+    from benchmarks import xla_layout
+    monkeypatch.setitem(xla_layout.MODEL_SPECS, "broken", ["--model", "no-such-model"])
+    code = xla_layout.main(["--xla-root", str(collection), "--xla-seeds", "0", "--xla-epochs", "1",
+                            "--xla-models", "broken", "--xla-families", "delta", "--runs", str(tmp_path / "runs"),
+                            "--results", str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"error: training in {tmp_path / 'runs' / 'xla_layout' / 'delta-random-broken-seed0'} failed" in err
+    assert "unknown model 'no-such-model'" in err
