@@ -62,18 +62,26 @@ class ConfigMLP(nn.Module):
             self.node_config_std.copy_(torch.tensor(stats.node_config_std))
 
 
-@register_cost_model("config-mlp")
-class ConfigMLPCostModel(TorchCostModel):
-    """The configuration-only baseline (`ConfigMLP`) on TpuGraphs layout data."""
+class LayoutRowsCostModel(TorchCostModel):
+    """A cost model that reads the per-node layout rows of TpuGraphs layout data: other data
+    is refused; each graph is batched once, its config rows beside it."""
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         super().__init__(config, info)
         if not info.node_config_dim:
             raise SimulatorError(f"--model {config.model.model} reads the per-node layout configs of "
                                  f"TpuGraphs layout data (tpugraphs:layout:…); this data has none")
-        m = config.model
-        self.net = ConfigMLP(info.node_config_dim, width=m.width, depth=m.depth, dropout=m.dropout)
 
     @property
     def batch_spec(self) -> BatchSpec:
         return BatchSpec(graph=True, expand=False)
+
+
+@register_cost_model("config-mlp")
+class ConfigMLPCostModel(LayoutRowsCostModel):
+    """The configuration-only baseline (`ConfigMLP`) on TpuGraphs layout data."""
+
+    def __init__(self, config: TrainConfig, info: ModelInfo):
+        super().__init__(config, info)
+        m = config.model
+        self.net = ConfigMLP(info.node_config_dim, width=m.width, depth=m.depth, dropout=m.dropout)

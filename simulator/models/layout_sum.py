@@ -23,9 +23,10 @@ import torch
 from torch import nn
 
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from simulator.data.batching import Batch, BatchSpec
+from simulator.data.batching import Batch
 from simulator.registry import SimulatorError
-from .costmodel import TorchCostModel, register_cost_model
+from .config_mlp import LayoutRowsCostModel
+from .costmodel import register_cost_model
 from .model import relu_stack
 
 
@@ -83,18 +84,11 @@ class LayoutSum(nn.Module):
 
 
 @register_cost_model("layout-sum")
-class LayoutSumCostModel(TorchCostModel):
+class LayoutSumCostModel(LayoutRowsCostModel):
     """The per-configurable-node additive model (`LayoutSum`) on TpuGraphs layout data."""
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         super().__init__(config, info)
-        if not info.node_config_dim:
-            raise SimulatorError(f"--model {config.model.model} reads the per-node layout configs of "
-                                 f"TpuGraphs layout data (tpugraphs:layout:…); this data has none")
         m = config.model
         self.net = LayoutSum(info.feature_dim, info.num_types, info.node_config_dim, width=m.width,
                              depth=m.depth, dropout=m.dropout)
-
-    @property
-    def batch_spec(self) -> BatchSpec:
-        return BatchSpec(graph=True, expand=False)
