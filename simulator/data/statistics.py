@@ -9,8 +9,7 @@ One definition (`Normalization`'s fields, the std floor) and two estimators:
 
 Either way: node features of every node (and, on layout data, of the configurable nodes
 alone); log runtimes of the measured configs; vectors and config features when the items
-carry them. A std below `STD_FLOOR` (a
-constant column) is replaced by 1.
+carry them. A std below `STD_FLOOR` (a constant column) is replaced by 1.
 
 What cannot be standardised is an error (`SimulatorError`, one line), never a NaN
 buried in the model's buffers: a non-finite value in any of them (naming the item and
@@ -38,8 +37,8 @@ def _std(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return torch.where(s > STD_FLOOR, s, torch.ones_like(s))
 
 
-WHAT = {"target": "log runtime", "feature": "node feature", "vector": "vector entry",
-        "config": "config feature", "node_config": "per-node config feature"}
+WHAT = {"target": "log runtime", "feature": "node feature", "configurable_feature": "configurable node feature",
+        "vector": "vector entry", "config": "config feature", "node_config": "per-node config feature"}
 
 
 def _refuse_non_finite(name: str, values: torch.Tensor, names: Optional[Sequence[str]] = None,
@@ -86,8 +85,9 @@ def normalization_of(items: Sequence[Prepared], names: Optional[Sequence[str]] =
         _refuse_non_finite(name, rows, names, owners[attr])
         stats[f"{name}_mean"], stats[f"{name}_std"] = rows.mean(0).tolist(), _std(rows).tolist()
     if items[0].config_nodes is not None:
-        rows = torch.cat([it.x[it.config_nodes] for it in items]).double()
-        stats["configurable_feature_mean"], stats["configurable_feature_std"] = rows.mean(0).tolist(), _std(rows).tolist()
+        rows = torch.cat([it.x[it.config_nodes] for it in items]).double()  # x: checked finite above
+        stats["configurable_feature_mean"], stats["configurable_feature_std"] = \
+            rows.mean(0).tolist(), _std(rows).tolist()
     return Normalization(**stats)  # type: ignore[arg-type]
 
 

@@ -300,8 +300,8 @@ class TpuGraphsSource:
     # ------------------------------------------------------------------ statistics
     def normalization(self, spec: BatchSpec, seed: int) -> Normalization:
         """Training-set mean/std of node features (all, and the configurable nodes'), config
-        features and log runtimes, from
-        a seeded subset of ≤ STATS_FILES graphs and ≤ STATS_CONFIGS configs of each."""
+        features and log runtimes, from a seeded subset of ≤ STATS_FILES graphs and
+        ≤ STATS_CONFIGS configs of each."""
         rng = np.random.default_rng([seed, 3])
         stats = RunningStats()
         for i in rng.permutation(len(self))[:STATS_FILES]:
