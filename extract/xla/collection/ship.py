@@ -26,7 +26,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from extract.fileio import LOCK_NAME, atomic_write, write_gzip
 from extract.metaschedule.jsonl import read_jsonl
@@ -48,18 +48,20 @@ def jsonl_bytes(rows: List[Dict[str, Any]]) -> bytes:
     return "".join(json.dumps(compact(r), sort_keys=True) + "\n" for r in rows).encode("utf-8")
 
 
-def finished_programs(root: Path, remeasure: float) -> List[Dict[str, Any]]:
-    """Every program's plan under ROOT; a ValueError naming those with timings still to take."""
+def finished_programs(root: Path, remeasure: float) -> List[Tuple[Dict[str, Any], List[Dict[str, Any]]]]:
+    """Every program's plan under ROOT and its journal's rows; a ValueError naming the programs
+    with timings still to take."""
     plans = sorted((root / "measurements").glob("*.plan.json"))
     if not plans:
         raise ValueError(f"{root}: no measurements/*.plan.json (not a collection root)")
     saved = [json.loads(p.read_text()) for p in plans]
-    pending = {s["program"]: len(to_measure(s, read_jsonl(str(journal(root, s))), remeasure)) for s in saved}
+    journals = [read_jsonl(str(journal(root, s))) for s in saved]
+    pending = {s["program"]: len(to_measure(s, rows, remeasure)) for s, rows in zip(saved, journals)}
     unfinished = [f"{name} ({n} timing{'s' * (n != 1)})" for name, n in pending.items() if n]
     if unfinished:
         raise ValueError(f"{root}: still to measure: {', '.join(unfinished)}; finish them "
                          f"(the collector's command again) before shipping")
-    return saved
+    return list(zip(saved, journals))
 
 
 def journal(root: Path, saved: Dict[str, Any]) -> Path:
@@ -92,7 +94,7 @@ def ship(root: Path, out: Path, overwrite: bool = False) -> List[str]:
     if not runs:
         raise ValueError(f"{root}/runs.jsonl: missing or empty (no collector ran here)")
     one_cpu(runs, root)
-    plans = finished_programs(root, runs[-1]["measure"]["remeasure_fraction"])
+    programs = finished_programs(root, runs[-1]["measure"]["remeasure_fraction"])
     old = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.exists() else []
     if old and not overwrite:
         raise ValueError(f"{out}: not empty (pass --overwrite to replace it with what ROOT ships)")
@@ -103,9 +105,9 @@ def ship(root: Path, out: Path, overwrite: bool = False) -> List[str]:
             path.unlink()
     (out / "measurements").mkdir(parents=True, exist_ok=True)
     summaries = []
-    for plan in plans:
+    for plan, journal_rows in programs:
         name = plan["program"]
-        rows = results(read_jsonl(str(journal(root, plan))))
+        rows = results(journal_rows)
         shutil.copyfile(root / "measurements" / f"{name}.plan.json", out / "measurements" / f"{name}.plan.json")
         write_gzip(out / "measurements" / f"{name}{SHIPPED_SUFFIX}", jsonl_bytes(rows))
         summaries.append(summarize(plan, rows))
