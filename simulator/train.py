@@ -23,9 +23,11 @@ XLA / TpuGraphs: the same models and loop on a TpuGraphs collection, read lazily
 (`simulator.data.tpugraphs`: memory strategy, metrics)::
 
     python -m simulator.train --data tpugraphs:tile:xla --split official --data-root ROOT
-    python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT [--join late]
+    python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT
+    python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT --model gcn [--join late]
 
-Flags not given then default per collection: `--loss listmle`, `--split official`,
+Flags not given then default per collection: `--model gcn` (tile) / `layout-sum` (layout),
+`--loss listmle` (`layout-sum`: `pairwise-hinge`), `--split official`,
 `--feature-transform log1p`, `--select-metric kaggle_score` (tile) / `kendall_tau`
 (layout), `--batch-size` 8 graphs (tile) / 2 (layout), `--configs-per-graph` 16 / 8,
 `--keep-hops` whole graph (tile) / `--depth` (layout).
@@ -209,6 +211,9 @@ def validate(config: TrainConfig) -> TrainConfig:
     elif options:
         raise SimulatorError(f"--model {config.model.model} has no propagation layer; its options "
                              f"({', '.join(options)}) do not apply")
+    if config.model.join != "early" and config.model.model not in PROPAGATIONS:
+        raise SimulatorError(f"--join {config.model.join}: --model {config.model.model} is no graph network "
+                             f"joining config features; --join applies to the propagation models (e.g. --model gcn)")
     return config
 
 

@@ -131,7 +131,8 @@ def runs(tmp_path_factory, root):
     for name, data, extra in (("tile", "tpugraphs:tile:xla", []),
                               ("tile-late", "tpugraphs:tile:xla", ["--join", "late"]),
                               ("layout", "tpugraphs:layout:xla:random", []),
-                              ("layout-late", "tpugraphs:layout:xla:random", ["--join", "late", "--keep-hops", "-1"])):
+                              ("layout-late", "tpugraphs:layout:xla:random",
+                               ["--model", "gcn", "--join", "late", "--keep-hops", "-1"])):
         args = ["--data", data, "--split", "official", "--data-root", str(root), "--out", str(out / name)]
         assert train.main(args + TINY + extra) == 0
         done[name] = out / name
@@ -161,6 +162,19 @@ def test_layout_runs_report_kendall_tau_over_all_configs(runs, name):
     taus = metrics["val"]["kendall_tau"]["per_workload"]
     assert len(taus) == 2 and all(-1 <= v <= 1 for v in taus.values())
     assert metrics["config"]["keep_hops"] == (2 if name == "layout" else -1)   # default: --depth
+    # layout data's default model is the per-node additive one, with the loss it was judged with
+    expected = ("layout-sum", "pairwise-hinge") if name == "layout" else ("gcn", "listmle")
+    assert (metrics["config"]["model"], metrics["config"]["loss"]) == expected
+
+
+def test_layout_defaults_yield_to_given_flags(root):
+    base = ["--data", "tpugraphs:layout:xla:random", "--data-root", str(root)]
+    resolved = {tuple(extra): train.resolve_argv(base + extra)[2] for extra in
+                ([], ["--loss", "listmle"], ["--model", "gcn"], ["--model", "config-mlp"])}
+    assert [(c.model.model, c.fit.loss) for c in resolved.values()] == [
+        ("layout-sum", "pairwise-hinge"), ("layout-sum", "listmle"), ("gcn", "listmle"), ("config-mlp", "listmle")]
+    tile = train.resolve_argv(["--data", "tpugraphs:tile:xla", "--data-root", str(root)])[2]
+    assert (tile.model.model, tile.fit.loss) == ("gcn", "listmle")
 
 
 def test_same_seed_same_metrics_and_evaluate_agrees(runs, root, tmp_path):
@@ -256,6 +270,8 @@ def test_bad_paths_and_flags_give_clear_errors(root, runs, tmp_path, capsys):
           "--split official")
     fails(capsys, train.main, ["--data", "tpugraphs:tile:xla", "--data-root", str(root), "--model", "xgb"] + base,
           "graph model")
+    fails(capsys, train.main, ["--data", "tpugraphs:layout:xla:random", "--data-root", str(root), "--join", "late"]
+          + base, "--join late", "layout-sum", "--model gcn")
     fails(capsys, predict.main, [str(runs["tile"]), "tpugraphs:layout:xla:random"], "tile collection",
           "cannot rank layout")
     fails(capsys, predict.main, [str(runs["tile"]), str(tmp_path / "missing.npz")], "missing.npz",

@@ -68,9 +68,12 @@ STATS_CONFIGS = 64
 DEFAULTS = {  # per kind, for flags not given on the command line
     "tile": {"loss": "listmle", "batch_size": 8, "configs_per_graph": 16, "keep_hops": -1,
              "select_metric": "kaggle_score", "feature_transform": "log1p", "split": "official"},
-    "layout": {"loss": "listmle", "batch_size": 2, "configs_per_graph": 8, "keep_hops": None,
-               "select_metric": "kendall_tau", "feature_transform": "log1p", "split": "official"},
+    "layout": {"model": "layout-sum", "loss": "listmle", "batch_size": 2, "configs_per_graph": 8,
+               "keep_hops": None, "select_metric": "kendall_tau", "feature_transform": "log1p",
+               "split": "official"},
 }
+# a layout model's own loss where --loss is not given: the one it was judged with (docs/xla_collection.md)
+LAYOUT_MODEL_LOSS = {"layout-sum": "pairwise-hinge"}
 
 
 def _tpugraphs():
@@ -367,6 +370,8 @@ class TpuGraphsData(DataKind):
         kind = collection.split(":")[0]
         flat = config.to_dict()
         flat.update({k: v for k, v in DEFAULTS[kind].items() if k not in given})
+        if kind == "layout" and "loss" not in given:
+            flat["loss"] = LAYOUT_MODEL_LOSS.get(flat["model"], flat["loss"])
         if flat["keep_hops"] is None:
             flat["keep_hops"] = flat["depth"]
         if flat["split"] != "official":
