@@ -84,15 +84,17 @@ def _args(tmp_path, **kw):
     return args
 
 
-def _finish(step, latency, wall, share=0.05, others=None):
+def _finish(step, latency, wall, share=0.05, others=None, waited=None):
     """A finished step, as run_step leaves it (`others`: other processes' CPU seconds meanwhile,
-    None: a step tuned before they were recorded)."""
+    `waited`: the tuner's wait for a core; None: a step tuned before they were recorded)."""
     os.makedirs(step["work_dir"], exist_ok=True)
     tasks = [{"trials": step["budget"], "resumed": 0}] * step["tasks"]
     summary = {"tasks": tasks, "wall_s": wall, "best_latency_s": latency, "cost_model_stats": {"total_s": share * wall},
                "end_to_end": {"latency_s": latency, "repeats_s": [latency] * 5, "compile_s": 30.0}}
     if others is not None:
         summary |= {"others_cpu_s": others, "step_span_s": wall}
+    if waited is not None:
+        summary |= {"run_queue_wait_s": waited}
     with open(os.path.join(step["work_dir"], f"summary_b{step['budget']}.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f)
 
@@ -156,6 +158,40 @@ def test_aggregate_verdicts_and_report(tmp_path):
     section = "\n".join(report_section(str(tmp_path)))
     assert ("Other processes used 0.18 of a core on average while the steps were tuned (18 of 18 points recorded "
             "it), at most 0.30 (bert gnn seed 0 up to 8 per task)") in section
+    assert "waited for a core" not in section             # steps tuned before the wait was recorded
+    for s in steps:                                       # the tuner waited 20 s of the 8 step's 100 s
+        _finish(s, 1.0, wall=100.0, others=30.0, waited=20.0 if s["budget"] == 8 else 0.0)
+    points = [point(s, steps) for s in steps]
+    assert [p["run_queue_wait_s"] for p in points[:3]] == [20.0, 20.0, 20.0]   # summed up to each budget
+    write_json(str(tmp_path / RESULT), {"command": "c", "networks": ["bert"], "cost_models": args.cost_models,
+                                        "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
+                                        "aggregate": aggregate(points), "figure": False, "points": points})
+    section = "\n".join(report_section(str(tmp_path)))
+    assert ("The tuner's processes waited for a core 12.2% of the wall time on average (18 points recorded it), "
+            "at most 20.0% (bert gnn seed 0 up to 8 per task).") in section
+
+
+def test_run_queue_wait_reads_every_thread_and_keeps_its_latest_count(tmp_path):
+    import subprocess
+    import sys
+
+    from benchmarks.metaschedule.run_queue import RunQueueWait, thread_delays
+
+    for tid, line in ((11, "500 2000000000 7\n"), (12, "garbage\n")):   # run time, run delay (ns), slices
+        (tmp_path / "42" / "task" / str(tid)).mkdir(parents=True)
+        (tmp_path / "42" / "task" / str(tid) / "schedstat").write_text(line)
+    assert thread_delays(42, str(tmp_path)) == {11: 2_000_000_000}       # an unreadable thread is skipped
+    assert thread_delays(43, str(tmp_path)) == {}                         # a process already gone
+    if not RunQueueWait(os.getpid()).supported:
+        pytest.skip("no schedstat in /proc here")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    with RunQueueWait(child.pid, interval=0.2) as wait:
+        child.wait()
+    assert wait.waited_s is not None and wait.waited_s >= 0.0
+    assert {pid for pid, _, _ in wait.delays} == {child.pid}              # its threads were sampled
+    gone = RunQueueWait(child.pid)
+    gone.sample()                                                         # a finished tree: nothing, no error
+    assert gone.delays == {} and gone.waited_s == 0.0
 
 
 def test_a_point_is_the_median_of_its_repeats_even_where_the_mean_was_recorded(tmp_path):

@@ -22,8 +22,10 @@ it measures for many hours).
    teach the cost model and seed the search), `--trials-per-iter` per round. After each
    step `simulator.tune` compiles the network with the database and times it end to end
    on the measuring core (`simulator.metaschedule.network`); the step's summary is kept as
-   `summary_b<B>.json`. A killed run resumes: finished steps are read back, an unfinished
-   one is resumed by `simulator.tune` itself.
+   `summary_b<B>.json`, with what other processes used of the machine meanwhile and how
+   long the tuner's processes waited for a core because of it (`run_queue.RunQueueWait`):
+   its wall time is the tuner's own only where that wait is ~0. A killed run resumes:
+   finished steps are read back, an unfinished one is resumed by `simulator.tune` itself.
 3. **The quiet pass.** When every step is done, each step's network is compiled again
    from its database as the step left it and timed again, in interleaved rounds on a quiet
    machine (`benchmarks.metaschedule.quiet`, whose docstring has the measured reason); the
@@ -57,6 +59,7 @@ from extract.cli import Int
 
 from ..common import COUNT, SEED, cli, cpu_counters, log, markdown_table, others_cpu_s, run_training, write_json
 from .kept import copy_of, finished_budgets, keep, kept_folder, note_machine, restore
+from .run_queue import RunQueueWait
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 
 NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
@@ -181,14 +184,17 @@ def run_step(args, step: Dict[str, Any], checkpoint: Optional[str]) -> Dict[str,
     from simulator.metaschedule.resume import SUMMARY
 
     since, start = cpu_counters(), time.perf_counter()
-    done = subprocess.run(tune_argv(args, step, checkpoint), check=False)
-    if done.returncode != 0:
+    with subprocess.Popen(tune_argv(args, step, checkpoint)) as proc, RunQueueWait(proc.pid) as wait:
+        returncode = proc.wait()
+    if returncode != 0:
         raise SystemExit(f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task: "
-                         f"simulator.tune exited {done.returncode} (its work dir: {step['work_dir']})")
+                         f"simulator.tune exited {returncode} (its work dir: {step['work_dir']})")
     with open(os.path.join(step["work_dir"], SUMMARY), encoding="utf-8") as f:
         summary = json.load(f)
-    # the wall time is the tuner's only while nothing else runs on the build cores: say what did
-    summary |= {"others_cpu_s": others_cpu_s(since), "step_span_s": time.perf_counter() - start}
+    # the wall time is the tuner's only while nothing else runs on the build cores: say what did,
+    # and how long the tuner's processes waited for a core because of it
+    summary |= {"others_cpu_s": others_cpu_s(since), "step_span_s": time.perf_counter() - start,
+                "run_queue_wait_s": wait.waited_s}
     write_json(os.path.join(step["work_dir"], f"summary_b{step['budget']}.json"), summary)
     return step_summary(step["work_dir"], step["budget"])
 
@@ -253,6 +259,7 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
     wall = sum(m["wall_s"] for m in mine if m)
     cost = sum((m.get("cost_model_stats") or {}).get("total_s", 0.0) for m in mine if m)
     others = [(m.get("others_cpu_s"), m.get("step_span_s")) for m in mine if m]
+    waits = [m.get("run_queue_wait_s") for m in mine if m]
     from simulator.metaschedule.network import kernel_gaps
 
     e2e = s.get("end_to_end") or {}
@@ -270,7 +277,9 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
         "wall_s": wall, "cost_model_share": cost / wall if wall > 0 else None,
         # other processes' CPU while the steps ran, in cores (None: a step ran before this was recorded)
         "others_cores": (sum(o for o, _ in others) / sum(t for _, t in others)
-                         if others and all(o is not None and t for o, t in others) else None)}
+                         if others and all(o is not None and t for o, t in others) else None),
+        # seconds the tuner's processes waited for a core (None: a step ran before this was recorded)
+        "run_queue_wait_s": sum(waits) if waits and all(w is not None for w in waits) else None}
 
 
 def aggregate(points: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Dict[str, Any]]]:
@@ -378,7 +387,21 @@ def others_line(points: Sequence[Dict[str, Any]]) -> str:
     return (f"Other processes used {float(np.mean([p['others_cores'] for p in seen])):.2f} of a core on average "
             f"while the steps were tuned ({len(seen)} of {len(points)} points recorded it), at most "
             f"{most['others_cores']:.2f} ({most['network']} {most['cost_model']} seed {most['seed']} up to "
-            f"{most['budget']} per task): the wall times hold what that took from the build core.")
+            f"{most['budget']} per task): the wall times hold what that took from the build core."
+            + waited_line(points))
+
+
+def waited_line(points: Sequence[Dict[str, Any]]) -> str:
+    """What contention cost the tuner: its processes' wait for a core, as a share of the wall
+    time (` …` to append; empty if no point recorded it)."""
+    seen = [p for p in points if p.get("run_queue_wait_s") is not None and p["wall_s"] > 0]
+    if not seen:
+        return ""
+    shares = [p["run_queue_wait_s"] / p["wall_s"] for p in seen]
+    worst = seen[int(np.argmax(shares))]
+    return (f" The tuner's processes waited for a core {100 * float(np.mean(shares)):.1f}% of the wall time on "
+            f"average ({len(seen)} points recorded it), at most {100 * max(shares):.1f}% ({worst['network']} "
+            f"{worst['cost_model']} seed {worst['seed']} up to {worst['budget']} per task).")
 
 
 def bests_table(r: Dict[str, Any], agg: Dict[str, Any]) -> List[str]:
