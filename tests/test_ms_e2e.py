@@ -117,6 +117,17 @@ def test_plan_resumes_and_estimates_from_finished_steps(tmp_path):
     assert after["seconds_left"] == pytest.approx(240 * 2.0 + 3 * after["s_per_point"] + 4 * S_PER_POINT)
 
 
+def _report_of(folder, args, points):
+    """The report section of a finished 18-step run of `points`."""
+    from benchmarks.common import write_json
+    from benchmarks.metaschedule.networks import RESULT, aggregate, report_section
+
+    write_json(str(folder / RESULT), {"command": "c", "networks": ["bert"], "cost_models": args.cost_models,
+                                      "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
+                                      "aggregate": aggregate(points), "figure": False, "points": points})
+    return "\n".join(report_section(str(folder)))
+
+
 def test_aggregate_verdicts_and_report(tmp_path):
     from benchmarks.common import write_json
     from benchmarks.metaschedule.networks import RESULT, aggregate, plan, point, report_section, verdicts
@@ -152,10 +163,7 @@ def test_aggregate_verdicts_and_report(tmp_path):
         _finish(s, 1.0, wall=100.0, others=30.0 if s["budget"] == 8 else 0.0)
     points = [point(s, steps) for s in steps]
     assert points[1]["others_cores"] == pytest.approx(0.15)   # over the 16 step's 200 s up to it
-    write_json(str(tmp_path / RESULT), {"command": "c", "networks": ["bert"], "cost_models": args.cost_models,
-                                        "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
-                                        "aggregate": aggregate(points), "figure": False, "points": points})
-    section = "\n".join(report_section(str(tmp_path)))
+    section = _report_of(tmp_path, args, points)
     assert ("Other processes used 0.18 of a core on average while the steps were tuned (18 of 18 points recorded "
             "it), at most 0.30 (bert gnn seed 0 up to 8 per task)") in section
     assert "waited for a core" not in section             # steps tuned before the wait was recorded
@@ -163,10 +171,7 @@ def test_aggregate_verdicts_and_report(tmp_path):
         _finish(s, 1.0, wall=100.0, others=30.0, waited=20.0 if s["budget"] == 8 else 0.0)
     points = [point(s, steps) for s in steps]
     assert [p["run_queue_wait_s"] for p in points[:3]] == [20.0, 20.0, 20.0]   # summed up to each budget
-    write_json(str(tmp_path / RESULT), {"command": "c", "networks": ["bert"], "cost_models": args.cost_models,
-                                        "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
-                                        "aggregate": aggregate(points), "figure": False, "points": points})
-    section = "\n".join(report_section(str(tmp_path)))
+    section = _report_of(tmp_path, args, points)
     assert ("The tuner's processes waited for a core 12.2% of the wall time on average (18 points recorded it), "
             "at most 20.0% (bert gnn seed 0 up to 8 per task).") in section
 
