@@ -59,8 +59,8 @@ from extract.cli import Int
 
 from ..common import COUNT, SEED, cli, cpu_counters, log, markdown_table, others_cpu_s, run_training, write_json
 from .kept import copy_of, finished_budgets, keep, kept_folder, note_machine, restore
-from .run_queue import RunQueueWait
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
+from .run_queue import RunQueueWait
 
 NETWORKS = ["bert", "vit", "mixer"]        # resnet50 / mobilenet_v2 when the machine time allows
 COST_MODELS = ["gnn", "tvm-xgb", "tvm-xgb-pretrained", "random"]
