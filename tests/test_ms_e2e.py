@@ -176,6 +176,25 @@ def test_aggregate_verdicts_and_report(tmp_path):
             "at most 20.0% (bert gnn seed 0 up to 8 per task).") in section
 
 
+def test_a_step_keeps_the_tuners_summary_with_what_contention_cost_it(tmp_path, monkeypatch):
+    import sys
+
+    from benchmarks.metaschedule import networks
+
+    args = _args(tmp_path, networks=["bert"], cost_models=["random"], seeds=[0], budgets=[8])
+    step = networks.plan(args, {"bert": 2})[0]
+    os.makedirs(step["work_dir"])
+    summary = os.path.join(step["work_dir"], "tune_summary.json")   # what simulator.tune writes
+    fake_tune = [sys.executable, "-c", f"import json; json.dump({{'wall_s': 1.0}}, open({summary!r}, 'w'))"]
+    monkeypatch.setattr(networks, "tune_argv", lambda *a: fake_tune)
+    kept = networks.run_step(args, step, None)
+    assert kept["wall_s"] == 1.0 and kept["others_cpu_s"] >= 0.0 and kept["step_span_s"] > 0.0
+    assert "run_queue_wait_s" in kept                             # None only without schedstat
+    monkeypatch.setattr(networks, "tune_argv", lambda *a: [sys.executable, "-c", "raise SystemExit(3)"])
+    with pytest.raises(SystemExit, match="simulator.tune exited 3"):
+        networks.run_step(args, step, None)
+
+
 def test_run_queue_wait_reads_every_thread_and_keeps_its_latest_count(tmp_path):
     import subprocess
     import sys
@@ -190,7 +209,7 @@ def test_run_queue_wait_reads_every_thread_and_keeps_its_latest_count(tmp_path):
     if not RunQueueWait(os.getpid()).supported:
         pytest.skip("no schedstat in /proc here")
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
-    with RunQueueWait(child.pid, interval=0.2) as wait:
+    with RunQueueWait(child.pid, interval=0.2, cores=sorted(os.sched_getaffinity(0))[:1]) as wait:
         child.wait()
     assert wait.waited_s is not None and wait.waited_s >= 0.0
     assert {pid for pid, _, _ in wait.delays} == {child.pid}              # its threads were sampled

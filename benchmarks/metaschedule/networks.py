@@ -183,8 +183,12 @@ def run_step(args, step: Dict[str, Any], checkpoint: Optional[str]) -> Dict[str,
     """One budget step through `simulator.tune` (resuming the work dir); its summary kept."""
     from simulator.metaschedule.resume import SUMMARY
 
+    from extract.metaschedule.runner import MeasureConfig
+
+    off_measuring = MeasureConfig.for_machine(-1 if args.measure_core is None else args.measure_core).build_cores
     since, start = cpu_counters(), time.perf_counter()
-    with subprocess.Popen(tune_argv(args, step, checkpoint)) as proc, RunQueueWait(proc.pid) as wait:
+    with (subprocess.Popen(tune_argv(args, step, checkpoint)) as proc,
+          RunQueueWait(proc.pid, cores=off_measuring) as wait):
         returncode = proc.wait()
     if returncode != 0:
         raise SystemExit(f"{step['network']} {step['cost_model']} seed {step['seed']} at {step['budget']} per task: "

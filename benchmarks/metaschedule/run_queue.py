@@ -11,14 +11,16 @@ costs it:
     wait.waited_s     # seconds, summed over every thread of the process and its descendants
 
 The tree is sampled every `interval` seconds (a thread's counter only grows, so the last
-sample of each thread is kept; a process that lived less than one interval may be missed).
-Where /proc has no schedstat (not Linux, or a kernel without it) `waited_s` is None.
+sample of each thread is kept; a process that lived less than one interval may be missed)
+by a thread of the calling process that runs on `cores` only (e.g. off the measuring core:
+its wake-ups would land in the kernels' timings). Where /proc has no schedstat (not Linux, or
+a kernel without it) `waited_s` is None.
 """
 from __future__ import annotations
 
 import os
 import threading
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 import psutil
 
@@ -53,8 +55,9 @@ def tree(pid: int) -> Iterable[psutil.Process]:
 class RunQueueWait:
     """Samples the run delay of `pid`'s process tree while in the `with` block (module docstring)."""
 
-    def __init__(self, pid: int, interval: float = 1.0, proc_root: str = "/proc"):
-        self.pid, self.interval, self.proc_root = pid, interval, proc_root
+    def __init__(self, pid: int, interval: float = 1.0, cores: Optional[Sequence[int]] = None,
+                 proc_root: str = "/proc"):
+        self.pid, self.interval, self.cores, self.proc_root = pid, interval, cores, proc_root
         self.delays: Dict[Key, int] = {}
         self.supported = os.path.exists(os.path.join(proc_root, "self", "schedstat"))
         self._stop = threading.Event()
@@ -71,6 +74,8 @@ class RunQueueWait:
             self._thread.join()
 
     def _run(self) -> None:
+        if self.cores:
+            os.sched_setaffinity(0, set(self.cores))   # pid 0: this thread only (Linux)
         while True:
             self.sample()
             if self._stop.wait(self.interval):
