@@ -46,9 +46,10 @@ def test_a_configs_prediction_is_the_sum_of_its_nodes_terms():
     assert ya == pytest.approx(2.0 + sum(term(n, a[i]) for i, n in enumerate([1, 4, 5])), abs=1e-5)
 
 
-def test_it_refuses_data_without_layout_configs():
-    config = TrainConfig.from_dict({**TrainConfig().to_dict(), "model": "layout-sum"})
-    with pytest.raises(SimulatorError, match="layout-sum reads the per-node layout configs"):
+@pytest.mark.parametrize("name", ["layout-sum", "config-mlp"])   # both are LayoutRowsCostModels
+def test_layout_row_models_refuse_data_without_layout_configs(name):
+    config = TrainConfig.from_dict({**TrainConfig().to_dict(), "model": name})
+    with pytest.raises(SimulatorError, match=f"{name} reads the per-node layout configs"):
         build_cost_model(config, ModelInfo(num_types=5, feature_dim=4))
     model = build_cost_model(config, ModelInfo(num_types=5, feature_dim=4, node_config_dim=18))
     assert sum(p.numel() for p in model.net.parameters()) > 0

@@ -269,18 +269,6 @@ def test_picking_xlas_own_config_does_not_beat_it():
     assert pick_beats_default(None, 0.2) is None
 
 
-def test_config_mlp_refuses_data_without_layout_configs():
-    from simulator.config import ModelInfo, TrainConfig
-    from simulator.models.costmodel import build_cost_model
-    from simulator.registry import SimulatorError
-
-    config = TrainConfig.from_dict({**TrainConfig().to_dict(), "model": "config-mlp"})
-    with pytest.raises(SimulatorError, match="config-mlp reads the per-node layout configs"):
-        build_cost_model(config, ModelInfo(num_types=5, feature_dim=4))
-    model = build_cost_model(config, ModelInfo(num_types=5, feature_dim=4, node_config_dim=18))
-    assert sum(p.numel() for p in model.net.parameters()) > 0
-
-
 def _all_stages(tmp_path, runs, results, *extra):
     from benchmarks import all as bench_all
     return bench_all.main(["--results", str(results), "--runs", str(runs), "--tuning-runs", str(tmp_path / "t"),
