@@ -34,7 +34,8 @@ terms, each reading the node's features and its layout; pairwise hinge, what it 
 screened with) and `xgb` on the opcode histogram + pooled layout features
 (simulator/models/xgb.py), each with the TpuGraphs layout defaults of `simulator.train`
 (loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every measured config of
-the whole graph). Each fold's root is RUNS/xla_layout/folds/<family> (links to the
+the whole graph); beside them `minor-dim-rule`, which learns nothing (benchmarks/layout_rule.py:
+the elements whose most-minor dimension a config moves off XLA's choice). Each fold's root is RUNS/xla_layout/folds/<family> (links to the
 collection's files); runs go to RUNS/xla_layout/<family>-<search>-<model>-seed<S>
 (a finished run with the same command line is reused); results to RESULTS/xla_layout.json
 and .csv, and a section of docs/RESULTS.md (`report_section`, through benchmarks.report).
@@ -51,6 +52,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .common import (COUNT, SEED, add_run_options, cli, finite_or_null, fmt, log, markdown_table, mean_std,
                      run_and_report, run_many, train_argv, write_csv, write_json)
 from .kept_runs import KEPT_SUFFIX
+from .layout_rule import RULE_NAME
 
 SEARCHES = ("random", "default")
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown"]
@@ -122,7 +124,7 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
     best measured config, and the noise ceiling (the collector's `summarize` over the search's
     configs)."""
     from extract.metaschedule.jsonl import read_jsonl
-    from extract.xla.collection.collect import measurements_file, results, summarize
+    from extract.xla.collection.collect import measurements_file, npz_config_keys, results, summarize
 
     plan_path = root / "measurements" / f"{program}.plan.json"
     if not plan_path.is_file():
@@ -138,7 +140,9 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
     best = min(first.values()) if first else None
     default = first.get(XLA_DEFAULT)
     slowdown = None if default is None or not best else default / best - 1.0
+    in_npz = npz_config_keys(saved, rows, search)
     return {"family": saved["family"], "configs": len(first), "best_ms": None if best is None else 1e3 * best,
+            "default_row": in_npz.index(XLA_DEFAULT) if XLA_DEFAULT in in_npz else None,
             "default_ms": None if default is None else 1e3 * default, "default_slowdown": slowdown,
             "beats_default": None if slowdown is None else slowdown > GOAL_MARGIN,
             "ceiling_tau": noise.get("noise_tau"), "ceiling_pairs": noise.get("remeasured", 0),
@@ -235,6 +239,26 @@ def run_rows(results: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[D
     return rows
 
 
+def rule_rows(root: Path, facts: Dict[str, Any], families: Sequence[str]) -> List[Dict[str, Any]]:
+    """The no-learning reference (`layout_rule`) on every program of the held-out `families`,
+    in `run_rows`' form (no seed: it is deterministic); programs without XLA's own config
+    measured are left out."""
+    from .layout_rule import rule_metrics
+
+    rows = []
+    for search, found in facts.items():
+        for name, program in found["programs"].items():
+            if program["family"] not in families or program["default_row"] is None:
+                continue
+            values = {m: finite_or_null(v) for m, v in
+                      rule_metrics(npz_path(root, search, name), program["default_row"], METRICS).items()}
+            rows.append({"search": search, "model": RULE_NAME, "seed": None, "program": name,
+                         "family": program["family"], **values,
+                         "pick_beats_default": pick_beats_default(values["top1_slowdown"], program["default_slowdown"]),
+                         "command": None})
+    return rows
+
+
 def pick_beats_default(top1_slowdown: Optional[float], default_slowdown: Optional[float]) -> Optional[bool]:
     """Whether the model's first pick ran faster than XLA's default (both against the same best
     runtime; the same config measured once counts as equal): None without both numbers."""
@@ -285,6 +309,7 @@ def run(args) -> Dict[str, Any]:
     log(f"xla-layout: {len(planned)} training runs on {root}")
     kept = os.path.join(args.results, RESULT_NAME + KEPT_SUFFIX)
     rows = run_rows(run_many(planned, args.parallel, args.device, kept), facts)
+    rows += rule_rows(root, facts, [fold["test"] for fold in chosen])
     out = {"root": str(args.xla_root), "facts": facts, "rows": rows, "programs": program_means(rows, facts),
            "goal": goal_counts(rows, facts), "machine": collection_machine(root),
            "protocol": {"epochs": args.xla_epochs, "seeds": list(args.xla_seeds), "models": list(args.xla_models),
@@ -419,6 +444,7 @@ def summary_row(res: Optional[Dict[str, Any]]) -> List[List[str]]:
         programs = res["facts"][search]["programs"]
         scored = {m: overall_means(means, m, programs) for m in dict.fromkeys(r["model"] for r in means)}
         scored = {m: v for m, v in scored.items() if v and v["kendall_tau"][0] is not None}
+        rule = scored.pop(RULE_NAME, None)
         if not scored:
             continue
         best = max(scored, key=lambda m: scored[m]["kendall_tau"][0])
@@ -428,7 +454,8 @@ def summary_row(res: Optional[Dict[str, Any]]) -> List[List[str]]:
         cells.append(f"`{search}`: {best} τ {fmt(scored[best]['kendall_tau'][0], 'kendall_tau')} (ceiling "
                      f"{fmt(mean_std(f['ceiling_tau'] for f in facts)[0], 'kendall_tau')}; "
                      f"{_share(scored[best]['tau_of_ceiling'])} of it), first pick beats XLA's "
-                     f"default on {', '.join(str(g['picked']) for g in goal)} of {goal[0]['beatable'] if goal else 0}")
+                     f"default on {', '.join(str(g['picked']) for g in goal)} of {goal[0]['beatable'] if goal else 0}"
+                     + (f"; {RULE_NAME} (no learning) τ {fmt(rule['kendall_tau'][0], 'kendall_tau')}" if rule else ""))
     if not cells:
         return []
     name = os.path.basename(os.path.normpath(res["root"]))
@@ -454,7 +481,9 @@ def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
              f"program's measured configs; the ceiling is τ between the two measuring passes of the search's "
              f"re-measured configs (pairs in brackets), and a mean row's share of it is the ratio of the means over "
              f"the programs with a positive ceiling; top-k slowdown: the best of the model's k first configs "
-             f"against the program's best; XLA's default is config 0 (nothing constrained).", ""]
+             f"against the program's best; XLA's default is config 0 (nothing constrained). `{RULE_NAME}` "
+             f"learns nothing: it ranks a program's configs by the elements whose most-minor dimension they move "
+             f"off XLA's choice (`benchmarks/layout_rule.py`); a model has to beat it to be worth training.", ""]
     if out_of_date(res):
         lines += [f"**Out of date:** `{res['root']}` was measured again or changed after these results were "
                   f"made (its programs, configs, runtimes or ceilings differ from those below); `python -m "

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from extract.metaschedule.jsonl import JsonlLog
+from benchmarks.layout_rule import RULE_NAME
 from extract.xla.npz_format import layout_arrays, write_arrays
 
 # program → the collection's split folder (which the benchmark's folds do not use); a program's
@@ -107,9 +108,9 @@ def test_every_held_out_program_model_and_search_is_scored(results):
     assert res["protocol"]["folds"] == [{"test": "delta", "valid": "gamma"}, {"test": "gamma", "valid": "alpha"}]
     seen = {(r["search"], r["program"], r["model"], r["family"]) for r in res["programs"]}
     assert seen == {(s, p, m, p.split(".")[0]) for s in ("random", "default") for p in ("gamma.infer", "delta.infer")
-                    for m in BENCH_MODELS}
-    for r in res["rows"]:   # each program scored by the fold that held its family out
-        assert f"/xla_layout/folds/{r['family']} " in r["command"] + " "
+                    for m in BENCH_MODELS + [RULE_NAME]}
+    for r in res["rows"]:   # each program scored by the fold that held its family out (the rule trains nothing)
+        assert r["command"] is None if r["model"] == RULE_NAME else f"/xla_layout/folds/{r['family']} " in r["command"] + " "
     for r in res["programs"]:   # every model gave a τ and slowdowns on every held-out program
         assert all(r[k][0] is not None and r[k][2] == 1 for k in ("kendall_tau", "top1_slowdown", "top5_slowdown"))
         assert -1.0 <= r["kendall_tau"][0] <= 1.0 and r["top1_slowdown"][0] >= r["top5_slowdown"][0] >= 0.0
@@ -163,8 +164,48 @@ def test_report_section_and_csv(results):
         cells.append(f"{picked} of {sum(beatable)}")
     assert f"| xgb | {cells[0]} | {cells[1]} |" in text
     csv_lines = (out / "results" / "xla_layout.csv").read_text().splitlines()
-    assert len(csv_lines) == 1 + 2 * 2 * len(BENCH_MODELS)   # searches × held-out programs × models, one seed
+    # searches × held-out programs × (models, one seed, and the rule)
+    assert len(csv_lines) == 1 + 2 * 2 * (len(BENCH_MODELS) + 1)
+    assert f"{RULE_NAME}: τ (of ceiling)" in text and "learns nothing" in text
     assert "nan" not in text.lower() and "inf" not in text.lower().replace("infer", "")
+
+
+def test_minor_dim_rule_by_hand(results, collection):
+    from scipy.stats import kendalltau
+
+    from extract.xla.hlo_graph import NODE_FEATURE_INDEX
+    _, res = results
+    size = NODE_FEATURE_INDEX["shape_dimensions_product"]
+    for search in ("random", "default"):
+        with np.load(collection / "npz" / "layout" / "xla" / search / "test" / "delta.infer.npz") as f:
+            feat, runtime = f["node_config_feat"], f["config_runtime"]
+            elements = np.maximum(f["node_feat"][f["node_config_ids"], size], 0)
+        # XLA's own config is row 0 (sampled first, compiled); a node counts when its minor dimension moved
+        scores = [sum(e for e, m, m0 in zip(elements, row[:, 0], feat[0, :, 0]) if m != m0) for row in feat]
+        row = next(r for r in res["rows"] if (r["search"], r["program"], r["model"]) == (search, "delta.infer", RULE_NAME))
+        assert row["kendall_tau"] == pytest.approx(kendalltau(scores, runtime).statistic)
+        # its first pick is XLA's own config (score 0, first among equals): never faster than it
+        assert row["top1_slowdown"] == pytest.approx(runtime[0] / runtime.min() - 1) and not row["pick_beats_default"]
+    assert f"{RULE_NAME} (no learning) τ" in summary_text(res)
+
+
+def summary_text(res):
+    from benchmarks.xla_layout import summary_row
+    return " ".join(summary_row(res)[0])
+
+
+def test_minor_dim_scores_count_elements_whose_minor_dimension_moved():
+    from benchmarks.layout_rule import minor_dim_scores
+
+    # two configurable nodes (100 and 10 elements); row 0 is XLA's own assignment
+    pad = [-1] * 12
+    feat = np.array([[[1, 0, -1, -1, -1, -1] + pad, [0, 1, 2, -1, -1, -1] + pad],    # XLA's
+                     [[0, 1, -1, -1, -1, -1] + pad, [0, 1, 2, -1, -1, -1] + pad],    # node 0's minor moved
+                     [[1, 0, -1, -1, -1, -1] + pad, [2, 1, 0, -1, -1, -1] + pad],    # node 1's minor moved
+                     [[1, 0, -1, -1, -1, -1] + pad, [0, 2, 1, -1, -1, -1] + pad]],   # only outer order: 0
+                    np.float32)
+    assert minor_dim_scores(feat, np.array([100.0, 10.0]), 0).tolist() == [0.0, 100.0, 10.0, 0.0]
+    assert minor_dim_scores(feat, np.array([100.0, 10.0]), 1).tolist() == [100.0, 0.0, 110.0, 100.0]
 
 
 def test_results_of_a_collection_measured_again_say_they_are_out_of_date(results, collection, tmp_path):

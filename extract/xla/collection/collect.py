@@ -222,12 +222,19 @@ def write_program_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runne
     space = space_of(saved)
     ids = np.asarray([c.node for c in space.nodes], np.int64)
     for search in SEARCHES:
-        keys = [k for k in saved["configs"][search] if k in first and "error" not in first[k]]
+        keys = npz_config_keys(saved, rows, search)
         feats = np.stack([space.features(parse_config_key(k)) for k in keys]) if keys else \
             np.zeros((0, len(ids), 18), np.float32)
         runtime = np.asarray([round(first[k]["runtime_s"] * 1e9) for k in keys], np.int64)
         write_arrays(npz_path(root, search, saved["split"], name),
                      layout_arrays(graph, ids, feats, runtime), source=name)
+
+
+def npz_config_keys(saved: Dict[str, Any], rows: List[Dict], search: str) -> List[str]:
+    """The configs of a search that its npz holds, in the npz's order: those whose first
+    measuring pass has a runtime (compile failures stay in the measurements only)."""
+    first = {r["config"]: r for r in rows if r["pass"] == 1}
+    return [k for k in saved["configs"][search] if k in first and "error" not in first[k]]
 
 
 def summarize(saved: Dict[str, Any], rows: List[Dict]) -> Dict[str, Any]:
