@@ -37,7 +37,7 @@ Stages (`--stages`, in this order):
   xla-layout  the cost models judged on the measured XLA layout collection (`--xla-root`, default:
             the shipped datasets/xla_layout_<cpu>; skipped, with one log line, when there is none):
             per held-out program and search, τ and top-k slowdown beside the noise ceiling and
-            XLA's default layout (benchmarks.xla_layout, `--xla-…` options)
+            XLA's default layout and a rule that learns nothing (benchmarks.xla_layout, `--xla-…` options)
   ms-replay the gnn's online phase replayed offline on the networks dataset's pools, each
             update recipe and way of picking (benchmarks.metaschedule.replay; no kernel timed)
   ms-networks  (not in the default stages: it measures for a day) whole networks tuned with
