@@ -300,6 +300,23 @@ def test_a_point_reports_its_quiet_timing_and_the_report_says_where_times_come_f
     assert quiet_line([first, second]).endswith("1 of 2 points; the others as timed right after their tuning step.")
 
 
+def test_the_report_says_how_far_one_network_moves_between_two_timings():
+    from benchmarks.metaschedule.networks import repeat_line
+
+    def at(budget, bests_ms, e2e_ms, seed=0, model="gnn"):
+        return {"network": "bert", "cost_model": model, "seed": seed, "budget": budget,
+                "sum_of_bests_s": bests_ms * 1e-3, "end_to_end_s": e2e_ms * 1e-3}
+
+    points = [at(16, 20.0, 30.0), at(8, 25.0, 31.0), at(32, 20.05, 36.0),     # 16 → 32: nothing better, +20%
+              at(8, 22.0, 25.0, seed=1), at(16, 22.0, 24.0, seed=1),            # the same, −4%
+              at(8, 22.0, 24.0, model="random")]                                # another run: no pair with seed 1's
+    assert repeat_line(points) == ("The same network timed twice: 2 pairs of consecutive budgets of a run where the "
+                                   "later step found nothing better (sums of bests within 0.5%) differ by 4–20% end "
+                                   "to end (median 12%): differences between cost models of that size are within "
+                                   "the timing's noise.")
+    assert repeat_line(points[:2]) == "" and repeat_line([]) == ""
+
+
 def test_kept_runs_bring_back_a_lost_runs_folder_and_simulator_tune_resumes_them(mixer_tuned, tmp_path):
     import gzip
     import shutil

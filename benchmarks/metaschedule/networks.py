@@ -381,6 +381,29 @@ def quiet_line(points: Sequence[Dict[str, Any]]) -> str:
             f"{'; the others as timed right after their tuning step' if len(quiet) < len(points) else ''}.")
 
 
+SAME_BESTS = 0.005  # two steps' sums of task bests this close: nothing better found, the same network
+
+
+def repeat_line(points: Sequence[Dict[str, Any]]) -> str:
+    """How far the timing of one network moves between two timings: the pairs of consecutive
+    budgets of a run whose later step found nothing better (sums of the tasks' bests within
+    SAME_BESTS) compile the same network; empty without such a pair."""
+    runs: Dict[tuple, List[Dict[str, Any]]] = {}
+    for p in points:
+        runs.setdefault((p["network"], p["cost_model"], p["seed"]), []).append(p)
+    moved = []
+    for run in runs.values():
+        run.sort(key=lambda p: p["budget"])
+        moved += [abs(b["end_to_end_s"] / a["end_to_end_s"] - 1) for a, b in zip(run, run[1:])
+                  if abs(b["sum_of_bests_s"] / a["sum_of_bests_s"] - 1) <= SAME_BESTS]
+    if not moved:
+        return ""
+    return (f"The same network timed twice: {len(moved)} pairs of consecutive budgets of a run where the later "
+            f"step found nothing better (sums of bests within {100 * SAME_BESTS:.1f}%) differ by "
+            f"{100 * min(moved):.0f}–{100 * max(moved):.0f}% end to end (median {100 * float(np.median(moved)):.0f}%): "
+            f"differences between cost models of that size are within the timing's noise.")
+
+
 def others_line(points: Sequence[Dict[str, Any]]) -> str:
     """How much of the machine other processes took while the points were tuned (their wall
     times are the tuner's alone only where that is ~0); empty if no point recorded it."""
@@ -442,7 +465,8 @@ def report_section(results: str) -> List[str]:
                                             f"{c['mean_s'] * 1e3:.3f} [{c['min_s'] * 1e3:.3f}–{c['max_s'] * 1e3:.3f}] "
                                             f"({c['wall_s'] / 60:.0f} min)" for c in cells])
     lines += [markdown_table(["network", "cost model"] + [f"B = {b}" for b in budgets], rows), ""]
-    lines += [quiet_line(r.get("points") or []), ""] + bests_table(r, agg)
+    repeat = repeat_line(r.get("points") or [])
+    lines += [quiet_line(r.get("points") or []) + (f" {repeat}" if repeat else ""), ""] + bests_table(r, agg)
     others = others_line(r.get("points") or [])
     lines += [others, ""] if others else []
     left_out = r.get("quiet_left_out") or []
