@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from extract.metaschedule.jsonl import JsonlLog
 from benchmarks.layout_rule import RULE_NAME
+from extract.metaschedule.jsonl import JsonlLog
 from extract.xla.npz_format import layout_arrays, write_arrays
 
 # program → the collection's split folder (which the benchmark's folds do not use); a program's
