@@ -53,7 +53,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .common import (COUNT, SEED, add_run_options, cli, finite_or_null, fmt, log, markdown_table, mean_std,
                      run_and_report, run_many, train_argv, write_csv, write_json)
 from .kept_runs import KEPT_SUFFIX
-from .layout_rule import RULE_NAME
+from .layout_rule import RULE_NAME, rule_metrics
 
 SEARCHES = ("random", "default")
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown"]
@@ -244,8 +244,6 @@ def rule_rows(root: Path, facts: Dict[str, Any], families: Sequence[str]) -> Lis
     """The no-learning reference (`layout_rule`) on every program of the held-out `families`,
     in `run_rows`' form (no seed: it is deterministic); programs without XLA's own config
     measured are left out."""
-    from .layout_rule import rule_metrics
-
     rows = []
     for search, found in facts.items():
         for name, program in found["programs"].items():

@@ -173,6 +173,7 @@ def test_report_section_and_csv(results):
 def test_minor_dim_rule_by_hand(results, collection):
     from scipy.stats import kendalltau
 
+    from benchmarks.xla_layout import summary_row
     from extract.xla.hlo_graph import NODE_FEATURE_INDEX
     _, res = results
     size = NODE_FEATURE_INDEX["shape_dimensions_product"]
@@ -186,12 +187,7 @@ def test_minor_dim_rule_by_hand(results, collection):
         assert row["kendall_tau"] == pytest.approx(kendalltau(scores, runtime).statistic)
         # its first pick is XLA's own config (score 0, first among equals): never faster than it
         assert row["top1_slowdown"] == pytest.approx(runtime[0] / runtime.min() - 1) and not row["pick_beats_default"]
-    assert f"{RULE_NAME} (no learning) τ" in summary_text(res)
-
-
-def summary_text(res):
-    from benchmarks.xla_layout import summary_row
-    return " ".join(summary_row(res)[0])
+    assert f"{RULE_NAME} (no learning) τ" in " ".join(summary_row(res)[0])
 
 
 def test_minor_dim_scores_count_elements_whose_minor_dimension_moved():
