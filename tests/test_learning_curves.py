@@ -49,7 +49,7 @@ def test_curves_run_report_and_resume(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
     cmd = [sys.executable, "-m", "benchmarks.learning_curves", "--networks-data", str(TINY), "--curve-models", "mlp",
            "--curve-networks", "bert", "--task-fractions", "0.5", "--record-fractions", "0.5", "--curve-epochs", "1",
-           "--runs", str(tmp_path / "runs"), "--results", str(out)]
+           "--runs", str(tmp_path / "runs"), "--results", str(out), "--parallel", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads((out / "learning_curves_networks_tiny.json").read_text())

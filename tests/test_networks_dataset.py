@@ -235,7 +235,7 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
     cmd = [sys.executable, "-m", "benchmarks.networks", "--networks-data", str(TINY), "--networks-models", "mlp",
            "--held-networks", "bert", "--held-kinds", "dense", "--networks-epochs", "1", "--combined-models",
-           "--networks-seeds", "0", "1", "--runs", str(tmp_path / "runs"), "--results", str(out)]
+           "--networks-seeds", "0", "1", "--runs", str(tmp_path / "runs"), "--results", str(out), "--parallel", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads((out / "networks_tiny.json").read_text())   # one results file per dataset

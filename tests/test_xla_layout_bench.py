@@ -90,7 +90,7 @@ def bench(root, out, *extra):
     from benchmarks import xla_layout
     return xla_layout.main(["--xla-root", str(root), "--xla-seeds", "0", "--xla-epochs", "1", "--xla-models",
                             *BENCH_MODELS, "--xla-families", *HELD, "--runs", str(out / "runs"),
-                            "--results", str(out / "results"), *extra])
+                            "--results", str(out / "results"), "--parallel", "2", *extra])
 
 
 @pytest.fixture(scope="module")
