@@ -391,3 +391,29 @@ def test_the_benchmark_restores_kept_runs_before_planning(tmp_path):
     _finish(steps[1], 1e-3, wall=10.0)
     keep_all(args, steps, kept, only_ahead=True)
     assert copy.read_bytes() != zipped and (copy.parent / "summary_b16.json").exists()
+
+
+def test_one_cpu_per_table_another_cpus_points_are_not_overwritten(tmp_path):
+    from benchmarks.metaschedule.kept import KEPT_PREFIX
+    from benchmarks.metaschedule.networks import RESULT, check_one_cpu, plan, results_cpu, write_results
+    from simulator.registry import SimulatorError
+
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn"], seeds=[0], budgets=[8])
+    assert results_cpu(args.results) is None
+    check_one_cpu(args.results, "znver3")                   # no table yet: any CPU starts one
+    write_results(args, plan(args, {"bert": 10}), {"bert": 10}, "the command", cpu="znver4")
+    check_one_cpu(args.results, "znver4")
+    with pytest.raises(SimulatorError, match=f"{RESULT} holds whole-network points measured on znver4; "
+                                             "this machine is znver3"):
+        check_one_cpu(args.results, "znver3")
+    # a table written before tables named their CPU: the one kept-runs folder beside it tells
+    table = os.path.join(args.results, RESULT)
+    with open(table, encoding="utf-8") as f:
+        unnamed = {k: v for k, v in json.load(f).items() if k != "cpu"}
+    with open(table, "w", encoding="utf-8") as f:
+        json.dump(unnamed, f)
+    assert results_cpu(args.results) is None
+    os.makedirs(os.path.join(args.results, KEPT_PREFIX + "znver4"))
+    assert results_cpu(args.results) == "znver4"
+    with pytest.raises(SimulatorError, match="znver4"):
+        check_one_cpu(args.results, "znver3")

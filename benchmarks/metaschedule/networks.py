@@ -32,7 +32,8 @@ it measures for many hours).
    table reports these timings (a point without one keeps its timing from the tuning step).
 4. **Kept runs.** Each finished step's database, settings and summaries are copied
    compactly to `--results`/`ms_networks_runs_<cpu>/` (`benchmarks.metaschedule.kept`);
-   a fresh clone, or a machine that lost `--runs`, resumes from them (`--plan` too).
+   a fresh clone, or a machine that lost `--runs`, resumes from them (`--plan` too). The
+   table names its CPU, and a machine of another CPU model refuses to write over it.
 5. **Time.** `--plan` (and every start) prints the runs left and how long they will take:
    seconds per trial and per end-to-end point measured by the finished steps of this run
    (before any, `PRIOR_S_PER_TRIAL` and `PRIOR_S_PER_POINT`).
@@ -46,6 +47,7 @@ section of docs/RESULTS.md (table and the issue's goal verdicts) comes from
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -56,9 +58,10 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from extract.cli import Int
+from simulator.registry import SimulatorError
 
 from ..common import COUNT, SEED, cli, cpu_counters, log, markdown_table, others_cpu_s, run_training, write_json
-from .kept import copy_of, finished_budgets, keep, kept_folder, note_machine, restore
+from .kept import KEPT_PREFIX, copy_of, finished_budgets, keep, kept_folder, note_machine, restore
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 from .run_queue import RunQueueWait
 
@@ -488,9 +491,12 @@ def run(args, command: str = "") -> Dict[str, Any]:
     from extract.metaschedule.runner import host_target
     from simulator.metaschedule.tune import network_tasks
 
+    cpu = this_cpu()
+    if not args.plan:
+        check_one_cpu(args.results, cpu)
     target = host_target(1)
     tasks = {n: len(network_tasks(n, target)) for n in args.networks}
-    kept = kept_folder(args.results, this_cpu())
+    kept = kept_folder(args.results, cpu)
     restore_kept(args, plan(args, tasks), kept)
     steps = plan(args, tasks)
     say_plan(steps, estimate(steps))
@@ -498,32 +504,58 @@ def run(args, command: str = "") -> Dict[str, Any]:
         return results(args, steps, tasks, command)
     note_machine(kept, machine_info(), command)
     keep_all(args, steps, kept, only_ahead=True)
-    write_results(args, steps, tasks, command)
-    run_all(args, steps, kept, after_step=lambda: write_results(args, steps, tasks, command))
+    write_results(args, steps, tasks, command, cpu=cpu)
+    run_all(args, steps, kept, after_step=lambda: write_results(args, steps, tasks, command, cpu=cpu))
     left_out = run_quiet_pass(args, steps, target)
     keep_all(args, steps, kept)
-    return write_results(args, steps, tasks, command, left_out)
+    return write_results(args, steps, tasks, command, left_out, cpu=cpu)
 
 
-def results(args, steps, tasks: Dict[str, int], command: str, left_out: Sequence[str] = ()) -> Dict[str, Any]:
-    """The table's data from the steps finished so far (timed in the quiet pass where it has)."""
+def results(args, steps, tasks: Dict[str, int], command: str, left_out: Sequence[str] = (),
+            cpu: Optional[str] = None) -> Dict[str, Any]:
+    """The table's data from the steps finished so far (timed in the quiet pass where it has),
+    measured on `cpu` (LLVM's name)."""
     points = [p for p in (point(s, steps) for s in steps) if p]
     agg = aggregate(points)
-    return {"command": command, "networks": list(args.networks), "cost_models": list(args.cost_models),
+    return {"command": command, "cpu": cpu, "networks": list(args.networks), "cost_models": list(args.cost_models),
             "budgets": sorted(args.budgets), "seeds": list(args.seeds), "tasks": tasks, "steps": len(steps),
             "steps_done": sum(s["done"] for s in steps), "estimate": estimate(steps), "points": points,
             "aggregate": agg, "quiet_left_out": list(left_out), "figure": bool(agg)}
 
 
-def write_results(args, steps, tasks: Dict[str, int], command: str, left_out: Sequence[str] = ()) -> Dict[str, Any]:
+def write_results(args, steps, tasks: Dict[str, int], command: str, left_out: Sequence[str] = (),
+                  cpu: Optional[str] = None) -> Dict[str, Any]:
     """`ms_networks.json` and its figure in `--results`, rewritten as steps finish: a run of
     days shows its table so far."""
-    out = results(args, steps, tasks, command, left_out)
+    out = results(args, steps, tasks, command, left_out, cpu)
     os.makedirs(args.results, exist_ok=True)
     if out["aggregate"]:
         plot(out["aggregate"], os.path.join(args.results, FIGURE))
     write_json(os.path.join(args.results, RESULT), out)
     return out
+
+
+def results_cpu(results_dir: str) -> Optional[str]:
+    """The CPU whose points `--results`' table holds: its "cpu", or, for a table written before
+    it named one, the CPU of the one kept-runs folder beside it (None: no table, or no telling)."""
+    path = os.path.join(results_dir, RESULT)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            cpu = json.load(f).get("cpu")
+    except (OSError, ValueError, AttributeError) as e:
+        raise SimulatorError(f"{path}: not a whole-network results file ({e})") from None
+    kept = glob.glob(os.path.join(results_dir, KEPT_PREFIX + "*"))
+    return cpu or (os.path.basename(kept[0])[len(KEPT_PREFIX):] if len(kept) == 1 else None)
+
+
+def check_one_cpu(results_dir: str, cpu: str) -> None:
+    """One CPU per table: refuse to write this machine's points over another CPU's."""
+    theirs = results_cpu(results_dir)
+    if theirs and theirs != cpu:
+        raise SimulatorError(f"{os.path.join(results_dir, RESULT)} holds whole-network points measured on "
+                             f"{theirs}; this machine is {cpu}: give this CPU its own --results (and --runs)")
 
 
 def add_arguments(ap, prefix: str = "") -> None:
