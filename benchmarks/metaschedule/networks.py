@@ -60,7 +60,8 @@ import numpy as np
 from extract.cli import Int
 from simulator.registry import SimulatorError
 
-from ..common import COUNT, SEED, cli, cpu_counters, log, markdown_table, others_cpu_s, run_training, write_json
+from ..common import (COUNT, SEED, cli, cpu_counters, load_json, log, markdown_table, others_cpu_s, run_training,
+                      write_json)
 from .kept import KEPT_PREFIX, copy_of, finished_budgets, keep, kept_folder, note_machine, restore
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 from .run_queue import RunQueueWait
@@ -449,8 +450,6 @@ def bests_table(r: Dict[str, Any], agg: Dict[str, Any]) -> List[str]:
 
 
 def report_section(results: str) -> List[str]:
-    from ..common import load_json
-
     r = load_json(results, RESULT)
     if not r:
         return []
@@ -538,16 +537,16 @@ def write_results(args, steps, tasks: Dict[str, int], command: str, left_out: Se
 def results_cpu(results_dir: str) -> Optional[str]:
     """The CPU whose points `--results`' table holds: its "cpu", or, for a table written before
     it named one, the CPU of the one kept-runs folder beside it (None: no table, or no telling)."""
-    path = os.path.join(results_dir, RESULT)
-    if not os.path.exists(path):
-        return None
     try:
-        with open(path, encoding="utf-8") as f:
-            cpu = json.load(f).get("cpu")
-    except (OSError, ValueError, AttributeError) as e:
-        raise SimulatorError(f"{path}: not a whole-network results file ({e})") from None
+        table = load_json(results_dir, RESULT)
+    except (OSError, ValueError) as e:
+        raise SimulatorError(f"{os.path.join(results_dir, RESULT)}: not a whole-network results file ({e})") from None
+    if table is None:
+        return None
+    if isinstance(table, dict) and table.get("cpu"):
+        return table["cpu"]
     kept = glob.glob(os.path.join(results_dir, KEPT_PREFIX + "*"))
-    return cpu or (os.path.basename(kept[0])[len(KEPT_PREFIX):] if len(kept) == 1 else None)
+    return os.path.basename(kept[0])[len(KEPT_PREFIX):] if len(kept) == 1 else None
 
 
 def check_one_cpu(results_dir: str, cpu: str) -> None:
