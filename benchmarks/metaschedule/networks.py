@@ -110,11 +110,7 @@ def work_dir(runs: str, network: str, model: str, seed: int) -> str:
 
 
 def step_summary(work: str, budget: int) -> Optional[Dict[str, Any]]:
-    path = os.path.join(work, f"summary_b{budget}.json")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return load_json(work, f"summary_b{budget}.json")
 
 
 def plan(args, tasks: Dict[str, int]) -> List[Dict[str, Any]]:
