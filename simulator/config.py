@@ -151,6 +151,7 @@ class ModelInfo:
     vector_dims: Dict[str, int] = field(default_factory=dict)  # fixed-width vectors per config
     config_dim: int = 0                      # per-config features (TpuGraphs tile)
     node_config_dim: int = 0                 # per-(config, node) features (TpuGraphs layout)
+    layout_roles: bool = False               # layout files with the nodes' roles (simulator.data.layout_roles)
     groups: List[str] = field(default_factory=list)
     tpugraphs: Optional[Dict[str, str]] = None  # {"collection", "kind"} of a TpuGraphs run
 

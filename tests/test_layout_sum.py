@@ -108,3 +108,67 @@ def test_log1p_tames_tile_sizes_and_leaves_layout_rows_as_dimension_indices():
     fields = config_tensors(tiles, layouts, "log1p")
     assert np.allclose(fields["config_x"].numpy(), np.log1p(tiles))
     assert np.array_equal(fields["node_config_x"].numpy(), layouts)
+
+
+def test_role_columns_one_hot_what_the_most_minor_dimensions_are_and_flag_moves_off_xlas():
+    from simulator.data.layout_roles import ROLE_COLUMNS, role_columns
+    roles = np.full((1, 18), -1, np.int8)
+    roles[0, :3] = [1, 3, 4]                 # output: batch, left-free, right-free
+    roles[0, 6:9] = [1, 3, 2]                # first operand: batch, left-free, contracted
+    default = np.full((1, 18), -1, np.float32)
+    default[0, :3] = [2, 1, 0]               # XLA: right-free minor
+    default[0, 6:9] = [2, 1, 0]
+    feat = default[None].repeat(2, axis=0)
+    feat[1, 0, :3] = [1, 2, 0]               # config 1 makes the left-free dimension minor
+    cols = role_columns(feat, roles, default)
+    assert cols.shape == (2, 1, ROLE_COLUMNS) == (2, 1, 63)
+    one_hot = cols[:, 0, :54].reshape(2, 3, 3, 6)   # slot, position, role
+    assert [int(np.argmax(one_hot[0, 0, k])) for k in range(3)] == [4, 3, 1]
+    assert [int(np.argmax(one_hot[1, 0, k])) for k in range(3)] == [3, 4, 1]
+    assert [int(np.argmax(one_hot[1, 1, k])) for k in range(3)] == [2, 3, 1]
+    assert not one_hot[:, 2].any()                   # no second operand: no role at all
+    assert list(cols[0, 0, 54:]) == [0] * 9
+    assert list(cols[1, 0, 54:]) == [1, 1, 0] + [0] * 6
+
+
+def _role_collection(root, with_roles):
+    """Layout graphs whose runtime is Σ_v size_v · (1 + 2·[the output's minor-most dimension is
+    not v's right-free one]); which index is right-free is random per node and told only by the
+    roles, so a layout row's indices alone say nothing of it."""
+    from extract.xla.npz_format import collection_dir, write_arrays
+    from simulator.data.synthetic import make_tpugraphs_arrays
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 12), ("valid", 4), ("test", 1)):
+        for g in range(count):
+            arrays = make_tpugraphs_arrays("layout", rng, nodes=20, configs=24, config_nodes=4)
+            ids, feat = arrays["node_config_ids"], arrays["node_config_feat"]
+            roles = np.full((len(ids), 18), -1, np.int8)
+            roles[:, :4] = [rng.permutation([1, 3, 4, 5]) for _ in ids]
+            minor = feat[:, :, 0].astype(np.int64)
+            slow = roles[np.arange(len(ids))[None, :], minor] != 4
+            size = np.log2(arrays["node_feat"][ids, 28]) + 1.0
+            cost = (size[None, :] * (1.0 + 2.0 * slow)).sum(1)
+            arrays["config_runtime"] = (1e5 * cost * np.exp(rng.normal(0, 0.01, len(cost)))).astype(np.int64)
+            if with_roles:
+                arrays.update(node_config_roles=roles, node_config_default=feat[0])
+            write_arrays(collection_dir(root / "npz", "layout:xla:random", split) / f"g{g}.npz", arrays)
+
+
+def test_it_learns_from_the_roles_what_the_dimension_indices_cannot_tell(tmp_path):
+    from extract.xla.npz_format import TpuGraphsFile
+    from simulator.data.batching import BatchSpec
+    from simulator.data.tpugraphs import TpuGraphsSource
+    from simulator.models.costmodel import load_trained
+    _role_collection(tmp_path / "roles", with_roles=True)
+    _role_collection(tmp_path / "plain", with_roles=False)
+    with_roles = _validation_tau(tmp_path / "roles", tmp_path / "with", "layout-sum")
+    without = _validation_tau(tmp_path / "plain", tmp_path / "without", "layout-sum")
+    assert with_roles > 0.6 and with_roles > without + 0.3, (with_roles, without)
+    model, _ = load_trained(str(tmp_path / "with"))
+    assert model.net.node_config_mean.shape == (18 + 63,)
+    assert model.info.layout_roles and model.batch_spec.layout_roles
+    plain = TpuGraphsFile(tmp_path / "plain/npz/layout/xla/random/test/g0.npz")
+    source = TpuGraphsSource([plain], model.config.data, model.info)
+    with pytest.raises(SimulatorError, match=r"g0\.npz: no node_config_roles or node_config_default; the model "
+                                             r"reads the configurable nodes' roles"):
+        source.batch([0], np.random.default_rng(0), BatchSpec(layout_roles=True))

@@ -372,6 +372,45 @@ def test_arrays_outside_the_format_are_listed_not_read(tmp_path, caplog):
     assert "extra.npz" in caplog.text and "argsort_config_runtime" in caplog.text
 
 
+def _with_context(arrays):
+    nc = arrays["node_config_ids"].shape[0]
+    roles = np.full((nc, 18), -1, np.int8)
+    roles[:, :2] = [3, 4]                       # left-free, right-free output dimensions
+    return dict(arrays, node_config_roles=roles, node_config_default=arrays["node_config_feat"][0])
+
+
+def test_the_configurable_nodes_roles_and_xlas_layouts_read_back_and_are_checked(tmp_path):
+    arrays = _with_context(synthetic_layout(np.random.default_rng(5), configs=6))
+    path = npz_format.write_arrays(tmp_path / "roles.npz", arrays)
+    file = npz_format.TpuGraphsFile(path)
+    graph = file.graph_arrays()
+    assert graph["node_config_roles"].dtype == np.int8
+    np.testing.assert_array_equal(graph["node_config_default"], arrays["node_config_default"])
+    sample = npz_format.read_npz(path)
+    assert "ignored_arrays" not in sample.meta.tpugraphs       # part of the format, not ignored
+    again = npz_format.write_npz(tmp_path / "again.npz", sample)
+    back = dict(np.load(again))
+    for key in ("node_config_roles", "node_config_default"):
+        np.testing.assert_array_equal(back[key], arrays[key])
+        assert back[key].dtype == np.asarray(arrays[key]).dtype
+    bad = {
+        "alone": ({k: v for k, v in arrays.items() if k != "node_config_default"},
+                  r"alone\.npz: has node_config_roles but not node_config_default"),
+        "short": (dict(arrays, node_config_roles=arrays["node_config_roles"][:-1]),
+                  r"short\.npz: .*node_config_roles .* vs node_config_ids"),
+        "role": (dict(arrays, node_config_roles=np.where(arrays["node_config_roles"] == 4, 6,
+                                                         arrays["node_config_roles"]).astype(np.int8)),
+                 r"role\.npz: node_config_roles is 6 at configurable node 0, column 1; roles are -1\.\.5"),
+        "nan": (dict(arrays, node_config_default=np.where(arrays["node_config_default"] == 0, np.nan,
+                                                          arrays["node_config_default"]).astype(np.float32)),
+                r"nan\.npz: node_config_default has a non-finite value \(nan\) at configurable node"),
+    }
+    for name, (broken, message) in bad.items():
+        np.savez(tmp_path / f"{name}.npz", **broken)
+        with pytest.raises(ValueError, match=message):
+            npz_format.TpuGraphsFile(tmp_path / f"{name}.npz").graph_arrays()
+
+
 def test_one_runtime_rule_for_samples_lazy_rows_and_chunks(tmp_path):
     rng = np.random.default_rng(5)
     tile = synthetic_tile(rng, configs=7)

@@ -104,6 +104,13 @@ def test_npz_reads_back_with_configurable_nodes_at_their_instructions(collection
             assert (features[0, row, rank:6] == -1).all()
         if len(plan["configs"][search]) > 1:
             assert not np.array_equal(features[0], features[1])
+        graph = file.graph_arrays()
+        np.testing.assert_array_equal(graph["node_config_default"], features[0])
+        for row, c in enumerate(nodes):   # x @ w1 and h @ w2: free and contracted dimensions
+            expected = {"parameter": [0, 0] + [-1] * 16,
+                        "dot_general": [3, 4, -1, -1, -1, -1, 3, 2, -1, -1, -1, -1, 2, 4, -1, -1, -1, -1]}
+            if c["kind"] in expected:
+                assert list(graph["node_config_roles"][row]) == expected[c["kind"]], c
 
 
 def test_collection_trains_through_the_tpugraphs_source(collection, tmp_path):
@@ -155,6 +162,65 @@ def test_a_shipped_collection_reads_as_its_root_and_is_not_measured_into(collect
     assert "a shipped collection (measurements/*.jsonl.gz), not a collector's root" in capsys.readouterr().err
     assert main(["ship", str(out), "--out", str(tmp_path / "again")]) == 2       # not shipped twice
     assert "a shipped collection (measurements/*.jsonl.gz), not a collector's root" in capsys.readouterr().err
+
+
+def test_older_npz_gain_the_roles_from_their_plans_without_measuring(collection, tmp_path, capsys, monkeypatch):
+    import shutil
+    from extract.xla.collection.cli import main
+    from extract.xla.collection.collect import rewrite_npz
+    from extract.xla.collection.functions import function_program
+    from extract.xla.npz_format import LAYOUT_CONTEXT_KEYS
+    root, _ = collection
+    monkeypatch.syspath_prepend(str(root.parent))                  # tinyprog.py
+    copy = tmp_path / "shipped"
+    assert main(["ship", str(root), "--out", str(copy)]) == 0      # timings read from the shipped gzip
+    files = sorted(copy.glob("npz/layout/xla/*/train/tinyprog.mlp.npz"))
+    before = {f: dict(np.load(f)) for f in files}
+    for f, arrays in before.items():                               # as written before the roles
+        np.savez_compressed(f, **{k: v for k, v in arrays.items() if k not in LAYOUT_CONTEXT_KEYS})
+    journal = sorted(p.name for p in copy.rglob("*.jsonl*"))
+    program = function_program("tinyprog:mlp", SHAPES)
+    assert rewrite_npz(copy, {"tinyprog.mlp": program}, say=lambda line: None) == 0
+    for f, arrays in before.items():
+        again = dict(np.load(f))
+        assert sorted(again) == sorted(arrays)
+        for key, value in arrays.items():
+            np.testing.assert_array_equal(again[key], value)
+    assert sorted(p.name for p in copy.rglob("*.jsonl*")) == journal   # nothing measured
+    other = function_program("tinyprog:mlp", ["f32[64,64]", "f32[64,32]", "f32[8,64]"])
+    said = []
+    assert rewrite_npz(copy, {"tinyprog.mlp": other}, say=said.append) == 1
+    assert "made for another version of program tinyprog.mlp" in said[0]
+    assert main(["npz", str(copy)]) == 1                           # not a zoo program
+    assert "tinyprog.mlp: not a program of the zoo" in capsys.readouterr().err
+    assert main(["npz", str(copy), "--programs", "resnet.infer"]) == 2
+    assert "no plan for resnet.infer; planned: tinyprog.mlp" in capsys.readouterr().err
+
+
+def test_roles_say_what_each_dimension_is_to_dots_and_convolutions():
+    import jax
+    import jax.numpy as jnp
+    from extract.xla.collection.layouts import Constrained
+    from extract.xla.collection.roles import roles_of
+
+    def program(q, k, image, kernel):
+        scores = jnp.einsum("bqd,bkd->bqk", q, k)          # batch, contracted d, free q and k
+        out = jax.lax.conv_general_dilated(image, kernel, (1, 1), "SAME",
+                                           dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return scores.reshape(2, -1).sum() + out.sum()
+
+    args = [np.ones(s, np.float32) for s in [(2, 5, 4), (2, 6, 4), (2, 8, 8, 3), (3, 3, 3, 7)]]
+    candidates = Constrained(program, args).candidates.values()
+    found = {c.kind: c.roles for c in candidates}
+    batch, contracted, left, right, spatial = 1, 2, 3, 4, 5
+    assert found["dot_general"] == ((batch, left, right), (batch, left, contracted), (batch, right, contracted))
+    assert found["conv_general_dilated"] == ((left, spatial, spatial, right), (left, spatial, spatial, contracted),
+                                             (spatial, spatial, contracted, right))
+    assert all(c.roles == ((0,) * c.rank,) for c in candidates if c.kind == "parameter")
+    assert found["reshape"] == ((0, 0), (0, 0, 0))                   # no role: not a dot or convolution
+    closed = jax.make_jaxpr(lambda a, b: jax.lax.dot_general(a, b, (((0,), (1,)), ((), ()))))(
+        np.ones((3, 4), np.float32), np.ones((5, 3), np.float32))
+    assert roles_of(closed.jaxpr.eqns[0]) == ((left, right), (contracted, left), (right, contracted))
 
 
 def test_an_unfinished_collection_is_not_shipped(collection, tmp_path, capsys):

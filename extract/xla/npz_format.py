@@ -35,6 +35,14 @@ layout (`node_config_feat` present; one config = a layout for each configurable 
     node_config_feat (c, nc, 18) float32  output/input/kernel minor-to-major, -1 padded
     config_runtime   (c,) int        runtime of the whole program in ns
     node_splits      (k,) or (1, k) int   node offsets of major computations (optional)
+  optional, this project's collector (extract/xla/collection) writes both or neither:
+    node_config_roles   (nc, 18) int8  per configurable node and layout slot (output,
+                                       first, second operand: 6 columns each, as in
+                                       node_config_feat), the role of dimension d of that
+                                       array in the node's operation, at column 6·slot + d:
+                                       an index into LAYOUT_ROLES; -1 past the array's rank
+    node_config_default (nc, 18) float32  XLA's own layout of those slots (the row
+                                       node_config_feat has when no layout is pinned)
 
 Every integer dtype that occurs in the wild is read. New files get the dtypes TpuGraphs'
 own extractor emits (uint8 opcodes, int64 ids and runtimes; `DEFAULT_DTYPES`).
@@ -104,7 +112,8 @@ A `GraphSample` is built only where one is wanted (`sample_from_arrays`,
   every GraphSample;
 * runtimes: the runtime rule above; tile normalizers are kept, exactly, in
   `meta.extra["runtime_normalizers_ns"]`;
-* `node_splits` is kept as the list `meta.extra["node_splits"]`; a file's dtypes and shapes
+* `node_splits` is kept as the list `meta.extra["node_splits"]` (and `node_config_roles`,
+  `node_config_default` as nested lists under their names); a file's dtypes and shapes
   in `meta.tpugraphs`, so `write_npz(read_npz(p))` reproduces the arrays exactly
   (runtime arrays absent from the source stay absent; unmeasured runtimes are written
   back as 0); arrays outside the format are listed in
@@ -149,10 +158,16 @@ RUNTIME_KEYS = {"tile": ("config_runtime", "config_runtime_normalizers"),
                 "layout": ("config_runtime",)}
 REQUIRED_KEYS = {"tile": GRAPH_KEYS + ("config_feat",),
                  "layout": GRAPH_KEYS + ("node_config_ids", "node_config_feat")}
+# What a dimension is to a dot or convolution (a convolution read as a matmul: the input's
+# batch and the output's batch are left-free, the kernel's output feature right-free, both
+# input features contracted): node_config_roles' values; "none" for every other operation.
+LAYOUT_ROLES = ("none", "batch", "contracted", "left-free", "right-free", "spatial")
+# Per configurable node, beside node_config_ids (optional, both or neither).
+LAYOUT_CONTEXT_KEYS = ("node_config_roles", "node_config_default")
 INTEGER_KEYS = ("node_opcode", "edge_index", "config_runtime", "config_runtime_normalizers",
-                "node_config_ids", "node_splits")
+                "node_config_ids", "node_splits", "node_config_roles")
 # Float arrays: every value must be finite.
-FEATURE_KEYS = ("node_feat", "config_feat", "node_config_feat")
+FEATURE_KEYS = ("node_feat", "config_feat", "node_config_feat", "node_config_default")
 # Runtime arrays (ns): 0 (unmeasured) up to MAX_RUNTIME_NS; a measured tile runtime
 # needs a positive normalizer.
 RUNTIME_ARRAYS = ("config_runtime", "config_runtime_normalizers")
@@ -162,7 +177,8 @@ MAX_OPCODE = 255  # TpuGraphs stores opcode ids as uint8 (ids 0..120 are assigne
 DEFAULT_DTYPES = {"node_feat": "<f4", "node_opcode": "|u1", "edge_index": "<i8",
                   "config_feat": "<f4", "config_runtime": "<i8",
                   "config_runtime_normalizers": "<i8", "node_config_ids": "<i8",
-                  "node_config_feat": "<f4", "node_splits": "<i8"}
+                  "node_config_feat": "<f4", "node_splits": "<i8", "node_config_roles": "|i1",
+                  "node_config_default": "<f4"}
 NS_PER_SECOND = 1e9
 
 
@@ -259,6 +275,8 @@ def _position(key: str, index: Tuple[int, ...], rows: Optional[np.ndarray]) -> s
         return f"config {config}, feature {index[1]}"
     if key == "node_config_feat" and len(index) == 3:
         return f"config {config}, configurable node {index[1]}, feature {index[2]}"
+    if key == "node_config_default" and len(index) == 2:
+        return f"configurable node {index[0]}, column {index[1]}"
     return f"index {index}"
 
 
@@ -329,7 +347,33 @@ def check_graph_arrays(arrays: Mapping[str, np.ndarray], source: str = "") -> in
         raise ValueError(f"{source}: node_config_ids refer to nodes outside 0..{num_nodes - 1}")
     for key in ("node_feat", "node_opcode"):
         check_values(key, arrays[key], source)
+    check_layout_context(arrays, source)
     return num_nodes
+
+
+def check_layout_context(arrays: Mapping[str, np.ndarray], source: str = "") -> None:
+    """The optional per-configurable-node arrays (`LAYOUT_CONTEXT_KEYS`): both or neither,
+    in a layout file, (nc, 18) each; roles in -1..len(LAYOUT_ROLES) − 1, layouts finite."""
+    present = [k for k in LAYOUT_CONTEXT_KEYS if k in arrays]
+    if not present:
+        return
+    if len(present) != len(LAYOUT_CONTEXT_KEYS) or "node_config_ids" not in arrays:
+        missing = [k for k in LAYOUT_CONTEXT_KEYS + ("node_config_ids",) if k not in arrays]
+        raise ValueError(f"{source}: has {', '.join(present)} but not {', '.join(missing)} "
+                         f"(the configurable nodes' roles and XLA's layouts come together)")
+    want = (arrays["node_config_ids"].reshape(-1).shape[0], LAYOUT_CONFIG_FEATURES)
+    for key in present:
+        if arrays[key].shape != want:
+            raise ValueError(f"{source}: {key} has shape {arrays[key].shape}, expected "
+                             f"(configurable nodes, {LAYOUT_CONFIG_FEATURES}) = {want}")
+    roles = arrays["node_config_roles"]
+    bad = (roles < -1) | (roles >= len(LAYOUT_ROLES))
+    if bad.any():
+        node, column = np.unravel_index(int(np.argmax(bad)), roles.shape)
+        raise ValueError(f"{source}: node_config_roles is {int(roles[node, column])} at configurable "
+                         f"node {node}, column {column}; roles are -1..{len(LAYOUT_ROLES) - 1} "
+                         f"({', '.join(LAYOUT_ROLES)})")
+    check_values("node_config_default", arrays["node_config_default"], source)
 
 
 def check_config_arrays(kind: str, arrays: Mapping[str, np.ndarray], source: str = "") -> int:
@@ -415,9 +459,11 @@ def tile_arrays(graph: Mapping[str, np.ndarray], config_feat: Optional[np.ndarra
 
 def layout_arrays(graph: Mapping[str, np.ndarray], node_config_ids: Optional[np.ndarray] = None,
                   node_config_feat: Optional[np.ndarray] = None,
-                  config_runtime: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
+                  config_runtime: Optional[np.ndarray] = None,
+                  context: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, np.ndarray]:
     """A layout file's arrays: a graph's (`GRAPH_KEYS` and node_splits if it has them)
-    and its runs'. Without runs the file has no configs and no configurable nodes:
+    and its runs'; `context`: the configurable nodes' `LAYOUT_CONTEXT_KEYS` arrays, if
+    known. Without runs the file has no configs and no configurable nodes:
     which nodes the TPU compiler offers layout choices for is not in the HLO."""
     ids = np.zeros(0, np.int64) if node_config_ids is None else node_config_ids
     arrays = {**{k: graph[k] for k in GRAPH_KEYS}, "node_config_ids": ids,
@@ -426,6 +472,8 @@ def layout_arrays(graph: Mapping[str, np.ndarray], node_config_ids: Optional[np.
               "config_runtime": np.zeros(0, np.int64) if config_runtime is None else config_runtime}
     if "node_splits" in graph:
         arrays["node_splits"] = graph["node_splits"]
+    for key in LAYOUT_CONTEXT_KEYS if context else ():
+        arrays[key] = np.asarray(context[key], DEFAULT_DTYPES[key])
     return arrays
 
 
@@ -489,7 +537,8 @@ def sample_from_arrays(arrays: Mapping[str, np.ndarray], name: str, group: Optio
     if absent:
         info["absent"] = absent
     # Arrays this format does not define are not carried over; say which.
-    known = set(REQUIRED_KEYS[kind]) | set(CONFIG_KEYS[kind]) | {"node_splits"}
+    known = set(REQUIRED_KEYS[kind]) | set(CONFIG_KEYS[kind]) | {"node_splits"} | \
+        (set(LAYOUT_CONTEXT_KEYS) if kind == "layout" else set())
     ignored = sorted(set(arrays) - known)
     if ignored:
         info["ignored_arrays"] = ignored
@@ -507,6 +556,9 @@ def sample_from_arrays(arrays: Mapping[str, np.ndarray], name: str, group: Optio
     if "node_splits" in arrays:  # layout files have it; kept on tile files too if present
         meta["node_splits"] = arrays["node_splits"].reshape(-1).tolist()
         info["node_splits_shape"] = list(arrays["node_splits"].shape)
+    for key in LAYOUT_CONTEXT_KEYS if kind == "layout" else ():
+        if key in arrays:
+            meta[key] = arrays[key].tolist()
     info["unmeasured_configs"] = int(np.isnan(runtimes).sum())
     meta["tpugraphs"] = info
     meta.setdefault("source", source)
@@ -577,6 +629,9 @@ def arrays_from_sample(sample: GraphSample) -> Dict[str, np.ndarray]:
     if splits is not None:
         shape = info.get("node_splits_shape") or [len(splits)]
         values["node_splits"] = np.reshape(np.asarray(splits, np.int64), shape)
+    for key in LAYOUT_CONTEXT_KEYS if kind == "layout" else ():
+        if key in sample.meta.extra:
+            values[key] = np.asarray(sample.meta.extra[key]).reshape(-1, LAYOUT_CONFIG_FEATURES)
     for key in info.get("absent", []):
         if values[key].any():
             raise ValueError(f"{sample.name}: {key} was absent from the source but the sample "
@@ -711,6 +766,10 @@ class TpuGraphsFile:
             problem = f"{first} {shape(first)} has the wrong number of dimensions"
         elif self.kind == "layout" and shape(first)[1:2] != shape("node_config_ids")[:1]:
             problem = f"{first} {shape(first)} vs node_config_ids {shape('node_config_ids')}"
+        elif self.kind == "layout" and any(shape(k)[:1] != shape("node_config_ids")[:1]
+                                           for k in LAYOUT_CONTEXT_KEYS if k in self._headers):
+            problem = (f"{', '.join(f'{k} {shape(k)}' for k in LAYOUT_CONTEXT_KEYS if k in self._headers)} "
+                       f"vs node_config_ids {shape('node_config_ids')}")
         else:
             problem = next((f"{key} {shape(key)} vs {first} {shape(first)}"
                             for key in self.config_keys

@@ -70,6 +70,7 @@ class BatchSpec:
     graph: bool = True              # the batched graph, node features and types
     vector: Optional[str] = None    # a `sample.vectors` entry (vector models)
     expand: bool = False            # one graph copy per config row (early join)
+    layout_roles: bool = False      # layout rows widened with their role columns (layout_roles.py)
 
     def make(self, items: Sequence["Prepared"]) -> "Batch":
         return make_batch(items, with_graph=self.graph, with_vector=self.vector is not None and not self.graph,

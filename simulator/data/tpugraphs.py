@@ -57,6 +57,7 @@ from simulator.metrics import LAYOUT_METRICS, METRICS, TILE_METRICS, evaluate
 from simulator.registry import SimulatorError
 from .batching import Batch, BatchSpec, Prepared, config_tensors, prepare_graph
 from .collection import hlo_collection_info
+from .layout_roles import role_columns
 from .sources import (
     DataKind, PredictOptions, Ranking, RunData, Scorer, check_predictions, model_info, register_data_kind,
 )
@@ -109,6 +110,7 @@ class TpuGraphsSource:
         self._cache: "OrderedDict[int, Prepared]" = OrderedDict()
         self._cached_bytes = 0
         self._measured: Dict[int, np.ndarray] = {}
+        self._context: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
         for f in self.files:
             self._check(f)
 
@@ -164,19 +166,39 @@ class TpuGraphsSource:
                 self._cached_bytes -= old.nbytes
         return item
 
-    def with_configs(self, i: int, rows: Dict[str, np.ndarray]) -> Prepared:
-        """Graph i with the given config rows (arrays of `TpuGraphsFile.config_arrays`)."""
+    def layout_context(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Graph i's configurable nodes' roles and XLA's own layouts (`LAYOUT_CONTEXT_KEYS`);
+        an error naming the file when it has none."""
+        if i not in self._context:
+            from extract.xla.npz_format import LAYOUT_CONTEXT_KEYS
+            file = self.files[i]
+            if not all(k in file.keys for k in LAYOUT_CONTEXT_KEYS):
+                raise SimulatorError(f"{file.path}: no {' or '.join(LAYOUT_CONTEXT_KEYS)}; the model reads the "
+                                     f"configurable nodes' roles (a collection of this project's collector: "
+                                     f"python -m extract.xla_collect npz ROOT writes them into older files)")
+            try:
+                self._context[i] = tuple(file.read(k) for k in LAYOUT_CONTEXT_KEYS)
+            except ValueError as e:
+                raise _reraise(e) from None
+        return self._context[i]
+
+    def with_configs(self, i: int, rows: Dict[str, np.ndarray], roles: bool = False) -> Prepared:
+        """Graph i with the given config rows (arrays of `TpuGraphsFile.config_arrays`);
+        `roles`: layout rows widened with their `role_columns`."""
         graph = self.graph(i)
         with np.errstate(divide="ignore", invalid="ignore"):
             y = np.log(self.files[i].runtimes(rows)) if "config_runtime" in rows else None
         feats = rows.get("config_feat") if self.kind == "tile" else rows.get("node_config_feat")
         y = np.full(len(feats), np.nan) if y is None else y
+        if roles and self.kind == "layout":
+            feats = np.concatenate([feats, role_columns(feats, *self.layout_context(i))], axis=2)
         fields = config_tensors(feats if self.kind == "tile" else None, feats if self.kind == "layout" else None,
                                 self.transform)
         return dataclasses.replace(graph, y=torch.from_numpy(y.astype(np.float32)), **fields)
 
-    def sample(self, i: int, rng: np.random.Generator, k: Optional[int] = None) -> Prepared:
-        """Graph i with up to k (`configs_per_graph`) of its measured configs, drawn by `rng`."""
+    def sample(self, i: int, rng: np.random.Generator, k: Optional[int] = None, roles: bool = False) -> Prepared:
+        """Graph i with up to k (`configs_per_graph`) of its measured configs, drawn by `rng`
+        (`roles`: as `with_configs`)."""
         measured = self.measured(i)
         k = min(k or self.configs_per_graph, len(measured))
         chosen = np.sort(rng.choice(measured, size=k, replace=False))
@@ -184,10 +206,10 @@ class TpuGraphsSource:
             rows = self.files[i].config_arrays(chosen)
         except ValueError as e:
             raise _reraise(e) from None
-        return self.with_configs(i, rows)
+        return self.with_configs(i, rows, roles)
 
     def batch(self, indices: Sequence[int], rng: np.random.Generator, spec: BatchSpec) -> Batch:
-        return spec.make([self.sample(int(i), rng) for i in indices])
+        return spec.make([self.sample(int(i), rng, roles=spec.layout_roles) for i in indices])
 
     def trainable(self) -> "TpuGraphsSource":
         """This source without the graphs that have fewer than 2 measured configs (nothing
@@ -202,6 +224,7 @@ class TpuGraphsSource:
         out.files = [self.files[i] for i in keep]
         out.collections = [self.collections[i] for i in keep]
         out._measured = {j: self._measured[i] for j, i in enumerate(keep) if i in self._measured}
+        out._context = {j: self._context[i] for j, i in enumerate(keep) if i in self._context}
         out._cache, out._cached_bytes = OrderedDict(), 0
         return out
 
@@ -253,7 +276,7 @@ class TpuGraphsSource:
             chunk, per_config = self._chunk(i, spec, batch_size)
             try:
                 for _, rows in file.iter_config_chunks(chunk, [feature_key]):
-                    item = self.with_configs(i, rows)
+                    item = self.with_configs(i, rows, spec.layout_roles)
                     cost = n + len(item.y) * per_config
                     if pending and (load + cost > self.max_batch_nodes or rows_pending + len(item.y) > batch_size):
                         yield from flush()
@@ -314,8 +337,8 @@ class TpuGraphsSource:
             if graph.config_nodes is not None:
                 stats.add("configurable_feature", graph.x[graph.config_nodes].numpy(), where)
             if len(self.measured(int(i))):
-                stats.add_item(self.sample(int(i), np.random.default_rng([seed, 4, int(i)]), STATS_CONFIGS),
-                               nodes=False, where=where)
+                stats.add_item(self.sample(int(i), np.random.default_rng([seed, 4, int(i)]), STATS_CONFIGS,
+                                           spec.layout_roles), nodes=False, where=where)
         if stats.count("target") == 0:
             raise SimulatorError(f"the {self.part or 'training'} graphs have no measured configs")
         return stats.result()
@@ -326,12 +349,14 @@ class TpuGraphsSource:
 
 def tpugraphs_model_info(collection: str, files: Sequence[Any]) -> ModelInfo:
     """What a model's shape depends on, for TpuGraphs files (HLO opcode vocabulary)."""
+    from extract.xla.npz_format import LAYOUT_CONTEXT_KEYS
     kind = collection.split(":")[0]
     first = files[0]
     hlo = hlo_collection_info()
     return model_info(len(hlo.vocabulary), first.shape("node_feat")[1], hlo,
                       config_dim=int(first.shape("config_feat")[1]) if kind == "tile" else 0,
                       node_config_dim=int(first.shape("node_config_feat")[2]) if kind == "layout" else 0,
+                      layout_roles=kind == "layout" and all(k in f.keys for f in files for k in LAYOUT_CONTEXT_KEYS),
                       tpugraphs={"collection": collection, "kind": kind})
 
 

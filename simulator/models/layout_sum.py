@@ -5,7 +5,10 @@ configurable node's layout costs, for TpuGraphs layout data.
 
 `x_v`: configurable node v's node features (its opcode's shape, dimensions, …), `t_v` its
 opcode, `E` a learned opcode embedding; `c_v`: v's row of the config's `node_config_feat`
-(the layouts of its output and operands); μ, σ: the training set's means and stds — of the
+(the layouts of its output and operands), and, where the files carry the nodes' roles
+(`node_config_roles`, this project's collections), its `role_columns`: what the most-minor
+dimensions are to the operation and whether XLA would have put them there
+(simulator/data/layout_roles.py); μ, σ: the training set's means and stds — of the
 configurable nodes' features for x (every node's would leave them on another scale: measured
 τ 0.47 → 0.37 on held-out families), of the layout rows for c; ψ: `depth` − 1 (at least 1)
 layers Linear → ReLU of `width`, then Linear → 1. The rest of the graph is not read.
@@ -23,7 +26,8 @@ import torch
 from torch import nn
 
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from simulator.data.batching import Batch
+from simulator.data.batching import Batch, BatchSpec
+from simulator.data.layout_roles import ROLE_COLUMNS
 from simulator.registry import SimulatorError
 from .config_mlp import LayoutRowsCostModel
 from .costmodel import register_cost_model
@@ -85,10 +89,16 @@ class LayoutSum(nn.Module):
 
 @register_cost_model("layout-sum")
 class LayoutSumCostModel(LayoutRowsCostModel):
-    """The per-configurable-node additive model (`LayoutSum`) on TpuGraphs layout data."""
+    """The per-configurable-node additive model (`LayoutSum`) on TpuGraphs layout data; it
+    reads the nodes' role columns where the data has them (`ModelInfo.layout_roles`)."""
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         super().__init__(config, info)
         m = config.model
-        self.net = LayoutSum(info.feature_dim, info.num_types, info.node_config_dim, width=m.width,
+        config_dim = info.node_config_dim + (ROLE_COLUMNS if info.layout_roles else 0)
+        self.net = LayoutSum(info.feature_dim, info.num_types, config_dim, width=m.width,
                              depth=m.depth, dropout=m.dropout)
+
+    @property
+    def batch_spec(self) -> BatchSpec:
+        return BatchSpec(graph=True, expand=False, layout_roles=self.info.layout_roles)

@@ -3,11 +3,15 @@
     python -m extract.xla_collect list
     python -m extract.xla_collect summary ROOT [--probes]
     python -m extract.xla_collect ship ROOT --out datasets/xla_layout_<cpu> [--overwrite]
+    python -m extract.xla_collect npz ROOT [--programs NAME,…|all]
     python -m extract.xla_collect zoo --out ROOT [--programs NAME,…|all] [options]
     python -m extract.xla_collect function MODULE:FUNCTION --shapes f32[8,64] f32[64,32]
                                   --out ROOT [--name NAME] [--split train] [options]
 
 `ship` writes a finished ROOT compactly into the folder the repository ships (ship.py).
+`npz` writes the npz files of a ROOT (or of a shipped folder) again from its plans and
+timings, each program re-traced and checked to be the one measured: for files made before
+the format gained arrays (the configurable nodes' roles); nothing is measured.
 `zoo` measures the programs of programs.py here (an inference and a training
 step of each model), `function` one JAX function on seeded arguments of the given
 shapes. Each program: its configurable nodes are probed, `--configs` configs per search
@@ -67,6 +71,9 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ship.add_argument("root", type=Path, metavar="ROOT")
     ship.add_argument("--out", type=Path, required=True, help="e.g. datasets/xla_layout_<cpu>")
     ship.add_argument("--overwrite", action="store_true", help="replace what OUT holds")
+    npz = commands.add_parser("npz", help="write a ROOT's npz files again from its plans and timings")
+    npz.add_argument("out", type=Path, metavar="ROOT")
+    npz.add_argument("--programs", default="all", help="comma-separated names, or all")
     zoo = commands.add_parser("zoo", help="measure programs of the zoo")
     zoo.add_argument("--programs", default="all", help="comma-separated names, or all")
     _options(zoo)
@@ -105,6 +112,21 @@ def _ship(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rewrite_npz(args: argparse.Namespace) -> int:
+    from extract.fileio import OutputBusyError, output_lock
+    from extract.xla.collection.collect import rewrite_npz
+    from extract.xla.collection.programs import zoo
+    names = [n.strip() for n in args.programs.split(",") if n.strip()]
+    try:
+        with output_lock(args.out):
+            failed = rewrite_npz(args.out, zoo(), None if names in ([], ["all"]) else names,
+                                 lambda line: print(line, file=sys.stderr if line.startswith("error") else sys.stdout))
+    except (ValueError, OSError, OutputBusyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 1 if failed else 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(argv)
     if args.command == "list":
@@ -117,6 +139,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return print_summary(args.out, args.probes)
     if args.command == "ship":
         return _ship(args)
+    if args.command == "npz":
+        return _rewrite_npz(args)
     from extract.fileio import OutputBusyError, output_lock
     from extract.xla.collection.collect import check_root
     from extract.xla.collection.measure import MeasureSettings, pin_process

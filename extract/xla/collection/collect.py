@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -212,14 +212,15 @@ def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureS
 
 
 def write_program_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runner: ProgramRunner) -> None:
-    """One layout npz per search, the measured configs that compiled."""
+    """One layout npz per search, the measured configs that compiled, with the configurable
+    nodes' roles and XLA's own layouts (`Space.context`)."""
     from extract.xla.hlo_graph import featurize_module, read_hlo_module
     from extract.xla.npz_format import layout_arrays, write_arrays
 
     name = saved["program"]
     graph = featurize_module(read_hlo_module(runner.pre_fusion, name=name), source=name).arrays()
     first = {r["config"]: r for r in rows if r["pass"] == 1}
-    space = space_of(saved)
+    space = space_of(saved, runner.candidates)
     ids = np.asarray([c.node for c in space.nodes], np.int64)
     for search in SEARCHES:
         keys = npz_config_keys(saved, rows, search)
@@ -227,7 +228,42 @@ def write_program_npz(root: Path, saved: Dict[str, Any], rows: List[Dict], runne
             np.zeros((0, len(ids), 18), np.float32)
         runtime = np.asarray([round(first[k]["runtime_s"] * 1e9) for k in keys], np.int64)
         write_arrays(npz_path(root, search, saved["split"], name),
-                     layout_arrays(graph, ids, feats, runtime), source=name)
+                     layout_arrays(graph, ids, feats, runtime, space.context()), source=name)
+
+
+def rewrite_npz(root: Path, programs: Dict[str, Program], only: Optional[Sequence[str]] = None,
+                say: Callable[[str], None] = print) -> int:
+    """Write the npz files of every program planned under ROOT (a collector's root or a shipped
+    collection) again from its plan and timings, the program re-traced — what a newer npz
+    format adds (the configurable nodes' roles) without measuring anything. `programs`: the
+    programs by name (the zoo's); `only`: just these programs' plans (a ValueError for a name
+    without one). A program not among `programs`, or changed since its plan, is a line of
+    error and left as it is; the number of such programs."""
+    plans = {json.loads(p.read_text())["program"]: p for p in sorted((root / "measurements").glob("*.plan.json"))}
+    if not plans:
+        raise ValueError(f"{root}: no measurements/*.plan.json (not a collection root)")
+    unplanned = [n for n in only or () if n not in plans]
+    if unplanned:
+        raise ValueError(f"{root}: no plan for {', '.join(unplanned)}; planned: {', '.join(plans)}")
+    failed = 0
+    for name in only or plans:
+        path = plans[name]
+        saved = json.loads(path.read_text())
+        program = programs.get(name)
+        if program is None:
+            say(f"error: {name}: not a program of the zoo; a `function` program's npz is written again "
+                f"by its measuring command, run again on its ROOT")
+            failed += 1
+            continue
+        runner = ProgramRunner(program.fn, program.args())
+        if not same_program(saved, runner):
+            say(f"error: {path}: made for another version of program {name} (its HLO changed); not rewritten")
+            failed += 1
+            continue
+        rows = results(read_jsonl(str(measurements_file(root / "measurements", name))))
+        write_program_npz(root, saved, rows, runner)
+        say(f"{name}: npz written again ({len(saved['nodes'])} configurable nodes)")
+    return failed
 
 
 def npz_config_keys(saved: Dict[str, Any], rows: List[Dict], search: str) -> List[str]:

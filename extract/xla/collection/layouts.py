@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from extract.xla.collection.hlo_names import NodeName
+from extract.xla.collection.roles import Roles, parameter_roles, roles_of
 
 Perm = Tuple[int, ...]
 Config = Dict[str, Perm]  # candidate id → major-to-minor order; absent: XLA chooses
@@ -50,6 +51,9 @@ class Candidate:
     operands: Tuple[str, ...] = ()  # the first two operands' candidate ids ("": not one)
     node: int = -1               # node index in the graph (pre-fusion HLO)
     default: Perm = ()           # XLA's major-to-minor in the unconstrained program
+    # what each dimension of its output and operands is to the operation (roles.py); traced,
+    # not saved in plans: a program's re-trace gives them again
+    roles: Roles = ()
 
     @property
     def rank(self) -> int:
@@ -88,7 +92,8 @@ class Constrained:
         self.candidates: Dict[str, Candidate] = {}
         for i, (shape, _) in enumerate(self.avals):
             if configurable_shape(shape):
-                self.candidates[f"p{i}"] = Candidate(f"p{i}", "parameter", shape)
+                self.candidates[f"p{i}"] = Candidate(f"p{i}", "parameter", shape,
+                                                     roles=parameter_roles(len(shape)))
         self.config: Config = {}
         self._count = 0
         self._operand_of: Dict[Any, str] = {}
@@ -143,7 +148,7 @@ class Constrained:
             operands = tuple("" if isinstance(v, Literal) else self._operand_of.get(v, "")
                              for v in eqn.invars[:2])
             self.candidates[node_id] = Candidate(node_id, name, tuple(eqn.outvars[0].aval.shape),
-                                                 operands)
+                                                 operands, roles=roles_of(eqn))
         self._operand_of[eqn.outvars[0]] = node_id
         with jax.named_scope(SCOPE + node_id):
             out = self._bind(eqn, invals)[0]
@@ -228,6 +233,20 @@ class Space:
                     m2m = tuple(reversed(config.get(cid, index[cid].default)))[:FEATURE_WIDTH]
                     out[row, slot * FEATURE_WIDTH:slot * FEATURE_WIDTH + len(m2m)] = m2m
         return out
+
+    def context(self) -> Dict[str, np.ndarray]:
+        """The npz's `node_config_roles` and `node_config_default` (extract/xla/npz_format.py):
+        each node's roles per slot (-1 past its rank or for a slot it lacks) and XLA's own
+        layouts. A ValueError if a node was not traced (no roles)."""
+        roles = np.full((len(self.nodes), 3 * FEATURE_WIDTH), -1, np.int8)
+        for row, cand in enumerate(self.nodes):
+            if not cand.roles:
+                raise ValueError(f"candidate {cand.id} ({cand.kind} {list(cand.shape)}) has no roles: "
+                                 f"it comes from a plan, not from tracing the program")
+            for slot, dims in enumerate(cand.roles[:3]):
+                dims = dims[:FEATURE_WIDTH]
+                roles[row, slot * FEATURE_WIDTH:slot * FEATURE_WIDTH + len(dims)] = dims
+        return {"node_config_roles": roles, "node_config_default": self.features({})}
 
 
 def config_key(config: Config) -> str:

@@ -16,7 +16,7 @@ import hashlib
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
@@ -121,8 +121,16 @@ def make_plan(runner: ProgramRunner, program: Dict[str, str], plan: PlanSettings
             "nodes": [c.id for c in nodes], "configs": configs}
 
 
-def space_of(saved: Dict[str, Any]) -> Space:
+def space_of(saved: Dict[str, Any], traced: Optional[Dict[str, Candidate]] = None) -> Space:
+    """A plan's configurable nodes; with `traced` (the candidates of the program's trace,
+    `ProgramRunner.candidates`), each with the roles the trace found."""
     by_id = {c["id"]: Candidate.from_dict(c) for c in saved["candidates"]}
+    if traced is not None:
+        missing = [i for i in saved["nodes"] if i not in traced]
+        if missing:
+            raise ValueError(f"{saved['program']}: configurable nodes {', '.join(missing)} of the plan are "
+                             f"not in the program's trace (another version of the program)")
+        by_id = {i: replace(by_id[i], roles=traced[i].roles) for i in saved["nodes"]}
     return Space(tuple(by_id[i] for i in saved["nodes"]))
 
 

@@ -150,7 +150,9 @@ def readme(root: Path, out: Path, runs: List[Dict[str, Any]], summaries: List[Di
         f"# A measured XLA layout collection: {len(summaries)} JAX programs on {machine['cpu']}", "",
         "TpuGraphs-style **layout** samples (`npz/layout/xla/{random,default}/{train,valid,test}/*.npz`: "
         "`node_feat`, `node_opcode`, `edge_index`, `node_config_ids`, `node_config_feat`, "
-        "`config_runtime`), every config a layout (major-to-minor permutation) for each configurable "
+        "`config_runtime`, and this project's `node_config_roles` and `node_config_default`: what each "
+        "dimension of a configurable node is to its operation, and XLA's own layouts), every config a "
+        "layout (major-to-minor permutation) for each configurable "
         "node, applied through JAX's layout constraints and timed on this CPU. Beside them: "
         "`measurements/<program>.plan.json` (the probe of every candidate node, the configurable "
         "nodes, the configs), `measurements/<program>.jsonl.gz` (every timing of every config, both "
