@@ -43,8 +43,9 @@ counts, never dropped silently. Every run is repeated for each of `--networks-se
 tables show the mean over seeds (± the standard deviation with more than one). Runs go to
 RUNS/networks/<split>-<held-out>-<model>-seed<S>[-with-shipped] (a finished run with the
 same command line is reused); results to RESULTS/networks_<cpu>.json and .csv, one pair per
-dataset (`result_stem`: one CPU's results never replace another's), and a section of
-docs/RESULTS.md per dataset (`report_section`).
+dataset and epoch count (`result_stem`: one CPU's results never replace another's, and a table
+of models trained to convergence, `--networks-epochs 60` → networks_<cpu>_60_epochs.json, never
+replaces the quicker default's), and a section of docs/RESULTS.md per pair (`report_section`).
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ MODELS = ["gcn", "gcn-base", "xgb", "segsum-mlp", "tenset-mlp", "tlp", "gcn-inv-
 KIND_MODELS = ["gcn-inv-arf-noext-lane", "knob-xgb-rank", "knob-xgb-reg", "itervar-xgb-rank", "itervar-xgb-reg"]
 XGB_MODELS = ("xgb", "knob-xgb", "itervar-xgb")
 RESULT_PREFIX = "networks_"
+DEFAULT_EPOCHS = 10
 METRICS = ["kendall_tau", "opa", "top1_score", "top5_score", "top1_slowdown", "top5_slowdown", "top5_recall"]
 SCORES = {"top1_score": "top1_slowdown", "top5_score": "top5_slowdown"}   # TenSet's top-k score, from
 # each held-out task's top-k slowdown and fastest latency (`simulator.metrics.topk_score`)
@@ -149,7 +151,7 @@ def add_arguments(ap: argparse.ArgumentParser, kind_models: Sequence[str] = ()) 
                     help="default: %(default)s; none given: no network axis")
     ap.add_argument("--held-kinds", nargs="*", default=None,
                     help="default: every kind with a task of > 5 records; none given: no operator-kind axis")
-    ap.add_argument("--networks-epochs", type=COUNT, default=10)
+    ap.add_argument("--networks-epochs", type=COUNT, default=DEFAULT_EPOCHS)
     ap.add_argument("--networks-seeds", nargs="+", type=SEED, default=[0, 1, 2])
     from simulator.losses import LOSSES
 
@@ -315,7 +317,7 @@ def run(args) -> Dict[str, Any]:
                         "valid_records": sum(t["valid"] for t in summary["tasks"]), "tasks": len(summary["tasks"])}}
     out["kind_summary"] = kind_summary(out)
     os.makedirs(args.results, exist_ok=True)
-    stem = result_stem(args.networks_data)
+    stem = result_stem(args.networks_data, args.networks_epochs)
     write_json(os.path.join(args.results, f"{stem}.json"), out)
     columns = ["axis", "held", "model", "shipped", "seed", "tasks", *METRICS]
     write_csv(os.path.join(args.results, f"{stem}.csv"), columns, [[r[k] for k in columns] for r in rows])
@@ -327,20 +329,31 @@ def dataset_name(dataset: str) -> str:
     return os.path.basename(os.path.normpath(dataset))
 
 
-def result_stem(dataset: str) -> str:
-    """Results are kept per dataset (one CPU's measurements never replace another's):
-    `datasets/networks_znver4` → `networks_znver4` (.json, .csv)."""
+def result_stem(dataset: str, epochs: int = DEFAULT_EPOCHS) -> str:
+    """Results are kept per dataset (one CPU's measurements never replace another's) and
+    epoch count: `datasets/networks_znver4` → `networks_znver4` (.json, .csv); at 60 epochs
+    `networks_znver4_60_epochs`."""
     name = dataset_name(dataset)
-    return name if name.startswith(RESULT_PREFIX) else RESULT_PREFIX + name
+    name = name if name.startswith(RESULT_PREFIX) else RESULT_PREFIX + name
+    return name if epochs == DEFAULT_EPOCHS else f"{name}_{epochs}_epochs"
+
+
+def result_label(res: Dict[str, Any]) -> str:
+    """How tables name a results file: its dataset, and its epochs when not the default."""
+    epochs = res.get("protocol", {}).get("epochs", DEFAULT_EPOCHS)
+    return f"`{dataset_name(res['dataset'])}`" + ("" if epochs == DEFAULT_EPOCHS else
+                                                   f", {epochs} epoch{'s' * (epochs != 1)}")
 
 
 def load_results(results: str) -> List[Dict[str, Any]]:
-    """Every dataset's results in RESULTS, the dataset with the most valid records first."""
+    """Every dataset's results in RESULTS, the dataset with the most valid records first, and
+    of one dataset the models trained longest first."""
     found = []
     for path in glob.glob(os.path.join(results, f"{RESULT_PREFIX}*.json")):
         with open(path, encoding="utf-8") as f:
             found.append(json.load(f))
-    return sorted(found, key=lambda res: -(res.get("protocol", {}).get("valid_records") or 0))
+    return sorted(found, key=lambda res: (-(res.get("protocol", {}).get("valid_records") or 0),
+                                          -(res.get("protocol", {}).get("epochs") or 0)))
 
 
 def knob_cuts(data: str) -> Dict[str, int]:
@@ -512,7 +525,8 @@ def _protocol_line(res: Dict[str, Any]) -> str:
             f"(a ranking loss within each task: only the order of a task's schedules is scored; xgb then "
             f"uses rank:pairwise; the `-reg` xgb models keep squared error on log runtime, see each "
             f"summary row's \"trained with\"), every run pinned to one core "
-            f"(`python -m benchmarks.networks`; every command in `docs/results/{result_stem(res['dataset'])}.json`). "
+            f"(`python -m benchmarks.networks`; every command in "
+            f"`docs/results/{result_stem(res['dataset'], p.get('epochs', DEFAULT_EPOCHS))}.json`). "
             f"Metrics are "
             f"means over the held-out tasks with a value; the ceiling is the mean per-task τ between the "
             f"dataset's two measuring passes over those tasks (raw / drift-corrected; tasks with a τ in "
@@ -522,7 +536,7 @@ def _protocol_line(res: Dict[str, Any]) -> str:
 def report_section(res: Dict[str, Any]) -> List[str]:
     raw, cor = res.get("agreement_raw") or {}, res.get("agreement_corrected") or {}
     lines = [f"## Cross-network and cross-operator generalisation (MetaSchedule networks dataset "
-             f"`{dataset_name(res['dataset'])}`)", "",
+             f"{result_label(res)})", "",
              _protocol_line(res), ""]
     if raw.get("tasks"):
         lines += [f"Whole dataset, pass 1 vs pass 2: mean τ {fmt(raw.get('mean_tau'), 'kendall_tau')} raw, "

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .common import best_by, fmt, load_json, markdown_table
-from .networks import dataset_name, load_results
+from .networks import dataset_name, load_results, result_label
 from .xla_layout import load_results as xla_layout_results, summary_row as xla_layout_row
 
 # what a summary row is about → the start of its section's heading
@@ -87,7 +87,8 @@ def network_rows(nets: Dict[str, Any]) -> List[List[str]]:
         cells.append(f"{m} τ {v['kendall_tau']:.3f}{scores}")
     ceiling_text = f"; measurement ceiling τ {ceiling:.3f}" if ceiling is not None else ""
     dataset = dataset_name(nets.get("dataset", ""))
-    return [[f"ranking schedules of a network never trained on (`{dataset}`, leave one of {len(helds)} out, mean)",
+    return [[f"ranking schedules of a network never trained on ({result_label(nets)}, leave one of {len(helds)} "
+             "out, mean)",
              "; ".join(cells) + ceiling_text, f"networks:{dataset}"]]
 
 
@@ -111,8 +112,8 @@ def kind_rows(nets: Dict[str, Any]) -> List[List[str]]:
     if ceiling:
         text += f"; measurement ceiling τ {ceiling['mean_tau']:.3f}"
     dataset = dataset_name(nets.get("dataset", ""))
-    return [[f"ranking schedules of an operator kind never trained on (`{dataset}`, leave one of {best['kinds']} "
-             "out, mean)",
+    return [[f"ranking schedules of an operator kind never trained on ({result_label(nets)}, leave one of "
+             f"{best['kinds']} out, mean)",
              text, f"networks:{dataset}"]]
 
 

@@ -238,12 +238,20 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
            "--networks-seeds", "0", "1", "--runs", str(tmp_path / "runs"), "--results", str(out), "--parallel", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    res = json.loads((out / "networks_tiny.json").read_text())   # one results file per dataset
+    res = json.loads((out / "networks_tiny_1_epochs.json").read_text())   # one per dataset and epoch count
     (out / "networks_other.json").write_text(json.dumps(dict(res, dataset="elsewhere/networks_other", protocol=dict(
         res["protocol"], valid_records=res["protocol"]["valid_records"] + 1))))
     assert [r["dataset"] for r in bench.load_results(str(out))] == ["elsewhere/networks_other", str(TINY)]
     assert bench.result_stem("datasets/networks_znver4/") == "networks_znver4" and \
         bench.result_stem("mine") == "networks_mine"
+    assert bench.result_stem("datasets/networks_znver4", 60) == "networks_znver4_60_epochs"   # beside, not over
+    longer = dict(res, protocol=dict(res["protocol"], epochs=res["protocol"]["epochs"] + 50))
+    (out / "networks_tiny_longer.json").write_text(json.dumps(longer))
+    epochs = res["protocol"]["epochs"]
+    assert [(r["dataset"], r["protocol"]["epochs"]) for r in bench.load_results(str(out))] == [
+        ("elsewhere/networks_other", epochs), (str(TINY), epochs + 50), (str(TINY), epochs)]   # longest first
+    assert bench.report_section(longer)[0].endswith(f"`networks_tiny`, {epochs + 50} epochs)")
+    (out / "networks_tiny_longer.json").unlink()
     assert {(r["axis"], r["held"], r["seed"]) for r in res["rows"]} == {
         (axis, held, seed) for axis, held in (("network", "bert"), ("kind", "dense")) for seed in (0, 1)}
     assert res["protocol"]["seeds"] == [0, 1] and res["not_held_kinds"] == {}
@@ -255,7 +263,7 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     assert res["ceilings"]["network:bert"] == {"tau": dense["tau"], "tasks": 1, "corrected": dense["tau_corrected"]}
     text = "\n".join(bench.report_section(res))
     assert "**Leave one network out**" in text and "| bert | 1 |" in text
-    assert "networks dataset `networks_tiny`)" in text and "docs/results/networks_tiny.json" in text
+    assert "networks dataset `networks_tiny`, 1 epoch)" in text and "docs/results/networks_tiny_1_epochs.json" in text
     assert "nan" not in text.lower()
     row = next(r for r in res["rows"] if r["held"] == "bert")
     assert row["tasks"] == 1 and "--test-network bert" in row["command"]
