@@ -165,7 +165,6 @@ def test_a_shipped_collection_reads_as_its_root_and_is_not_measured_into(collect
 
 
 def test_older_npz_gain_the_roles_from_their_plans_without_measuring(collection, tmp_path, capsys, monkeypatch):
-    import shutil
     from extract.xla.collection.cli import main
     from extract.xla.collection.collect import rewrite_npz
     from extract.xla.collection.functions import function_program
