@@ -52,6 +52,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 import numpy as np
 import torch
 
+from extract.xla.npz_format import LAYOUT_CONTEXT_KEYS
 from simulator.config import DataConfig, ModelInfo, Normalization, TrainConfig
 from simulator.metrics import LAYOUT_METRICS, METRICS, TILE_METRICS, evaluate
 from simulator.registry import SimulatorError
@@ -152,6 +153,8 @@ class TpuGraphsSource:
             arrays = self.files[i].graph_arrays()  # checked; edges consumer → producer
         except ValueError as e:
             raise _reraise(e) from None
+        if all(k in arrays for k in LAYOUT_CONTEXT_KEYS):   # read with the graph, checked with it
+            self._context[i] = tuple(arrays[k] for k in LAYOUT_CONTEXT_KEYS)
         config_ids = arrays.get("node_config_ids")
         item = prepare_graph(arrays["node_feat"], arrays["node_opcode"],
                              np.ascontiguousarray(arrays["edge_index"][:, ::-1]),  # producer → consumer
@@ -169,17 +172,11 @@ class TpuGraphsSource:
     def layout_context(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
         """Graph i's configurable nodes' roles and XLA's own layouts (`LAYOUT_CONTEXT_KEYS`);
         an error naming the file when it has none."""
+        self.graph(i)   # kept beside the graph when it was read (`graph`)
         if i not in self._context:
-            from extract.xla.npz_format import LAYOUT_CONTEXT_KEYS
-            file = self.files[i]
-            if not all(k in file.keys for k in LAYOUT_CONTEXT_KEYS):
-                raise SimulatorError(f"{file.path}: no {' or '.join(LAYOUT_CONTEXT_KEYS)}; the model reads the "
-                                     f"configurable nodes' roles (a collection of this project's collector: "
-                                     f"python -m extract.xla_collect npz ROOT writes them into older files)")
-            try:
-                self._context[i] = tuple(file.read(k) for k in LAYOUT_CONTEXT_KEYS)
-            except ValueError as e:
-                raise _reraise(e) from None
+            raise SimulatorError(f"{self.files[i].path}: no {' or '.join(LAYOUT_CONTEXT_KEYS)}; the model reads "
+                                 f"the configurable nodes' roles (a collection of this project's collector: "
+                                 f"python -m extract.xla_collect npz ROOT writes them into older files)")
         return self._context[i]
 
     def with_configs(self, i: int, rows: Dict[str, np.ndarray], roles: bool = False) -> Prepared:
@@ -349,7 +346,6 @@ class TpuGraphsSource:
 
 def tpugraphs_model_info(collection: str, files: Sequence[Any]) -> ModelInfo:
     """What a model's shape depends on, for TpuGraphs files (HLO opcode vocabulary)."""
-    from extract.xla.npz_format import LAYOUT_CONTEXT_KEYS
     kind = collection.split(":")[0]
     first = files[0]
     hlo = hlo_collection_info()

@@ -239,7 +239,10 @@ def rewrite_npz(root: Path, programs: Dict[str, Program], only: Optional[Sequenc
     programs by name (the zoo's); `only`: just these programs' plans (a ValueError for a name
     without one). A program not among `programs`, or changed since its plan, is a line of
     error and left as it is; the number of such programs."""
-    plans = {json.loads(p.read_text())["program"]: p for p in sorted((root / "measurements").glob("*.plan.json"))}
+    plans = {}
+    for path in sorted((root / "measurements").glob("*.plan.json")):
+        saved = json.loads(path.read_text())
+        plans[saved["program"]] = (path, saved)
     if not plans:
         raise ValueError(f"{root}: no measurements/*.plan.json (not a collection root)")
     unplanned = [n for n in only or () if n not in plans]
@@ -247,8 +250,7 @@ def rewrite_npz(root: Path, programs: Dict[str, Program], only: Optional[Sequenc
         raise ValueError(f"{root}: no plan for {', '.join(unplanned)}; planned: {', '.join(plans)}")
     failed = 0
     for name in only or plans:
-        path = plans[name]
-        saved = json.loads(path.read_text())
+        path, saved = plans[name]
         program = programs.get(name)
         if program is None:
             say(f"error: {name}: not a program of the zoo; a `function` program's npz is written again "
