@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -198,3 +199,19 @@ def stop(cluster: Cluster, finished: bool = False) -> None:
         if finished:
             torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+
+
+def in_torchrun() -> bool:
+    """Whether this process is one rank of a torchrun run of more than one process."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def exit_rank(code: int) -> NoReturn:
+    """End a torchrun rank with `code` now, skipping the interpreter's teardown: gloo's
+    threads may still hold finished work whose tensors reference Python objects, and
+    freeing those while the interpreter shuts down can abort the process ("terminate
+    called without an active exception") after the run has written its results — a
+    failed exit for a run that succeeded."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -47,7 +47,7 @@ from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer
 from .data.features import check_spec, feature_set
 from .data.sources import DataKind, RunData, data_kind
 from .data.splits import SPLITS
-from .distributed import DEVICES, Cluster, start, stop
+from .distributed import DEVICES, Cluster, exit_rank, in_torchrun, start, stop
 from .engine import locked_output, setup_determinism, write_json
 from .losses import LOSSES
 from .metrics import METRICS, format_table
@@ -384,7 +384,10 @@ def train_run(out: str, flags: Dict[str, Any], given: Dict[str, Any], config: Tr
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    return run_cli(run, argv, interrupted_hint='continue with --resume')
+    code = run_cli(run, argv, interrupted_hint='continue with --resume')
+    if in_torchrun():
+        exit_rank(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -212,3 +212,12 @@ def test_scaling_benchmark_takes_the_busiest_rank_and_skips_the_first_epoch():
     two = summarize([run((1, 100, [1, 1]), (100, 1, [0.25, 0.5]))])
     assert two["graphs_per_s"] == 100 and two["graphs_per_rank_cpu_s"] == 200  # 100 graphs / 0.5 s
     assert summarize([run((40, 1, [2]))])["graphs_per_rank_cpu_s"] == 20  # one epoch: that epoch
+
+
+def test_a_rank_exits_with_its_code_and_output_without_the_interpreters_teardown():
+    """A torchrun rank of simulator.train ends through `exit_rank`: its exit code and
+    printed output kept, no atexit teardown (where gloo's threads can abort a finished run)."""
+    script = ("import atexit; from simulator.distributed import exit_rank; "
+              "atexit.register(lambda: print('teardown')); print('trained', end=''); exit_rank(3)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (3, "trained"), done.stderr[-2000:]
