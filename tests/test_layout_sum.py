@@ -15,12 +15,17 @@ from simulator.models.layout_sum import LayoutSum
 from simulator.registry import SimulatorError
 
 
+ELEMENTS = [5.0, 1.0, 7.0, 3.0, 6.0, 2.0]   # column 0 of the nodes' features: their elements
+
+
 def _batch(rows):
     """Two graphs' worth of nodes (6), configurable nodes 1, 4 and 5, one config row per
     entry of `rows` ((3, 4) layout rows, in that node order)."""
     torch.manual_seed(1)
     rows = torch.as_tensor(np.asarray(rows, np.float32))
-    return SimpleNamespace(x=torch.randn(6, 5), types=torch.tensor([0, 1, 2, 1, 0, 2]),
+    x = torch.randn(6, 5)
+    x[:, 0] = torch.tensor(ELEMENTS)
+    return SimpleNamespace(x=x, types=torch.tensor([0, 1, 2, 1, 0, 2]),
                            node_config_x=rows.reshape(-1, 4),
                            node_config_node=torch.tensor([1, 4, 5] * len(rows)),
                            node_config_row=torch.arange(len(rows)).repeat_interleave(3),
@@ -29,21 +34,46 @@ def _batch(rows):
 
 def test_a_configs_prediction_is_the_sum_of_its_nodes_terms():
     torch.manual_seed(0)
-    net = LayoutSum(feature_dim=5, num_types=3, config_dim=4, width=16, depth=3).eval()
+    net = LayoutSum(feature_dim=5, num_types=3, config_dim=4, element_column=0, width=16, depth=3).eval()
     net.target_mean.fill_(2.0)
     net.target_std.fill_(3.0)
     a, b, c = np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 4))
     b[1] = [1, 0, 2, 3]         # b differs from a at node 4 only
     c[1] = [1, 0, 2, 3]
     c[2] = [3, 2, 1, 0]         # c differs from b at node 5 only
+    # n · |v| / Σ|u| over the configurable nodes 1, 4, 5 (elements 1, 6, 2 of 9; n = 3)
+    weight = {1: 3 * 1 / 9, 4: 3 * 6 / 9, 5: 3 * 2 / 9}
     with torch.no_grad():
         ya, yb, yc = net(_batch([a, b, c]))
         x = _batch([a])
-        term = lambda node, row: 3.0 * net.psi(torch.cat(  # noqa: E731
-            [x.x[node], net.type_embedding(x.types[node]), torch.tensor(row, dtype=torch.float32)])).item()
+        assert net.element_weights(_batch([a, b])).tolist() == pytest.approx([weight[n] for n in (1, 4, 5)] * 2)
+
+        def term(node, row):
+            psi = net.psi(torch.cat([x.x[node], net.type_embedding(x.types[node]), torch.tensor(row, dtype=torch.float32)]))
+            return 3.0 * (psi[0] + weight[node] * psi[1]).item()
     assert yb - ya == pytest.approx(term(4, b[1]) - term(4, a[1]), abs=1e-5)
     assert yc - yb == pytest.approx(term(5, c[2]) - term(5, b[2]), abs=1e-5)
     assert ya == pytest.approx(2.0 + sum(term(n, a[i]) for i, n in enumerate([1, 4, 5])), abs=1e-5)
+
+
+def test_element_counts_are_read_back_through_the_feature_transform():
+    from simulator.data.batching import transform_features, untransform_features
+    values = np.array([[0.0, 1.0, 3.0, 1000.0, 2.0 ** 24, -7.0]], np.float32)
+    for transform in ("none", "log1p"):
+        back = untransform_features(torch.from_numpy(transform_features(values, transform)), transform)
+        assert np.allclose(back.numpy(), values, rtol=1e-5), transform
+    with pytest.raises(SimulatorError, match="element column 7 is not one of the 5 node features"):
+        LayoutSum(feature_dim=5, num_types=3, config_dim=4, element_column=7)
+
+
+def test_weights_of_another_version_of_the_model_are_one_line_asking_to_train_again():
+    config = TrainConfig.from_dict({**TrainConfig().to_dict(), "model": "layout-sum"})
+    model = build_cost_model(config, ModelInfo(num_types=5, feature_dim=140, node_config_dim=18))
+    weights = model.net.state_dict()
+    weights["psi.1.weight"] = weights["psi.1.weight"][:1]   # a head of one output, as before
+    with pytest.raises(SimulatorError, match=r"checkpoint's weights do not fit this version's layout-sum "
+                                             r"\(size mismatch for psi\.1\.weight.*train it again"):
+        model.load_weights({"model": weights})
 
 
 @pytest.mark.parametrize("name", ["layout-sum", "config-mlp"])   # both are LayoutRowsCostModels
@@ -51,7 +81,7 @@ def test_layout_row_models_refuse_data_without_layout_configs(name):
     config = TrainConfig.from_dict({**TrainConfig().to_dict(), "model": name})
     with pytest.raises(SimulatorError, match=f"{name} reads the per-node layout configs"):
         build_cost_model(config, ModelInfo(num_types=5, feature_dim=4))
-    model = build_cost_model(config, ModelInfo(num_types=5, feature_dim=4, node_config_dim=18))
+    model = build_cost_model(config, ModelInfo(num_types=5, feature_dim=140, node_config_dim=18))
     assert sum(p.numel() for p in model.net.parameters()) > 0
 
 

@@ -63,6 +63,13 @@ def transform_features(values: np.ndarray, transform: str = "none") -> np.ndarra
     return out
 
 
+def untransform_features(values: torch.Tensor, transform: str = "none") -> torch.Tensor:
+    """The node features as they were before `transform_features` (its inverse, in torch)."""
+    if (transform or "none") == "log1p":
+        return torch.sign(values) * torch.expm1(values.abs())
+    return values
+
+
 @dataclass(frozen=True)
 class BatchSpec:
     """What a model needs in a batch; asked of the model (`CostModel.batch_spec`)."""

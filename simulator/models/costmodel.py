@@ -185,7 +185,12 @@ class TorchCostModel(CostModel):
         weights = state.get(which) or state.get("model")
         if weights is None:
             raise SimulatorError("checkpoint holds no model weights")
-        self.net.load_state_dict(weights)
+        try:
+            self.net.load_state_dict(weights)
+        except RuntimeError as e:  # a checkpoint of another version of this model
+            detail = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
+            raise SimulatorError(f"checkpoint's weights do not fit this version's {self.config.model.model} "
+                                 f"({detail[:200]}); train it again") from None
 
 
 class GraphCostModel(TorchCostModel):

@@ -1,7 +1,8 @@
 """`layout-sum`: a program's runtime under a layout config as a sum of what each
 configurable node's layout costs, for TpuGraphs layout data.
 
-    ŷ = μ_y + σ_y · Σ_{v configurable} ψ([(x_v − μ_x) / σ_x ‖ E[t_v] ‖ (c_v − μ_c) / σ_c])
+    ŷ = μ_y + σ_y · Σ_{v configurable} [ψ(z_v)₀ + n · s_v · ψ(z_v)₁],
+    z_v = [(x_v − μ_x) / σ_x ‖ E[t_v] ‖ (c_v − μ_c) / σ_c],   s_v = |v| / Σ_u |u|
 
 `x_v`: configurable node v's node features (its opcode's shape, dimensions, …), `t_v` its
 opcode, `E` a learned opcode embedding; `c_v`: v's row of the config's `node_config_feat`
@@ -11,22 +12,29 @@ dimensions are to the operation and whether XLA would have put them there
 (simulator/data/layout_roles.py); μ, σ: the training set's means and stds — of the
 configurable nodes' features for x (every node's would leave them on another scale: measured
 τ 0.47 → 0.37 on held-out families), of the layout rows for c; ψ: `depth` − 1 (at least 1)
-layers Linear → ReLU of `width`, then Linear → 1. The rest of the graph is not read.
+layers Linear → ReLU of `width`, then Linear → 2; |v|: v's elements (node feature
+`shape_dimensions_product`), s_v its share of the configurable nodes' elements and n their
+number (n · s_v averages 1). The rest of the graph is not read.
 
 Why a sum over the configurable nodes rather than a graph network's pooled embedding: a
 layout changes the program only at the nodes it constrains (a copy, a slower kernel), so
 runtime differences between configs add up node by node; a graph network pools every node
-of the (pruned) graph, where the few config-dependent states are diluted. Measured against
-the graph networks and the configuration-only MLP on the XLA layout collection's programs,
-a model family held out at a time: docs/xla_collection.md.
+of the (pruned) graph, where the few config-dependent states are diluted. Why the second,
+size-weighted term: what a layout costs at a node (a transposing copy, strided reads) grows
+with the elements it touches, and the log runtime moves by that against the program's
+whole; ψ₁ is a cost per element that carries over between programs of other sizes, which
+the node's size as one more input did not (measured: held-out τ 0.51 → 0.56 on the
+`random` search). Measured against the graph networks and the configuration-only MLP on the
+XLA layout collection's programs, a model family held out at a time: docs/xla_collection.md.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from extract.xla.hlo_graph import NODE_FEATURE_INDEX
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from simulator.data.batching import Batch, BatchSpec
+from simulator.data.batching import Batch, BatchSpec, untransform_features
 from simulator.data.layout_roles import ROLE_COLUMNS
 from simulator.registry import SimulatorError
 from .config_mlp import LayoutRowsCostModel
@@ -35,21 +43,27 @@ from .model import relu_stack
 
 
 class LayoutSum(nn.Module):
-    """ŷ = μ_y + σ_y · Σ_v ψ([x̂_v ‖ E[t_v] ‖ ĉ_v]) over the configurable nodes v of each config row.
+    """ŷ = μ_y + σ_y · Σ_v [ψ(z_v)₀ + n·s_v·ψ(z_v)₁] over the configurable nodes v of each config row.
 
     Parameters: `feature_dim` d (node features), `num_types` (opcode vocabulary; row
-    `num_types` is the unknown opcode), `config_dim` k (layout features per node), `width`
-    W, `depth` (ψ has max(1, depth − 1) hidden layers), `type_dim`, `dropout`. Input: a
-    layout `Batch` (`x` (N, d), `types` (N,), `node_config_x` (R, k), `node_config_node`
-    (R,) the node of each row, `node_config_row` (R,) its config row); output: (C,) log
-    runtimes."""
+    `num_types` is the unknown opcode), `config_dim` k (layout features per node),
+    `element_column` (the node feature holding a node's elements, as `feature_transform`
+    left it), `width` W, `depth` (ψ has max(1, depth − 1) hidden layers), `type_dim`,
+    `dropout`. Input: a layout `Batch` (`x` (N, d), `types` (N,), `node_config_x` (R, k),
+    `node_config_node` (R,) the node of each row, `node_config_row` (R,) its config row);
+    output: (C,) log runtimes."""
 
-    def __init__(self, feature_dim: int, num_types: int, config_dim: int, width: int = 64, depth: int = 3,
-                 type_dim: int = 16, dropout: float = 0.0):
+    def __init__(self, feature_dim: int, num_types: int, config_dim: int, element_column: int,
+                 feature_transform: str = "none", width: int = 64, depth: int = 3, type_dim: int = 16,
+                 dropout: float = 0.0):
         super().__init__()
+        if not 0 <= element_column < feature_dim:
+            raise SimulatorError(f"layout-sum: element column {element_column} is not one of the "
+                                 f"{feature_dim} node features")
+        self.element_column, self.feature_transform = element_column, feature_transform
         self.type_embedding = nn.Embedding(num_types + 1, type_dim)
         self.psi = nn.Sequential(relu_stack(feature_dim + type_dim + config_dim, width, depth, dropout),
-                                 nn.Linear(width, 1))
+                                 nn.Linear(width, 2))
         for name, dim in (("feature", feature_dim), ("node_config", config_dim)):
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
             self.register_buffer(f"{name}_std", torch.ones(dim))
@@ -66,12 +80,22 @@ class LayoutSum(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         if batch.node_config_x is None:
             raise ValueError("layout-sum needs layout config rows (node_config_x) in the batch")
-        node = batch.node_config_node
+        node, row = batch.node_config_node, batch.node_config_row
         x = (batch.x[node] - self.feature_mean) / self.feature_std
         c = (batch.node_config_x - self.node_config_mean) / self.node_config_std
-        cost = self.psi(torch.cat([x, self.type_embedding(batch.types[node]), c], dim=1)).squeeze(-1)
+        terms = self.psi(torch.cat([x, self.type_embedding(batch.types[node]), c], dim=1))
+        cost = terms[:, 0] + self.element_weights(batch) * terms[:, 1]
         total = torch.zeros(len(batch.config_graph), dtype=cost.dtype, device=cost.device)
-        return self.target_mean + self.target_std * total.index_add(0, batch.node_config_row, cost)
+        return self.target_mean + self.target_std * total.index_add(0, row, cost)
+
+    def element_weights(self, batch: Batch) -> torch.Tensor:
+        """n · s_v per layout row: its node's share of the elements of its config row's
+        configurable nodes, times their number."""
+        node, row = batch.node_config_node, batch.node_config_row
+        elements = untransform_features(batch.x[node, self.element_column], self.feature_transform).clamp(min=0)
+        per_row = torch.zeros(len(batch.config_graph), dtype=elements.dtype, device=elements.device)
+        nodes = per_row.index_add(0, row, torch.ones_like(elements))
+        return nodes[row] * elements / per_row.index_add(0, row, elements)[row].clamp(min=1.0)
 
     @torch.no_grad()
     def set_normalization(self, stats: Normalization) -> None:
@@ -96,8 +120,9 @@ class LayoutSumCostModel(LayoutRowsCostModel):
         super().__init__(config, info)
         m = config.model
         config_dim = info.node_config_dim + (ROLE_COLUMNS if info.layout_roles else 0)
-        self.net = LayoutSum(info.feature_dim, info.num_types, config_dim, width=m.width,
-                             depth=m.depth, dropout=m.dropout)
+        self.net = LayoutSum(info.feature_dim, info.num_types, config_dim,
+                             NODE_FEATURE_INDEX["shape_dimensions_product"], config.data.feature_transform,
+                             width=m.width, depth=m.depth, dropout=m.dropout)
 
     @property
     def batch_spec(self) -> BatchSpec:
