@@ -49,7 +49,8 @@ def test_a_configs_prediction_is_the_sum_of_its_nodes_terms():
         assert net.element_weights(_batch([a, b])).tolist() == pytest.approx([weight[n] for n in (1, 4, 5)] * 2)
 
         def term(node, row):
-            psi = net.psi(torch.cat([x.x[node], net.type_embedding(x.types[node]), torch.tensor(row, dtype=torch.float32)]))
+            row = torch.tensor(row, dtype=torch.float32)
+            psi = net.psi(torch.cat([x.x[node], net.type_embedding(x.types[node]), row]))
             return 3.0 * (psi[0] + weight[node] * psi[1]).item()
     assert yb - ya == pytest.approx(term(4, b[1]) - term(4, a[1]), abs=1e-5)
     assert yc - yb == pytest.approx(term(5, c[2]) - term(5, b[2]), abs=1e-5)
