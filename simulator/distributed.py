@@ -179,9 +179,9 @@ def start(device: str = "cpu", graphs: bool = True) -> Cluster:
     """This process's `Cluster`: from torchrun's environment (joining the process group),
     or a single process. `graphs`: the model reads DGL graphs (`check_device`)."""
     check_device(device, graphs)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    if not in_torchrun():
         return Cluster(device=device)
+    world = int(os.environ["WORLD_SIZE"])
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if device == "cuda":
         torch.cuda.set_device(local_rank)

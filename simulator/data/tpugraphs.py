@@ -172,7 +172,8 @@ class TpuGraphsSource:
     def layout_context(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
         """Graph i's configurable nodes' roles and XLA's own layouts (`LAYOUT_CONTEXT_KEYS`);
         an error naming the file when it has none."""
-        self.graph(i)   # kept beside the graph when it was read (`graph`)
+        if i not in self._context:
+            self.graph(i)   # kept beside the graph when it is read (`graph`)
         if i not in self._context:
             raise SimulatorError(f"{self.files[i].path}: no {' or '.join(LAYOUT_CONTEXT_KEYS)}; the model reads "
                                  f"the configurable nodes' roles (a collection of this project's collector: "
