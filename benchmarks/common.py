@@ -124,15 +124,18 @@ def _run_done(out: str, argv: Sequence[str]) -> bool:
 
 def _same_config(recorded: Dict[str, Any], argv: Sequence[str]) -> bool:
     """Whether a finished run's recorded config is what ARGV resolves to today: a
-    default changed since (e.g. the data's feature set) makes it stale. Options added
-    since it ran are not compared (their defaults keep what the run did)."""
+    default changed since (e.g. the data's feature set) makes it stale. An option added
+    since it ran counts as its plain default (what the run did), so a recipe that now
+    resolves it otherwise (e.g. a model's own default) makes the run stale too."""
+    from simulator.config import TrainConfig
     from simulator.train import resolve_argv
 
     try:
         config = resolve_argv(list(argv))[2].to_dict()
     except (SimulatorError, SystemExit):  # the rerun reports it
         return False
-    return all(recorded[key] == value for key, value in config.items() if key in recorded)
+    plain = TrainConfig().to_dict()
+    return all(recorded.get(key, plain[key]) == value for key, value in config.items())
 
 
 def _resumable(out: str, argv: Sequence[str]) -> bool:

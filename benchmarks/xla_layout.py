@@ -10,9 +10,10 @@ ROOT is a collection root (`ROOT/npz/layout/xla/{random,default}/<split>/*.npz`,
 shipped `datasets/xla_layout_<cpu>` with the most programs. The protocol is leave one model
 family out (a program's family is in its plan.json), every family in turn
 (`--xla-families` holds out only those): the held-out family's programs are scored, the
-next family's (alphabetically, cyclic) choose each model's epoch, and the model trains on
-the rest, every one of `--xla-epochs` (no early stop: a patience of 15 epochs stopped most
-runs before their best, docs/xla_collection.md); so every program is scored once, by
+next family's (alphabetically, cyclic) choose each model's epoch (`layout-sum` keeps its last:
+`--keep-weights last`, its own default), and the model trains on the rest, every one of
+`--xla-epochs` (no early stop: a patience of 15 epochs stopped most runs before their best,
+docs/xla_collection.md); so every program is scored once, by
 models that never saw its family (the collection's own train/valid/test folders are not
 used). Per search (`random`, `default`) and program:
 
@@ -31,7 +32,7 @@ Models (`MODEL_SPECS`): graph networks through the TpuGraphs path (`gcn`, `sage`
 features joined early onto the configurable nodes or late at the pooled embedding), the
 configuration-only `config-mlp` (no graph), `layout-sum` (a sum of per-configurable-node
 terms, each reading the node's features and its layout; pairwise hinge, what it was
-screened with) and `xgb` on the opcode histogram + pooled layout features
+screened with; an ensemble of its default `--members`) and `xgb` on the opcode histogram + pooled layout features
 (simulator/models/xgb.py), each with the TpuGraphs layout defaults of `simulator.train`
 (loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every measured config of
 the whole graph); beside them `minor-dim-rule`, which learns nothing (benchmarks/layout_rule.py:
@@ -474,7 +475,8 @@ def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
              f"(jax {m.get('jax', '?')}). "
              f"Leave one model family out, every family in turn ({len(p['folds'])} folds): the held-out "
              f"family's programs are scored, the next family's (alphabetically) chose each model's epoch "
-             f"(early stopping), the rest trained it; so every program below is scored by models that never "
+             f"(`layout-sum`: its last epoch, an ensemble of its default `--members`), the rest trained it; so "
+             f"every program below is scored by models that never "
              f"saw its family. Seeds "
              f"{', '.join(map(str, p['seeds']))} (mean ± std), {p['epochs']} epochs. τ is Kendall's τ over a "
              f"program's measured configs; the ceiling is τ between the two measuring passes of the search's "

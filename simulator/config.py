@@ -62,6 +62,7 @@ class ModelConfig:
     join: str = "early"                      # XLA config features: "early" | "late"
     xgb_objective: str = "auto"              # xgb: "reg" | "rank" | "auto"
     features: Optional[str] = None           # node-feature columns read (simulator.data.features; None: the model's)
+    members: int = 1                         # networks trained side by side, their mean predicted (ensemble.py)
 
 
 @dataclass
@@ -78,6 +79,7 @@ class FitConfig:
     weight_decay: float = 1e-4
     grad_clip: float = 1.0
     patience: int = 15
+    keep_weights: str = "best"               # "best" (on validation; early stopping) | "last" (every epoch)
     select_metric: str = "kendall_tau"
     eval_batch_size: int = 256
     xgb_rounds: int = 500

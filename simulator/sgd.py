@@ -136,11 +136,19 @@ def check_resume(state: Dict[str, Any], epochs: int, where: str = "the run") -> 
     return f"extending the finished run from {done} to {epochs} epochs"
 
 
+def batch_loss(loss_fn: Loss, pred: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """The loss of a batch's predictions: (C,) one network's; (C, K) an ensemble's members'
+    (`simulator.models.ensemble`), the mean of each member's own loss."""
+    if pred.dim() == 1:
+        return loss_fn(pred, batch.y, batch.group)
+    return torch.stack([loss_fn(member, batch.y, batch.group) for member in pred.unbind(dim=1)]).mean()
+
+
 def sgd_step(net: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer: torch.optim.Optimizer,
              grad_clip: float) -> float:
     """One optimizer step on one batch; the batch's loss. A non-finite loss raises
     `NonFiniteLoss` before the step (the weights stay as they were)."""
-    loss = loss_fn(net(batch), batch.y, batch.group)
+    loss = batch_loss(loss_fn, net(batch), batch)
     if not bool(torch.isfinite(loss)):
         raise NonFiniteLoss(float(loss.item()))
     optimizer.zero_grad(set_to_none=True)
@@ -157,7 +165,7 @@ def shard_step(trainer: torch.nn.Module, batch: Batch, loss_fn: Loss, optimizer:
     the batch's loss terms (`Cluster.wrap`'s hook), which makes the step the global
     batch's. A stand-in shard (a rank without items) has no share. A non-finite loss on
     any rank raises `NonFiniteLoss` on every rank, before the step."""
-    loss = loss_fn(trainer(batch), batch.y, batch.group)
+    loss = batch_loss(loss_fn, trainer(batch), batch)
     finite = bool(torch.isfinite(loss))
     terms = 0 if stand_in else loss_fn.terms(batch.y, batch.group)
     total_terms, total_loss, bad = cluster.all_reduce_sum(
@@ -273,7 +281,8 @@ class Pieces:
 def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, Any]:
     """Train `model` (a `TorchCostModel`) on the source `train`, early-stopping on `val`;
     returns the run summary (best epoch, epochs run, best validation score; `extended_from`
-    when a finished run was extended). The model ends with its best weights."""
+    when a finished run was extended). The model ends with its best weights (the last ones
+    with `--keep-weights last`)."""
     fit, spec = model.config.fit, model.batch_spec
     cluster = run.cluster if run is not None else Cluster()
     # ------------------------------------------------------------ the pieces
@@ -304,7 +313,7 @@ def fit_sgd(model, train, val, run: Optional[RunContext] = None) -> Dict[str, An
         pieces.scheduler.step()
         loop.epoch += 1
         score = cluster.evaluate(val, model, fit.eval_batch_size).get(select, {}).get("mean") if val else None
-        keep_best(loop, pieces.net, score, sign)
+        keep_best(loop, pieces.net, score, sign, fit.keep_weights)
         loop.history.append({"epoch": loop.epoch, "train_loss": loss / max(seen, 1), f"val_{select}": score,
                              "graphs_per_s": seen / seconds, "seconds": seconds,
                              "cpu_s_by_rank": cpu_by_rank})
@@ -332,9 +341,13 @@ def check_weights(net: torch.nn.Module, loop: LoopState) -> None:
                              f"({bad}); stopping (try a lower --lr or --grad-clip)")
 
 
-def keep_best(loop: LoopState, net: torch.nn.Module, score: Optional[float], sign: int) -> None:
-    """Keep the weights of a better validation score; count the epochs without one."""
-    if loop.improved(score, sign):
+def keep_best(loop: LoopState, net: torch.nn.Module, score: Optional[float], sign: int, keep_weights: str) -> None:
+    """Keep the weights of a better validation score; count the epochs without one. With
+    `keep_weights` "last" the kept epoch is the latest (its weights taken when the loop ends)
+    and nothing is counted: no early stop."""
+    if keep_weights == "last":
+        loop.best_score, loop.best_epoch, loop.best_model = score, loop.epoch, None
+    elif loop.improved(score, sign):
         loop.best_score, loop.best_epoch, loop.bad_epochs = score, loop.epoch, 0
         loop.best_model = {k: v.clone() for k, v in net.state_dict().items()}
     elif score is not None:
@@ -348,7 +361,7 @@ def finish_loop(pieces: Pieces, run: Optional[RunContext], select: str, patience
     if loop.bad_epochs >= patience:
         say(pieces.cluster, f"early stop: no better val {select} for {patience} epochs "
                             f"(best {loop.best_score:.4f} at epoch {loop.best_epoch})")
-    if loop.best_model is None:  # no validation set: keep the last weights
+    if loop.best_model is None:  # no validation set, or --keep-weights last: the last weights
         loop.best_model, loop.best_epoch = {k: v.clone() for k, v in pieces.net.state_dict().items()}, loop.epoch
     loop.finished = True
     if run is not None:

@@ -27,7 +27,7 @@ XLA / TpuGraphs: the same models and loop on a TpuGraphs collection, read lazily
     python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT --model gcn [--join late]
 
 Flags not given then default per collection: `--model gcn` (tile) / `layout-sum` (layout),
-`--loss listmle` (`layout-sum`: `pairwise-hinge`), `--split official`,
+`--loss listmle` (`layout-sum`: `pairwise-hinge`, `--members 3`, `--keep-weights last`), `--split official`,
 `--feature-transform log1p`, `--select-metric kaggle_score` (tile) / `kendall_tau`
 (layout), `--batch-size` 8 graphs (tile) / 2 (layout), `--configs-per-graph` 16 / 8,
 `--keep-hops` whole graph (tile) / `--depth` (layout).
@@ -125,6 +125,9 @@ def _model_flags(add: Add) -> None:
              "context columns), full (all + the derived columns), invariant (all but the size-scaling ones), "
              "then +COLUMN / -COLUMN changes (simulator.data.features; default: the model's, else full on "
              "MetaSchedule databases, base on other data)")
+    add("--members", type=COUNT, default=1,
+        help="an ensemble: this many networks, each initialised on its own, trained side by side on the "
+             "same batches, their mean predicted (models that support it: layout-sum, whose default is 3)")
 
 
 def _fit_flags(add: Add) -> None:
@@ -138,6 +141,10 @@ def _fit_flags(add: Add) -> None:
     add("--weight-decay", type=Float(0, 10), default=1e-4, help="AdamW weight decay, 0 ≤ λ ≤ 10")
     add("--grad-clip", type=POSITIVE, default=1.0)
     add("--patience", type=COUNT, default=15, help="early stopping: epochs without a better val score")
+    add("--keep-weights", choices=["best", "last"], default="best",
+        help="the weights a run ends with: best (the epoch with the best val score; early stopping after "
+             "--patience epochs without one) or last (every epoch trained, val still scored; default last "
+             "for layout-sum)")
     add("--select-metric", default="kendall_tau", help="validation metric (mean over workloads) for early stopping")
     add("--eval-batch-size", type=COUNT, default=256, help="configs per evaluation forward pass")
     add("--seed", type=SEED, default=0)

@@ -303,6 +303,15 @@ def test_a_finished_run_is_reused_only_while_its_command_line_resolves_to_its_co
         return _run_done(str(out), argv)
     assert finished_with(config)
     assert finished_with({k: v for k, v in config.items() if k != "train_task_fraction"})  # an option added since
+    # … counted as its plain default: stale where the command resolves it otherwise
+    last = argv + ["--keep-weights", "last"]
+    write_json(str(out / "bench_argv.json"), last)
+    recorded = {k: v for k, v in resolve_argv(last)[2].to_dict().items() if k != "keep_weights"}
+    write_json(str(out / "metrics.json"), {"config": recorded})
+    assert not _run_done(str(out), last)
+    write_json(str(out / "metrics.json"), {"config": dict(recorded, keep_weights="last")})
+    assert _run_done(str(out), last)
+    write_json(str(out / "bench_argv.json"), argv)
     assert not finished_with(dict(config, features="base"))   # a default changed since: stale, trained again
     assert not _run_done(str(out), argv + ["--lr", "0.1"])    # another command line
     write_json(str(out / "bench_argv.json"), ["--model", "no-such-model"])

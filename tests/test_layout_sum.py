@@ -126,7 +126,9 @@ def test_it_standardises_the_configurable_nodes_by_their_own_statistics(tmp_path
     every = torch.cat([g.x for g in graphs]).double().mean(0).numpy()
     assert not np.allclose(stats.configurable_feature_mean, every, atol=1e-3)
     model.set_normalization(stats)
-    assert np.allclose(model.net.feature_mean.numpy(), stats.configurable_feature_mean)
+    assert config.model.members == 3 and len(model.net.members) == 3   # layout-sum's default: an ensemble
+    for member in model.net.members:
+        assert np.allclose(member.feature_mean.numpy(), stats.configurable_feature_mean)
     with pytest.raises(SimulatorError, match="standardises the configurable nodes' features"):
         model.set_normalization(type(stats)(target_mean=0.0, target_std=1.0, feature_mean=every.tolist(),
                                             feature_std=[1.0] * len(every)))
@@ -196,7 +198,7 @@ def test_it_learns_from_the_roles_what_the_dimension_indices_cannot_tell(tmp_pat
     without = _validation_tau(tmp_path / "plain", tmp_path / "without", "layout-sum")
     assert with_roles > 0.6 and with_roles > without + 0.3, (with_roles, without)
     model, _ = load_trained(str(tmp_path / "with"))
-    assert model.net.node_config_mean.shape == (18 + 63,)
+    assert all(member.node_config_mean.shape == (18 + 63,) for member in model.net.members)
     assert model.info.layout_roles and model.batch_spec.layout_roles
     plain = TpuGraphsFile(tmp_path / "plain/npz/layout/xla/random/test/g0.npz")
     source = TpuGraphsSource([plain], model.config.data, model.info)

@@ -163,16 +163,19 @@ def test_layout_runs_report_kendall_tau_over_all_configs(runs, name):
     assert len(taus) == 2 and all(-1 <= v <= 1 for v in taus.values())
     assert metrics["config"]["keep_hops"] == (2 if name == "layout" else -1)   # default: --depth
     # layout data's default model is the per-node additive one, with the loss it was judged with
-    expected = ("layout-sum", "pairwise-hinge") if name == "layout" else ("gcn", "listmle")
-    assert (metrics["config"]["model"], metrics["config"]["loss"]) == expected
+    expected = (("layout-sum", "pairwise-hinge", 3, "last") if name == "layout" else
+                ("gcn", "listmle", 1, "best"))
+    assert tuple(metrics["config"][k] for k in ("model", "loss", "members", "keep_weights")) == expected
 
 
 def test_layout_defaults_yield_to_given_flags(root):
     base = ["--data", "tpugraphs:layout:xla:random", "--data-root", str(root)]
     resolved = {tuple(extra): train.resolve_argv(base + extra)[2] for extra in
-                ([], ["--loss", "listmle"], ["--model", "gcn"], ["--model", "config-mlp"])}
-    assert [(c.model.model, c.fit.loss) for c in resolved.values()] == [
-        ("layout-sum", "pairwise-hinge"), ("layout-sum", "listmle"), ("gcn", "listmle"), ("config-mlp", "listmle")]
+                ([], ["--loss", "listmle", "--members", "1", "--keep-weights", "best"], ["--model", "gcn"],
+                 ["--model", "config-mlp"])}
+    assert [(c.model.model, c.fit.loss, c.model.members, c.fit.keep_weights) for c in resolved.values()] == [
+        ("layout-sum", "pairwise-hinge", 3, "last"), ("layout-sum", "listmle", 1, "best"),
+        ("gcn", "listmle", 1, "best"), ("config-mlp", "listmle", 1, "best")]
     tile = train.resolve_argv(["--data", "tpugraphs:tile:xla", "--data-root", str(root)])[2]
     assert (tile.model.model, tile.fit.loss) == ("gcn", "listmle")
 

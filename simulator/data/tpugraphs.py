@@ -74,8 +74,8 @@ DEFAULTS = {  # per kind, for flags not given on the command line
                "keep_hops": None, "select_metric": "kendall_tau", "feature_transform": "log1p",
                "split": "official"},
 }
-# a layout model's own loss where --loss is not given: the one it was judged with (docs/xla_collection.md)
-LAYOUT_MODEL_LOSS = {"layout-sum": "pairwise-hinge"}
+# a layout model's own recipe for the flags not given: the one it was judged with (docs/xla_collection.md)
+LAYOUT_MODEL_DEFAULTS = {"layout-sum": {"loss": "pairwise-hinge", "members": 3, "keep_weights": "last"}}
 
 
 def _tpugraphs():
@@ -392,8 +392,8 @@ class TpuGraphsData(DataKind):
         kind = collection.split(":")[0]
         flat = config.to_dict()
         flat.update({k: v for k, v in DEFAULTS[kind].items() if k not in given})
-        if kind == "layout" and "loss" not in given:
-            flat["loss"] = LAYOUT_MODEL_LOSS.get(flat["model"], flat["loss"])
+        if kind == "layout":
+            flat.update({k: v for k, v in LAYOUT_MODEL_DEFAULTS.get(flat["model"], {}).items() if k not in given})
         if flat["keep_hops"] is None:
             flat["keep_hops"] = flat["depth"]
         if flat["split"] != "official":

@@ -61,13 +61,18 @@ class CostModel(abc.ABC):
     """A learned cost model: predicts the log runtime (natural log of seconds) of each
     config row of a program graph. `config`: the run's; `info`: the data's shapes.
     `FEATURES`: the node-feature columns it reads unless `--features` says otherwise
-    (`simulator.data.features`)."""
+    (`simulator.data.features`); `ENSEMBLES`: whether it takes `--members` above 1."""
 
     FEATURES = DEFAULT_FEATURES
+    ENSEMBLES = False  # whether it builds `--members` networks (simulator.models.ensemble)
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         self.config, self.info = config, info
         self.normalization: Optional[Normalization] = None
+        if config.model.members != 1 and not self.ENSEMBLES:
+            able = [name for name in COST_MODELS.names() if COST_MODELS.get(name).ENSEMBLES]
+            raise SimulatorError(f"--members {config.model.members}: {config.model.model} trains one network "
+                                 f"(ensembles: {', '.join(able) or 'none'})")
 
     @property
     @abc.abstractmethod

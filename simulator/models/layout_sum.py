@@ -26,6 +26,12 @@ whole; ψ₁ is a cost per element that carries over between programs of other s
 the node's size as one more input did not (measured: held-out τ 0.51 → 0.56 on the
 `random` search). Measured against the graph networks and the configuration-only MLP on the
 XLA layout collection's programs, a model family held out at a time: docs/xla_collection.md.
+
+Its recipe on layout data, where the flags are not given (`simulator.data.tpugraphs`'s
+`LAYOUT_MODEL_DEFAULTS`): the pairwise hinge, an ensemble of 3 (`--members`,
+simulator/models/ensemble.py) and the last epoch's weights (`--keep-weights last`): a
+validation set of one held-out family chose worse epochs than the last, and the mean of
+three networks ranks held-out programs better than one (measured in the same document).
 """
 from __future__ import annotations
 
@@ -39,6 +45,7 @@ from simulator.data.layout_roles import ROLE_COLUMNS
 from simulator.registry import SimulatorError
 from .config_mlp import LayoutRowsCostModel
 from .costmodel import register_cost_model
+from .ensemble import ensemble_of
 from .model import relu_stack
 
 
@@ -114,15 +121,19 @@ class LayoutSum(nn.Module):
 @register_cost_model("layout-sum")
 class LayoutSumCostModel(LayoutRowsCostModel):
     """The per-configurable-node additive model (`LayoutSum`) on TpuGraphs layout data; it
-    reads the nodes' role columns where the data has them (`ModelInfo.layout_roles`)."""
+    reads the nodes' role columns where the data has them (`ModelInfo.layout_roles`);
+    `--members K`: an ensemble of K (`Ensemble`)."""
+
+    ENSEMBLES = True
 
     def __init__(self, config: TrainConfig, info: ModelInfo):
         super().__init__(config, info)
         m = config.model
         config_dim = info.node_config_dim + (ROLE_COLUMNS if info.layout_roles else 0)
-        self.net = LayoutSum(info.feature_dim, info.num_types, config_dim,
-                             NODE_FEATURE_INDEX["shape_dimensions_product"], config.data.feature_transform,
-                             width=m.width, depth=m.depth, dropout=m.dropout)
+        self.net = ensemble_of(lambda: LayoutSum(info.feature_dim, info.num_types, config_dim,
+                                                 NODE_FEATURE_INDEX["shape_dimensions_product"],
+                                                 config.data.feature_transform,
+                                                 width=m.width, depth=m.depth, dropout=m.dropout), m.members)
 
     @property
     def batch_spec(self) -> BatchSpec:
