@@ -7,7 +7,8 @@ Why: a network trained on few programs ranks held-out ones differently from seed
 mean of K such networks varies less than one of them. Trained side by side — the same batches,
 each member its own loss (`simulator.sgd.batch_loss` averages the members' losses) —
 rather than as one network on the mean's loss, so that each member learns as if alone and
-their errors stay independent. Measured: docs/xla_collection.md.
+their errors stay independent (only the gradient-norm clip, `--grad-clip`, is taken over all
+members together). Measured: docs/xla_collection.md.
 """
 from __future__ import annotations
 
