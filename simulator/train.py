@@ -366,6 +366,9 @@ def train_run(out: str, flags: Dict[str, Any], given: Dict[str, Any], config: Tr
     data = kind.open_run(config, None if state is None else ModelInfo.from_dict(state["info"]))
     if cluster.is_main:
         print(data.summary + (f"; {cluster.world_size} processes" if cluster.distributed else ""), file=sys.stderr)
+        if config.fit.keep_weights == "last" and "patience" in given:
+            print(f"note: --patience {config.fit.patience} is not used: --keep-weights last trains every epoch "
+                  f"and never stops early", file=sys.stderr)
     model = build_cost_model(config, data.info)
     model.place(cluster)
     model.set_normalization(data.parts["train"].normalization(model.batch_spec, config.seed) if state is None

@@ -86,7 +86,7 @@ def test_members_on_a_model_that_trains_one_network_are_refused():
 
 
 @pytest.mark.parametrize("keep", ["best", "last"])
-def test_a_run_ends_with_its_best_or_its_last_weights(tmp_path, keep):
+def test_a_run_ends_with_its_best_or_its_last_weights(tmp_path, keep, capsys):
     """An ensemble of 2 layout-sums, 4 epochs: `last` keeps the 4th epoch's weights and reports
     its validation score; `best` the best epoch's (the checkpoint keeps both)."""
     from simulator.checkpoint import load_checkpoint
@@ -98,6 +98,8 @@ def test_a_run_ends_with_its_best_or_its_last_weights(tmp_path, keep):
     assert train.main(["--data", "tpugraphs:layout:xla:random", "--data-root", str(tmp_path / "root"),
                        "--members", "2", "--keep-weights", keep, "--patience", "1", "--epochs", "4",
                        "--out", str(out), "--device", "cpu", "--threads", "1"]) == 0
+    note = "note: --patience 1 is not used: --keep-weights last trains every epoch"
+    assert (note in capsys.readouterr().err) == (keep == "last")
     state = load_checkpoint(str(out))
     history = [h["val_kendall_tau"] for h in state["history"]]
     assert len(history) == 4 or keep == "best"   # patience 1 may stop `best` early, never `last`
