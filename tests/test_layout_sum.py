@@ -18,14 +18,25 @@ from simulator.registry import SimulatorError
 ELEMENTS = [5.0, 1.0, 7.0, 3.0, 6.0, 2.0]   # column 0 of the nodes' features: their elements
 
 
+def _graph():
+    """Two chains 0 → 1 → 2 and 3 → 4 → 5 (producer → consumer), batched as make_batch does."""
+    from simulator.data.batching import graph_edges
+    from simulator.dgl_compat import dgl
+    src, dst = graph_edges(np.array([[0, 1], [1, 2]]), 3)
+    graph = dgl.graph((torch.cat([src, src + 3]), torch.cat([dst, dst + 3])), num_nodes=6)
+    graph.set_batch_num_nodes(torch.tensor([3, 3]))
+    graph.set_batch_num_edges(torch.tensor([len(src), len(src)]))
+    return graph
+
+
 def _batch(rows):
-    """Two graphs' worth of nodes (6), configurable nodes 1, 4 and 5, one config row per
-    entry of `rows` ((3, 4) layout rows, in that node order)."""
+    """Two graphs' worth of nodes (6, `_graph`), configurable nodes 1, 4 and 5, one config
+    row per entry of `rows` ((3, 4) layout rows, in that node order)."""
     torch.manual_seed(1)
     rows = torch.as_tensor(np.asarray(rows, np.float32))
     x = torch.randn(6, 5)
     x[:, 0] = torch.tensor(ELEMENTS)
-    return SimpleNamespace(x=x, types=torch.tensor([0, 1, 2, 1, 0, 2]),
+    return SimpleNamespace(x=x, types=torch.tensor([0, 1, 2, 1, 0, 2]), graph=_graph(),
                            node_config_x=rows.reshape(-1, 4),
                            node_config_node=torch.tensor([1, 4, 5] * len(rows)),
                            node_config_row=torch.arange(len(rows)).repeat_interleave(3),
@@ -50,11 +61,27 @@ def test_a_configs_prediction_is_the_sum_of_its_nodes_terms():
 
         def term(node, row):
             row = torch.tensor(row, dtype=torch.float32)
-            psi = net.psi(torch.cat([x.x[node], net.type_embedding(x.types[node]), row]))
+            context = net.neighbour_context(x)[node]
+            psi = net.psi(torch.cat([x.x[node], net.type_embedding(x.types[node]), context, row]))
             return 3.0 * (psi[0] + weight[node] * psi[1]).item()
     assert yb - ya == pytest.approx(term(4, b[1]) - term(4, a[1]), abs=1e-5)
     assert yc - yb == pytest.approx(term(5, c[2]) - term(5, b[2]), abs=1e-5)
     assert ya == pytest.approx(2.0 + sum(term(n, a[i]) for i, n in enumerate([1, 4, 5])), abs=1e-5)
+
+
+def test_each_node_reads_its_consumers_and_producers_opcodes_whether_configured_and_sizes():
+    net = LayoutSum(feature_dim=5, num_types=3, config_dim=4, element_column=0, type_dim=2)
+    with torch.no_grad():
+        net.consumer_embedding.weight.copy_(torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0], [4.0, 0.0]]))
+        net.producer_embedding.weight.copy_(torch.tensor([[0.0, 1.0], [0.0, 2.0], [0.0, 3.0], [0.0, 4.0]]))
+        context = net.neighbour_context(_batch([np.zeros((3, 4))]))
+    size = np.log1p(ELEMENTS)
+    # node 1 (opcode 1): consumer node 2 (opcode 2, not configurable), producer node 0 (opcode 0)
+    assert context[1].tolist() == pytest.approx([3.0, 0.0, 0.0, size[2] - size[1], 0.0, 1.0, 0.0, size[0] - size[1]])
+    # node 4: consumer node 5 is configurable; node 5 has no consumer, node 3 no producer
+    assert context[4, :4].tolist() == pytest.approx([3.0, 0.0, 1.0, size[5] - size[4]])
+    assert context[5, :4].tolist() == [0.0] * 4 and context[3, 4:].tolist() == [0.0] * 4
+    assert context[5, 4:].tolist() == pytest.approx([0.0, 1.0, 1.0, size[4] - size[5]])  # producer 4: opcode 0
 
 
 def test_element_counts_are_read_back_through_the_feature_transform():

@@ -256,6 +256,17 @@ def graph_edges(edges: np.ndarray, num_nodes: int) -> Tuple[torch.Tensor, torch.
             torch.from_numpy(np.concatenate([dst, src, loops]).astype(np.int64)))
 
 
+def forward_edges(graph: "dgl.DGLGraph") -> Tuple[torch.Tensor, torch.Tensor]:
+    """(producer, consumer) of a batch graph's own edges, without the reverse edges and
+    self-loops `graph_edges` added: each graph's edges come first in its block of them."""
+    src, dst = graph.edges()
+    nodes, edges = graph.batch_num_nodes(), graph.batch_num_edges()
+    own = (edges - nodes) // 2
+    skipped = (torch.cumsum(edges, 0) - edges) - (torch.cumsum(own, 0) - own)
+    position = torch.repeat_interleave(skipped, own) + torch.arange(int(own.sum()), device=own.device)
+    return src[position].long(), dst[position].long()
+
+
 @dataclass
 class Batch:
     graph: Optional["dgl.DGLGraph"]   # B graphs batched into one; None for vector models

@@ -2,10 +2,13 @@
 configurable node's layout costs, for TpuGraphs layout data.
 
     ŷ = μ_y + σ_y · Σ_{v configurable} [ψ(z_v)₀ + n · s_v · ψ(z_v)₁],
-    z_v = [(x_v − μ_x) / σ_x ‖ E[t_v] ‖ (c_v − μ_c) / σ_c],   s_v = |v| / Σ_u |u|
+    z_v = [(x_v − μ_x) / σ_x ‖ E[t_v] ‖ mean_{u ∈ out(v)} h_C(u, v) ‖ mean_{u ∈ in(v)} h_P(u, v)
+           ‖ (c_v − μ_c) / σ_c],
+    h_C(u, v) = [E_C[t_u] ‖ 1[u configurable] ‖ log(1 + |u|) − log(1 + |v|)],   s_v = |v| / Σ_u |u|
 
 `x_v`: configurable node v's node features (its opcode's shape, dimensions, …), `t_v` its
-opcode, `E` a learned opcode embedding; `c_v`: v's row of the config's `node_config_feat`
+opcode, `E` a learned opcode embedding; out(v) / in(v): v's consumers / producers in
+the program's graph (h_P like h_C with its own embedding E_P; a mean over none is 0); `c_v`: v's row of the config's `node_config_feat`
 (the layouts of its output and operands), and, where the files carry the nodes' roles
 (`node_config_roles`, this project's collections), its `role_columns`: what the most-minor
 dimensions are to the operation and whether XLA would have put them there
@@ -14,7 +17,7 @@ configurable nodes' features for x (every node's would leave them on another sca
 τ 0.47 → 0.37 on held-out families), of the layout rows for c; ψ: `depth` − 1 (at least 1)
 layers Linear → ReLU of `width`, then Linear → 2; |v|: v's elements (node feature
 `shape_dimensions_product`), s_v its share of the configurable nodes' elements and n their
-number (n · s_v averages 1). The rest of the graph is not read.
+number (n · s_v averages 1). Of the rest of the graph only v's neighbours are read.
 
 Why a sum over the configurable nodes rather than a graph network's pooled embedding: a
 layout changes the program only at the nodes it constrains (a copy, a slower kernel), so
@@ -24,7 +27,9 @@ size-weighted term: what a layout costs at a node (a transposing copy, strided r
 with the elements it touches, and the log runtime moves by that against the program's
 whole; ψ₁ is a cost per element that carries over between programs of other sizes, which
 the node's size as one more input did not (measured: held-out τ 0.51 → 0.56 on the
-`random` search). Measured against the graph networks and the configuration-only MLP on the
+`random` search). Why the neighbours: what a layout costs depends on who reads the result
+(a dot takes a transposed operand in its stride, an elementwise consumer needs a copy) and
+whether that reader's layout is configured too (measured: τ 0.587 → 0.600 on `random`). Measured against the graph networks and the configuration-only MLP on the
 XLA layout collection's programs, a model family held out at a time: docs/xla_collection.md.
 
 Its recipe on layout data, where the flags are not given (`simulator.data.tpugraphs`'s
@@ -40,7 +45,7 @@ from torch import nn
 
 from extract.xla.hlo_graph import NODE_FEATURE_INDEX
 from simulator.config import ModelInfo, Normalization, TrainConfig
-from simulator.data.batching import Batch, BatchSpec, untransform_features
+from simulator.data.batching import Batch, BatchSpec, forward_edges, untransform_features
 from simulator.data.layout_roles import ROLE_COLUMNS
 from simulator.registry import SimulatorError
 from .config_mlp import LayoutRowsCostModel
@@ -55,9 +60,10 @@ class LayoutSum(nn.Module):
     Parameters: `feature_dim` d (node features), `num_types` (opcode vocabulary; row
     `num_types` is the unknown opcode), `config_dim` k (layout features per node),
     `element_column` (the node feature holding a node's elements, as `feature_transform`
-    left it), `width` W, `depth` (ψ has max(1, depth − 1) hidden layers), `type_dim`,
+    left it), `width` W (the neighbour embeddings E_C, E_P are `type_dim` wide too), `depth` (ψ has max(1, depth − 1) hidden layers), `type_dim`,
     `dropout`. Input: a layout `Batch` (`x` (N, d), `types` (N,), `node_config_x` (R, k),
-    `node_config_node` (R,) the node of each row, `node_config_row` (R,) its config row);
+    `node_config_node` (R,) the node of each row, `node_config_row` (R,) its config row,
+    `graph` (its edges: `forward_edges`));
     output: (C,) log runtimes."""
 
     def __init__(self, feature_dim: int, num_types: int, config_dim: int, element_column: int,
@@ -69,7 +75,10 @@ class LayoutSum(nn.Module):
                                  f"{feature_dim} node features")
         self.element_column, self.feature_transform = element_column, feature_transform
         self.type_embedding = nn.Embedding(num_types + 1, type_dim)
-        self.psi = nn.Sequential(relu_stack(feature_dim + type_dim + config_dim, width, depth, dropout),
+        self.consumer_embedding = nn.Embedding(num_types + 1, type_dim)
+        self.producer_embedding = nn.Embedding(num_types + 1, type_dim)
+        context_dim = 2 * (type_dim + 2)
+        self.psi = nn.Sequential(relu_stack(feature_dim + type_dim + context_dim + config_dim, width, depth, dropout),
                                  nn.Linear(width, 2))
         for name, dim in (("feature", feature_dim), ("node_config", config_dim)):
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
@@ -79,7 +88,8 @@ class LayoutSum(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.zeros_(self.type_embedding.weight)  # an opcode never trained on adds nothing
+        for embedding in (self.type_embedding, self.consumer_embedding, self.producer_embedding):
+            nn.init.zeros_(embedding.weight)  # an opcode never trained on adds nothing
         for module in self.psi.modules():
             if isinstance(module, nn.Linear):
                 module.reset_parameters()
@@ -90,10 +100,32 @@ class LayoutSum(nn.Module):
         node, row = batch.node_config_node, batch.node_config_row
         x = (batch.x[node] - self.feature_mean) / self.feature_std
         c = (batch.node_config_x - self.node_config_mean) / self.node_config_std
-        terms = self.psi(torch.cat([x, self.type_embedding(batch.types[node]), c], dim=1))
+        context = self.neighbour_context(batch)[node]
+        terms = self.psi(torch.cat([x, self.type_embedding(batch.types[node]), context, c], dim=1))
         cost = terms[:, 0] + self.element_weights(batch) * terms[:, 1]
         total = torch.zeros(len(batch.config_graph), dtype=cost.dtype, device=cost.device)
         return self.target_mean + self.target_std * total.index_add(0, row, cost)
+
+    def neighbour_context(self, batch: Batch) -> torch.Tensor:
+        """(N, 2 · (type_dim + 2)): per node, the mean h_C over its consumers ‖ the mean h_P
+        over its producers (zeros where it has none)."""
+        producer, consumer = forward_edges(batch.graph)
+        n, like = len(batch.types), batch.x
+        configurable = torch.zeros(n, 1, dtype=like.dtype, device=like.device)
+        configurable[batch.node_config_node] = 1.0
+        elements = untransform_features(batch.x[:, self.element_column], self.feature_transform).clamp(min=0)
+        size = torch.log1p(elements).unsqueeze(1)
+
+        def mean_at(index, values):
+            total = torch.zeros(n, values.shape[1], dtype=like.dtype, device=like.device).index_add(0, index, values)
+            count = torch.zeros(n, dtype=like.dtype, device=like.device).index_add(0, index, torch.ones_like(values[:, 0]))
+            return total / count.clamp(min=1.0).unsqueeze(1)
+
+        consumers = mean_at(producer, torch.cat([self.consumer_embedding(batch.types[consumer]), configurable[consumer],
+                                                 size[consumer] - size[producer]], dim=1))
+        producers = mean_at(consumer, torch.cat([self.producer_embedding(batch.types[producer]), configurable[producer],
+                                                 size[producer] - size[consumer]], dim=1))
+        return torch.cat([consumers, producers], dim=1)
 
     def element_weights(self, batch: Batch) -> torch.Tensor:
         """n · s_v per layout row: its node's share of the elements of its config row's
