@@ -31,7 +31,7 @@ used). Per search (`random`, `default`) and program:
 Models (`MODEL_SPECS`): graph networks through the TpuGraphs path (`gcn`, `sage`, config
 features joined early onto the configurable nodes or late at the pooled embedding), the
 configuration-only `config-mlp` (no graph), `layout-sum` (a sum of per-configurable-node
-terms, each reading the node's features and its layout; pairwise hinge, what it was
+terms, each reading the node's features, its neighbours' opcodes and its layout; pairwise hinge, what it was
 screened with; an ensemble of its default `--members`) and `xgb` on the opcode histogram +
 pooled layout features (simulator/models/xgb.py), each with the TpuGraphs layout defaults
 of `simulator.train` (loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every

@@ -1,5 +1,5 @@
 """`layout-sum` (simulator/models/layout_sum.py): a sum over the configurable nodes, each
-term reading the node and its layout; it learns runtimes that add up node by node from what
+term reading the node, its neighbours and its layout; it learns runtimes that add up node by node from what
 only the node features tell, which the configuration-only MLP cannot."""
 import json
 from types import SimpleNamespace
