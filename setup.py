@@ -37,7 +37,8 @@ setup(
     ],
     extras_require={
         "jax": ["jax"],
-        # hypothesis: property-based tests of the readers (garbled, truncated, non-finite input)
-        "test": ["pytest", "jax", "hypothesis"],
+        # hypothesis: property-based tests of the readers (garbled, truncated, non-finite input);
+        # pytest-xdist: the suite's files spread over the cores (pytest.ini)
+        "test": ["pytest", "pytest-xdist", "jax", "hypothesis"],
     },
 )
