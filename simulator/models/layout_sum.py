@@ -7,12 +7,12 @@ configurable node's layout costs, for TpuGraphs layout data.
     h_C(u, v) = [E_C[t_u] ‖ 1[u configurable] ‖ log(1 + |u|) − log(1 + |v|)],   s_v = |v| / Σ_u |u|
 
 `x_v`: configurable node v's node features (its opcode's shape, dimensions, …), `t_v` its
-opcode, `E` a learned opcode embedding; out(v) / in(v): v's consumers / producers in
-the program's graph (h_P like h_C with its own embedding E_P; a mean over none is 0); `c_v`: v's row of the config's `node_config_feat`
-(the layouts of its output and operands), and, where the files carry the nodes' roles
-(`node_config_roles`, this project's collections), its `role_columns`: what the most-minor
-dimensions are to the operation and whether XLA would have put them there
-(simulator/data/layout_roles.py); μ, σ: the training set's means and stds — of the
+opcode, `E` a learned opcode embedding; out(v) / in(v): v's consumers / producers in the
+program's graph (h_P like h_C with its own embedding E_P; a mean over none is 0); `c_v`: v's
+row of the config's `node_config_feat` (the layouts of its output and operands), and, where
+the files carry the nodes' roles (`node_config_roles`, this project's collections), its
+`role_columns`: what the most-minor dimensions are to the operation and whether XLA would
+have put them there (simulator/data/layout_roles.py); μ, σ: the training set's means and stds — of the
 configurable nodes' features for x (every node's would leave them on another scale: measured
 τ 0.47 → 0.37 on held-out families), of the layout rows for c; ψ: `depth` − 1 (at least 1)
 layers Linear → ReLU of `width`, then Linear → 2; |v|: v's elements (node feature
@@ -29,8 +29,9 @@ whole; ψ₁ is a cost per element that carries over between programs of other s
 the node's size as one more input did not (measured: held-out τ 0.51 → 0.56 on the
 `random` search). Why the neighbours: what a layout costs depends on who reads the result
 (a dot takes a transposed operand in its stride, an elementwise consumer needs a copy) and
-whether that reader's layout is configured too (measured: τ 0.587 → 0.600 on `random`). Measured against the graph networks and the configuration-only MLP on the
-XLA layout collection's programs, a model family held out at a time: docs/xla_collection.md.
+whether that reader's layout is configured too (measured: τ 0.587 → 0.595 on `random`).
+Measured against the graph networks and the configuration-only MLP on the XLA layout
+collection's programs, a model family held out at a time: docs/xla_collection.md.
 
 Its recipe on layout data, where the flags are not given (`simulator.data.tpugraphs`'s
 `LAYOUT_MODEL_DEFAULTS`): the pairwise hinge, an ensemble of 3 (`--members`,
@@ -60,8 +61,8 @@ class LayoutSum(nn.Module):
     Parameters: `feature_dim` d (node features), `num_types` (opcode vocabulary; row
     `num_types` is the unknown opcode), `config_dim` k (layout features per node),
     `element_column` (the node feature holding a node's elements, as `feature_transform`
-    left it), `width` W (the neighbour embeddings E_C, E_P are `type_dim` wide too), `depth` (ψ has max(1, depth − 1) hidden layers), `type_dim`,
-    `dropout`. Input: a layout `Batch` (`x` (N, d), `types` (N,), `node_config_x` (R, k),
+    left it), `width` W, `depth` (ψ has max(1, depth − 1) hidden layers), `type_dim` (E, E_C
+    and E_P), `dropout`. Input: a layout `Batch` (`x` (N, d), `types` (N,), `node_config_x` (R, k),
     `node_config_node` (R,) the node of each row, `node_config_row` (R,) its config row,
     `graph` (its edges: `forward_edges`));
     output: (C,) log runtimes."""
@@ -78,7 +79,8 @@ class LayoutSum(nn.Module):
         self.consumer_embedding = nn.Embedding(num_types + 1, type_dim)
         self.producer_embedding = nn.Embedding(num_types + 1, type_dim)
         context_dim = 2 * (type_dim + 2)
-        self.psi = nn.Sequential(relu_stack(feature_dim + type_dim + context_dim + config_dim, width, depth, dropout),
+        in_dim = feature_dim + type_dim + context_dim + config_dim
+        self.psi = nn.Sequential(relu_stack(in_dim, width, depth, dropout),
                                  nn.Linear(width, 2))
         for name, dim in (("feature", feature_dim), ("node_config", config_dim)):
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
@@ -111,21 +113,22 @@ class LayoutSum(nn.Module):
         over its producers (zeros where it has none)."""
         producer, consumer = forward_edges(batch.graph)
         n, like = len(batch.types), batch.x
-        configurable = torch.zeros(n, 1, dtype=like.dtype, device=like.device)
+        configurable = like.new_zeros(n, 1)
         configurable[batch.node_config_node] = 1.0
         elements = untransform_features(batch.x[:, self.element_column], self.feature_transform).clamp(min=0)
         size = torch.log1p(elements).unsqueeze(1)
 
         def mean_at(index, values):
-            total = torch.zeros(n, values.shape[1], dtype=like.dtype, device=like.device).index_add(0, index, values)
-            count = torch.zeros(n, dtype=like.dtype, device=like.device).index_add(0, index, torch.ones_like(values[:, 0]))
+            total = like.new_zeros(n, values.shape[1]).index_add(0, index, values)
+            count = like.new_zeros(n).index_add(0, index, torch.ones_like(values[:, 0]))
             return total / count.clamp(min=1.0).unsqueeze(1)
 
-        consumers = mean_at(producer, torch.cat([self.consumer_embedding(batch.types[consumer]), configurable[consumer],
-                                                 size[consumer] - size[producer]], dim=1))
-        producers = mean_at(consumer, torch.cat([self.producer_embedding(batch.types[producer]), configurable[producer],
-                                                 size[producer] - size[consumer]], dim=1))
-        return torch.cat([consumers, producers], dim=1)
+        def neighbours(embedding, node, other):   # h(other, node) for each edge, averaged at node
+            h = torch.cat([embedding(batch.types[other]), configurable[other], size[other] - size[node]], dim=1)
+            return mean_at(node, h)
+
+        return torch.cat([neighbours(self.consumer_embedding, producer, consumer),
+                          neighbours(self.producer_embedding, consumer, producer)], dim=1)
 
     def element_weights(self, batch: Batch) -> torch.Tensor:
         """n · s_v per layout row: its node's share of the elements of its config row's
