@@ -19,14 +19,10 @@ ELEMENTS = [5.0, 1.0, 7.0, 3.0, 6.0, 2.0]   # column 0 of the nodes' features: t
 
 
 def _graph():
-    """Two chains 0 → 1 → 2 and 3 → 4 → 5 (producer → consumer), batched as make_batch does."""
-    from simulator.data.batching import graph_edges
-    from simulator.dgl_compat import dgl
-    src, dst = graph_edges(np.array([[0, 1], [1, 2]]), 3)
-    graph = dgl.graph((torch.cat([src, src + 3]), torch.cat([dst, dst + 3])), num_nodes=6)
-    graph.set_batch_num_nodes(torch.tensor([3, 3]))
-    graph.set_batch_num_edges(torch.tensor([len(src), len(src)]))
-    return graph
+    """Two chains 0 → 1 → 2 and 3 → 4 → 5 (producer → consumer), batched by make_batch."""
+    from simulator.data.batching import make_batch, prepare_graph
+    chain = prepare_graph(np.zeros((3, 1), np.float32), np.zeros(3, np.int64), np.array([[0, 1], [1, 2]]), 1)
+    return make_batch([chain, chain]).graph
 
 
 def _batch(rows):

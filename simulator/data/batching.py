@@ -264,7 +264,7 @@ def forward_edges(graph: "dgl.DGLGraph") -> Tuple[torch.Tensor, torch.Tensor]:
     own = (edges - nodes) // 2
     skipped = (torch.cumsum(edges, 0) - edges) - (torch.cumsum(own, 0) - own)
     position = torch.repeat_interleave(skipped, own) + torch.arange(int(own.sum()), device=own.device)
-    return src[position].long(), dst[position].long()
+    return src[position], dst[position]
 
 
 @dataclass
