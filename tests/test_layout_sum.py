@@ -39,9 +39,11 @@ def _batch(rows):
                            config_graph=torch.zeros(len(rows), dtype=torch.long))
 
 
-def test_a_configs_prediction_is_the_sum_of_its_nodes_terms():
+@pytest.mark.parametrize("role_dim", [0, 2])
+def test_a_configs_prediction_is_the_sum_of_its_nodes_terms(role_dim):
     torch.manual_seed(0)
-    net = LayoutSum(feature_dim=5, num_types=3, config_dim=4, element_column=0, width=16, depth=3).eval()
+    net = LayoutSum(feature_dim=5, num_types=3, config_dim=4, element_column=0, role_dim=role_dim,
+                    width=16, depth=3).eval()
     net.target_mean.fill_(2.0)
     net.target_std.fill_(3.0)
     a, b, c = np.zeros((3, 4)), np.zeros((3, 4)), np.zeros((3, 4))
@@ -51,18 +53,30 @@ def test_a_configs_prediction_is_the_sum_of_its_nodes_terms():
     # n · |v| / Σ|u| over the configurable nodes 1, 4, 5 (elements 1, 6, 2 of 9; n = 3)
     weight = {1: 3 * 1 / 9, 4: 3 * 6 / 9, 5: 3 * 2 / 9}
     with torch.no_grad():
-        ya, yb, yc = net(_batch([a, b, c]))
+        predictions = net(_batch([a, b, c]))
         x = _batch([a])
         assert net.element_weights(_batch([a, b])).tolist() == pytest.approx([weight[n] for n in (1, 4, 5)] * 2)
 
-        def term(node, row):
-            row = torch.tensor(row, dtype=torch.float32)
+        def term(i, rows):      # configurable node i (of 1, 4, 5) in the config of `rows`
+            node, rows = [1, 4, 5][i], torch.tensor(rows, dtype=torch.float32)
+            others = torch.cat([rows[:i], rows[i + 1:]])[:, 4 - role_dim:].mean(0)
             context = net.neighbour_context(x)[node]
-            psi = net.psi(torch.cat([x.x[node], net.type_embedding(x.types[node]), context, row]))
+            psi = net.psi(torch.cat([x.x[node], net.type_embedding(x.types[node]), context, rows[i], others]))
             return 3.0 * (psi[0] + weight[node] * psi[1]).item()
-    assert yb - ya == pytest.approx(term(4, b[1]) - term(4, a[1]), abs=1e-5)
-    assert yc - yb == pytest.approx(term(5, c[2]) - term(5, b[2]), abs=1e-5)
-    assert ya == pytest.approx(2.0 + sum(term(n, a[i]) for i, n in enumerate([1, 4, 5])), abs=1e-5)
+    for config, prediction in zip([a, b, c], predictions):
+        assert prediction == pytest.approx(2.0 + sum(term(i, config) for i in range(3)), abs=1e-5)
+    if role_dim == 0:   # the terms of the nodes the config leaves alone do not move
+        assert predictions[1] - predictions[0] == pytest.approx(term(1, b) - term(1, a), abs=1e-5)
+        assert predictions[2] - predictions[1] == pytest.approx(term(2, c) - term(2, b), abs=1e-5)
+
+
+def test_each_layout_row_reads_the_mean_roles_of_the_other_nodes_of_its_config():
+    roles = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 9.0], [7.0, 7.0]])
+    row = torch.tensor([0, 0, 0, 1])     # config row 1 has one configurable node
+    others = LayoutSum.other_nodes_roles(roles, row, 2)
+    assert others.tolist() == [[4.0, 6.5], [3.0, 5.5], [2.0, 3.0], [0.0, 0.0]]
+    with pytest.raises(SimulatorError, match="3 role columns of 2 layout columns"):
+        LayoutSum(feature_dim=5, num_types=3, config_dim=2, element_column=0, role_dim=3)
 
 
 def test_each_node_reads_its_consumers_and_producers_opcodes_whether_configured_and_sizes():

@@ -3,7 +3,7 @@ configurable node's layout costs, for TpuGraphs layout data.
 
     ŷ = μ_y + σ_y · Σ_{v configurable} [ψ(z_v)₀ + n · s_v · ψ(z_v)₁],
     z_v = [(x_v − μ_x) / σ_x ‖ E[t_v] ‖ mean_{u ∈ out(v)} h_C(u, v) ‖ mean_{u ∈ in(v)} h_P(u, v)
-           ‖ (c_v − μ_c) / σ_c],
+           ‖ (c_v − μ_c) / σ_c ‖ mean_{w configurable, w ≠ v} ρ_w],
     h_C(u, v) = [E_C[t_u] ‖ 1[u configurable] ‖ log(1 + |u|) − log(1 + |v|)],   s_v = |v| / Σ_u |u|
 
 `x_v`: configurable node v's node features (its opcode's shape, dimensions, …), `t_v` its
@@ -12,7 +12,9 @@ program's graph (h_P like h_C with its own embedding E_P; a mean over none is 0)
 row of the config's `node_config_feat` (the layouts of its output and operands), and, where
 the files carry the nodes' roles (`node_config_roles`, this project's collections), its
 `role_columns`: what the most-minor dimensions are to the operation and whether XLA would
-have put them there (simulator/data/layout_roles.py); μ, σ: the training set's means and stds — of the
+have put them there (simulator/data/layout_roles.py); ρ_w: those role columns of the same
+config's row of another configurable node w of the program, standardised as c (none where
+the files carry no roles; a mean over none is 0); μ, σ: the training set's means and stds — of the
 configurable nodes' features for x (every node's would leave them on another scale: measured
 τ 0.47 → 0.37 on held-out families), of the layout rows for c; ψ: `depth` − 1 (at least 1)
 layers Linear → ReLU of `width`, then Linear → 2; |v|: v's elements (node feature
@@ -29,7 +31,12 @@ whole; ψ₁ is a cost per element that carries over between programs of other s
 the node's size as one more input did not (measured: held-out τ 0.51 → 0.56 on the
 `random` search). Why the neighbours: what a layout costs depends on who reads the result
 (a dot takes a transposed operand in its stride, an elementwise consumer needs a copy) and
-whether that reader's layout is configured too (measured: τ 0.587 → 0.595 on `random`).
+whether that reader's layout is configured too (measured: τ 0.587 → 0.595 on `random`). Why
+the other nodes' roles: a layout's cost at one node depends on the layouts the config gives
+the others (a transpose is free where it relabels its producer's layout, a copy where it
+does not); the mean of their roles and moved flags lets ψ read which of them the config
+moves, where their raw dimension indices, which mean something else at every node, did not
+(measured: τ 0.595 → 0.608 on `random`, in every seed; with the raw rows too, 0.596).
 Measured against the graph networks and the configuration-only MLP on the XLA layout
 collection's programs, a model family held out at a time: docs/xla_collection.md.
 
@@ -61,25 +68,27 @@ class LayoutSum(nn.Module):
     Parameters: `feature_dim` d (node features), `num_types` (opcode vocabulary; row
     `num_types` is the unknown opcode), `config_dim` k (layout features per node),
     `element_column` (the node feature holding a node's elements, as `feature_transform`
-    left it), `width` W, `depth` (ψ has max(1, depth − 1) hidden layers), `type_dim` (E, E_C
-    and E_P), `dropout`. Input: a layout `Batch` (`x` (N, d), `types` (N,), `node_config_x` (R, k),
-    `node_config_node` (R,) the node of each row, `node_config_row` (R,) its config row,
-    `graph` (its edges: `forward_edges`));
-    output: (C,) log runtimes."""
+    left it), `role_dim` (the last `role_dim` of the k layout columns are role columns, ρ;
+    0 where the data has none), `width` W, `depth` (ψ has max(1, depth − 1) hidden layers),
+    `type_dim` (E, E_C and E_P), `dropout`. Input: a layout `Batch` (`x` (N, d), `types` (N,),
+    `node_config_x` (R, k), `node_config_node` (R,) the node of each row, `node_config_row`
+    (R,) its config row, `graph` (its edges: `forward_edges`)); output: (C,) log runtimes."""
 
     def __init__(self, feature_dim: int, num_types: int, config_dim: int, element_column: int,
-                 feature_transform: str = "none", width: int = 64, depth: int = 3, type_dim: int = 16,
-                 dropout: float = 0.0):
+                 feature_transform: str = "none", role_dim: int = 0, width: int = 64, depth: int = 3,
+                 type_dim: int = 16, dropout: float = 0.0):
         super().__init__()
         if not 0 <= element_column < feature_dim:
             raise SimulatorError(f"layout-sum: element column {element_column} is not one of the "
                                  f"{feature_dim} node features")
-        self.element_column, self.feature_transform = element_column, feature_transform
+        if not 0 <= role_dim <= config_dim:
+            raise SimulatorError(f"layout-sum: {role_dim} role columns of {config_dim} layout columns")
+        self.element_column, self.feature_transform, self.role_dim = element_column, feature_transform, role_dim
         self.type_embedding = nn.Embedding(num_types + 1, type_dim)
         self.consumer_embedding = nn.Embedding(num_types + 1, type_dim)
         self.producer_embedding = nn.Embedding(num_types + 1, type_dim)
         context_dim = 2 * (type_dim + 2)
-        in_dim = feature_dim + type_dim + context_dim + config_dim
+        in_dim = feature_dim + type_dim + context_dim + config_dim + role_dim
         self.psi = nn.Sequential(relu_stack(in_dim, width, depth, dropout),
                                  nn.Linear(width, 2))
         for name, dim in (("feature", feature_dim), ("node_config", config_dim)):
@@ -103,7 +112,8 @@ class LayoutSum(nn.Module):
         x = (batch.x[node] - self.feature_mean) / self.feature_std
         c = (batch.node_config_x - self.node_config_mean) / self.node_config_std
         context = self.neighbour_context(batch)[node]
-        terms = self.psi(torch.cat([x, self.type_embedding(batch.types[node]), context, c], dim=1))
+        others = self.other_nodes_roles(c[:, c.shape[1] - self.role_dim:], row, len(batch.config_graph))
+        terms = self.psi(torch.cat([x, self.type_embedding(batch.types[node]), context, c, others], dim=1))
         cost = terms[:, 0] + self.element_weights(batch) * terms[:, 1]
         total = torch.zeros(len(batch.config_graph), dtype=cost.dtype, device=cost.device)
         return self.target_mean + self.target_std * total.index_add(0, row, cost)
@@ -129,6 +139,14 @@ class LayoutSum(nn.Module):
 
         return torch.cat([neighbours(self.consumer_embedding, producer, consumer),
                           neighbours(self.producer_embedding, consumer, producer)], dim=1)
+
+    @staticmethod
+    def other_nodes_roles(roles: torch.Tensor, row: torch.Tensor, num_rows: int) -> torch.Tensor:
+        """(R, role_dim): per layout row, the mean of `roles` over the other layout rows of
+        its config row (zeros where it is the only one)."""
+        total = roles.new_zeros(num_rows, roles.shape[1]).index_add(0, row, roles)
+        count = roles.new_zeros(num_rows).index_add(0, row, roles.new_ones(len(roles)))
+        return (total[row] - roles) / (count[row] - 1).clamp(min=1.0).unsqueeze(1)
 
     def element_weights(self, batch: Batch) -> torch.Tensor:
         """n · s_v per layout row: its node's share of the elements of its config row's
@@ -168,6 +186,7 @@ class LayoutSumCostModel(LayoutRowsCostModel):
         self.net = ensemble_of(lambda: LayoutSum(info.feature_dim, info.num_types, config_dim,
                                                  NODE_FEATURE_INDEX["shape_dimensions_product"],
                                                  config.data.feature_transform,
+                                                 role_dim=ROLE_COLUMNS if info.layout_roles else 0,
                                                  width=m.width, depth=m.depth, dropout=m.dropout), m.members)
 
     @property
