@@ -36,7 +36,7 @@ the other nodes' roles: a layout's cost at one node depends on the layouts the c
 the others (a transpose is free where it relabels its producer's layout, a copy where it
 does not); the mean of their roles and moved flags lets ψ read which of them the config
 moves, where their raw dimension indices, which mean something else at every node, did not
-(measured: τ 0.595 → 0.608 on `random`, in every seed; with the raw rows too, 0.596).
+(measured: τ 0.595 → 0.605 on `random`, in every seed; with their raw rows too, 0.596).
 Measured against the graph networks and the configuration-only MLP on the XLA layout
 collection's programs, a model family held out at a time: docs/xla_collection.md.
 
