@@ -31,16 +31,17 @@ used). Per search (`random`, `default`) and program:
 Models (`MODEL_SPECS`): graph networks through the TpuGraphs path (`gcn`, `sage`, config
 features joined early onto the configurable nodes or late at the pooled embedding), the
 configuration-only `config-mlp` (no graph), `layout-sum` (a sum of per-configurable-node
-terms, each reading the node's features, its neighbours' opcodes and its layout; pairwise
-hinge, what it was screened with; an ensemble of its default `--members`) and `xgb` on the
-opcode histogram + pooled layout features (simulator/models/xgb.py), each with the TpuGraphs
-layout defaults of `simulator.train` (loss listmle, batch 2 graphs × 8 configs; xgb:
-rank:pairwise on every measured config of the whole graph); beside them `minor-dim-rule`,
-which learns nothing (benchmarks/layout_rule.py: the elements whose most-minor dimension a
-config moves off XLA's choice). Each fold's root is RUNS/xla_layout/folds/<family> (links
-to the collection's files); runs go to RUNS/xla_layout/<family>-<search>-<model>-seed<S>
-(a finished run with the same command line is reused); results to RESULTS/xla_layout.json
-and .csv, and a section of docs/RESULTS.md (`report_section`, through benchmarks.report).
+terms, each reading the node's features, its neighbours' opcodes, its layout and the roles
+of the config's other configurable nodes; pairwise hinge, what it was screened with; an
+ensemble of its default `--members`) and `xgb` on the opcode histogram + pooled layout
+features (simulator/models/xgb.py), each with the TpuGraphs layout defaults of
+`simulator.train` (loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every
+measured config of the whole graph); beside them `minor-dim-rule`, which learns nothing
+(benchmarks/layout_rule.py: the elements whose most-minor dimension a config moves off XLA's
+choice). Each fold's root is RUNS/xla_layout/folds/<family> (links to the collection's
+files); runs go to RUNS/xla_layout/<family>-<search>-<model>-seed<S> (a finished run with
+the same command line is reused); results to RESULTS/xla_layout.json and .csv, and a section
+of docs/RESULTS.md (`report_section`, through benchmarks.report).
 """
 from __future__ import annotations
 
