@@ -18,7 +18,8 @@ from extract.metaschedule.jsonl import read_jsonl
 from extract.xla.npz_format import TpuGraphsFile, read_npz
 from extract.xla.collection.collect import results
 from extract.xla.collection.layouts import Candidate, Space, config_key, sample_configs
-from extract.xla.collection.plan import PlanSettings, remeasured, select_nodes
+from extract.xla.collection.plan import (PlanSettings, distinct_configs, fill_space, remeasured, select_nodes,
+                                         space_for)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_PROGRAM = '''
@@ -313,6 +314,24 @@ def test_selection_keeps_nodes_above_noise_and_says_when_it_fills_up():
     chosen = select_nodes(quiet, PlanSettings(min_nodes=2))
     assert chosen["selected"] == ["a", "b"] and chosen["below_noise"]
     assert select_nodes(quiet, PlanSettings(min_nodes=1))["selected"] == ["a"]
+
+
+def test_a_space_too_small_for_the_configs_is_filled_by_the_next_largest_effects():
+    matrices = {f"m{i}": Candidate(f"m{i}", "parameter", (8, 4), node=i, default=(0, 1)) for i in range(6)}
+    probed = {"noise": 0.01, "effects": {"m0": 0.5, "m1": -0.3, "m2": 0.001, "m3": -0.004,
+                                         "m4": None, "m5": 0.002}}
+    plan = PlanSettings(configs=12, min_nodes=2)
+    chosen = fill_space(select_nodes(probed, plan), probed, matrices, plan)
+    # two matrices admit 4 configs; m3 then m5 (largest effects below the bar) make 16 ≥ 12
+    assert chosen["selected"] == ["m0", "m1", "m3", "m5"] and chosen["filled"] == ["m3", "m5"]
+    assert distinct_configs(space_for(chosen["selected"], matrices), plan) >= 12
+    assert distinct_configs(space_for(["m0", "m1", "m3"], matrices), plan) < 12
+    roomy = fill_space(select_nodes(probed, PlanSettings(configs=4)), probed, matrices, PlanSettings(configs=4))
+    assert roomy["selected"] == ["m0", "m1"] and roomy["filled"] == []
+    # every probed candidate in, still short: the plan keeps what there is (m4 failed its probe)
+    short = fill_space(select_nodes(probed, PlanSettings(configs=100)), probed, matrices,
+                       PlanSettings(configs=100))
+    assert sorted(short["selected"]) == ["m0", "m1", "m2", "m3", "m5"]
 
 
 def space():

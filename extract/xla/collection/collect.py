@@ -285,7 +285,8 @@ def summarize(saved: Dict[str, Any], rows: List[Dict]) -> Dict[str, Any]:
     second = {r["config"]: r for r in rows if r["pass"] == 2}
     ok = {k: r["runtime_s"] for k, r in first.items() if "error" not in r}
     out: Dict[str, Any] = {"program": saved["program"], "nodes": len(saved["nodes"]),
-                           "below_noise": saved["below_noise"], "measured": len(first),
+                           "below_noise": saved["below_noise"], "filled": len(saved.get("filled", [])),
+                           "measured": len(first),
                            "errors": len(first) - len(ok)}
     if "" in ok:
         default = ok[""]
@@ -307,7 +308,8 @@ def summarize(saved: Dict[str, Any], rows: List[Dict]) -> Dict[str, Any]:
 
 def summary_line(name: str, s: Dict[str, Any]) -> str:
     parts = [f"{s['measured']} configs", f"{s['nodes']} configurable nodes"
-             + (" (below noise)" if s["below_noise"] else "")]
+             + (" (below noise)" if s["below_noise"] else "")
+             + (f" ({s['filled']} below the bar, for enough configs)" if s.get("filled") else "")]
     if s["errors"]:
         parts.append(f"{s['errors']} refused by XLA")
     if "default_ms" in s:
@@ -351,7 +353,8 @@ def probe_line(saved: Dict[str, Any]) -> str:
                         for k, v in probed["effects"].items())
     return (f"  probe: XLA's layout {', '.join(f'{1e3 * t:.3f}' for t in probed['default_s'])} ms "
             f"(noise {100 * probed['noise']:.1f}%), threshold {100 * saved['threshold']:.1f}%; "
-            f"{effects}; configurable: {', '.join(saved['nodes'])}")
+            f"{effects}; configurable: {', '.join(saved['nodes'])}"
+            + (f" ({', '.join(saved['filled'])} below the bar)" if saved.get("filled") else ""))
 
 
 def print_summary(root: Path, probes: bool = False) -> int:

@@ -9,6 +9,10 @@ rounds (measure.py). A candidate is configurable when that moves the runtime by 
 max(`min_effect`, `noise_factor` × noise); at most `max_nodes`, largest effect first.
 If fewer than `min_nodes` pass, the largest effects make up the number and the plan
 says so (`below_noise`), so a program whose layouts barely matter is visible as such.
+If the nodes chosen admit fewer than `configs` distinct configs over both searches (a few
+matrices have two layouts each), the next largest effects are added until they do or the
+probed candidates run out (`fill_space`; the plan lists them as `filled`): a program's
+configs then still differ where it matters, and there are enough of them to rank.
 """
 from __future__ import annotations
 
@@ -17,11 +21,11 @@ import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from extract.xla.collection.layouts import Candidate, Space, config_key, sample_configs
+from extract.xla.collection.layouts import Candidate, Space, config_key, parse_config_key, sample_configs
 from extract.xla.collection.measure import MeasureSettings
 from extract.xla.collection.runner import ProgramRunner
 
@@ -103,22 +107,51 @@ def select_nodes(probed: Dict[str, Any], plan: PlanSettings) -> Dict[str, Any]:
     return {"selected": chosen, "threshold": threshold, "below_noise": below}
 
 
+def space_for(chosen: Sequence[str], candidates: Dict[str, Candidate]) -> Space:
+    """The configurable nodes named, in node order."""
+    return Space(tuple(sorted((candidates[i] for i in chosen), key=lambda c: c.node)))
+
+
+def search_configs(space: Space, plan: PlanSettings) -> Dict[str, List[str]]:
+    """Each search's sampled configs (their keys), XLA's own first."""
+    return {search: [config_key(c) for c in sample_configs(space, plan.configs, search, plan.seed + i)]
+            for i, search in enumerate(SEARCHES)}
+
+
+def distinct_configs(space: Space, plan: PlanSettings) -> int:
+    """How many distinct layout assignments the two searches measure between them (a key
+    may name a node's XLA layout or leave it out: the same assignment)."""
+    def assignment(key: str) -> tuple:
+        config = parse_config_key(key)
+        return tuple(config.get(c.id, c.default) for c in space.nodes)
+    return len({assignment(key) for keys in search_configs(space, plan).values() for key in keys})
+
+
+def fill_space(selection: Dict[str, Any], probed: Dict[str, Any], candidates: Dict[str, Candidate],
+               plan: PlanSettings) -> Dict[str, Any]:
+    """`selection` with the next largest effects added while its nodes admit fewer than
+    `plan.configs` distinct configs (module docstring); those added listed as `filled`."""
+    effects = {k: abs(v) for k, v in probed["effects"].items() if v is not None}
+    chosen = list(selection["selected"])
+    rest = [k for k in sorted(effects, key=lambda k: -effects[k]) if k not in chosen]
+    filled: List[str] = []
+    while (rest and len(chosen) < plan.max_nodes
+           and distinct_configs(space_for(chosen, candidates), plan) < plan.configs):
+        filled.append(rest.pop(0))
+        chosen.append(filled[-1])
+    return {**selection, "selected": chosen, "filled": filled}
+
+
 def make_plan(runner: ProgramRunner, program: Dict[str, str], plan: PlanSettings,
               settings: MeasureSettings, say: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
     """Probe, select, sample: the plan file's contents."""
     probed = probe(runner, settings, plan.max_probe, say)
-    selection = select_nodes(probed, plan)
-    chosen = set(selection["selected"])
-    nodes = tuple(sorted((c for c in runner.candidates.values() if c.id in chosen),
-                         key=lambda c: c.node))
-    space = Space(nodes)
-    configs = {search: [config_key(c) for c in sample_configs(space, plan.configs, search,
-                                                              plan.seed + i)]
-               for i, search in enumerate(SEARCHES)}
+    selection = fill_space(select_nodes(probed, plan), probed, runner.candidates, plan)
+    space = space_for(selection["selected"], runner.candidates)
     return {**program, "fingerprint": fingerprint(runner), "plan_settings": asdict(plan),
             "candidates": [c.as_dict() for c in runner.candidates.values()],
             "dropped": runner.dropped, "probe": probed, **selection,
-            "nodes": [c.id for c in nodes], "configs": configs}
+            "nodes": [c.id for c in space.nodes], "configs": search_configs(space, plan)}
 
 
 def space_of(saved: Dict[str, Any], traced: Optional[Dict[str, Candidate]] = None) -> Space:
