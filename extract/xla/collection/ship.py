@@ -170,7 +170,8 @@ def readme(root: Path, out: Path, runs: List[Dict[str, Any]], summaries: List[Di
         "## Programs", "",
         f"{measured:,} measured configs over the {len(summaries)} programs (up to "
         f"{runs[-1]['plan']['configs']} per search, `random` and `default`; a program whose "
-        "configurable nodes admit fewer distinct layouts has fewer). \"configs a–b×\": runtimes "
+        "configurable nodes admit fewer distinct layouts, even with nodes below the probe's bar added, "
+        "has fewer). \"configs a–b×\": runtimes "
         "relative to XLA's own layout (config `\"\"`, in both searches); noise: median |Δt|/t between "
         "the two passes over the re-measured configs (and beside the shift the whole second pass "
         "shares), τ their Kendall τ (the noise ceiling).", "",
