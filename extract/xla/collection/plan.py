@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from extract.xla.collection.layouts import Candidate, Space, config_key, parse_config_key, sample_configs
+from extract.xla.collection.layouts import Candidate, Space, config_key, sample_configs
 from extract.xla.collection.measure import MeasureSettings
 from extract.xla.collection.runner import ProgramRunner
 
@@ -112,19 +112,22 @@ def space_for(chosen: Sequence[str], candidates: Dict[str, Candidate]) -> Space:
     return Space(tuple(sorted((candidates[i] for i in chosen), key=lambda c: c.node)))
 
 
-def search_configs(space: Space, plan: PlanSettings) -> Dict[str, List[str]]:
-    """Each search's sampled configs (their keys), XLA's own first."""
-    return {search: [config_key(c) for c in sample_configs(space, plan.configs, search, plan.seed + i)]
+def search_samples(space: Space, plan: PlanSettings) -> Dict[str, List[Dict[str, tuple]]]:
+    """Each search's sampled configs, XLA's own first."""
+    return {search: sample_configs(space, plan.configs, search, plan.seed + i)
             for i, search in enumerate(SEARCHES)}
 
 
+def search_configs(space: Space, plan: PlanSettings) -> Dict[str, List[str]]:
+    """Each search's sampled configs as keys (the plan's `configs`)."""
+    return {search: [config_key(c) for c in configs] for search, configs in search_samples(space, plan).items()}
+
+
 def distinct_configs(space: Space, plan: PlanSettings) -> int:
-    """How many distinct layout assignments the two searches measure between them (a key
+    """How many distinct layout assignments the two searches measure between them (a config
     may name a node's XLA layout or leave it out: the same assignment)."""
-    def assignment(key: str) -> tuple:
-        config = parse_config_key(key)
-        return tuple(config.get(c.id, c.default) for c in space.nodes)
-    return len({assignment(key) for keys in search_configs(space, plan).values() for key in keys})
+    return len({tuple(config.get(c.id, c.default) for c in space.nodes)
+                for configs in search_samples(space, plan).values() for config in configs})
 
 
 def fill_space(selection: Dict[str, Any], probed: Dict[str, Any], candidates: Dict[str, Candidate],
