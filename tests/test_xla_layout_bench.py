@@ -161,13 +161,22 @@ def test_report_section_and_csv(results):
         rows = [r for r in res["rows"] if (r["search"], r["model"]) == (search, "xgb")]
         beatable = [bool(res["facts"][search]["programs"][r["program"]]["beats_default"]) for r in rows]
         picked = sum(b and bool(r["pick_beats_default"]) for b, r in zip(beatable, rows))
-        cells.append(f"{picked} of {sum(beatable)}")
+        cells.append(f"{picked} of {sum(beatable)}" if any(beatable) else "none beatable")
     assert f"| xgb | {cells[0]} | {cells[1]} |" in text
     csv_lines = (out / "results" / "xla_layout.csv").read_text().splitlines()
     # searches × held-out programs × (models, one seed, and the rule)
     assert len(csv_lines) == 1 + 2 * 2 * (len(BENCH_MODELS) + 1)
     assert f"{RULE_NAME}: τ (of ceiling)" in text and "learns nothing" in text
     assert "nan" not in text.lower() and "inf" not in text.lower().replace("infer", "")
+
+
+def test_goal_text_counts_picks_per_seed_and_says_when_nothing_beats_the_default():
+    from benchmarks.xla_layout import goal_text
+
+    goal = [{"seed": 1, "picked": 3, "beatable": 4}, {"seed": 0, "picked": 2, "beatable": 4}]
+    assert goal_text(goal) == "2, 3 of 4"
+    assert goal_text([{"seed": 0, "picked": 0, "beatable": 0}]) == "none beatable"
+    assert goal_text([]) == ""
 
 
 def test_minor_dim_rule_by_hand(results, collection):
