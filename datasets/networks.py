@@ -50,6 +50,8 @@ HERE = Path(__file__).resolve().parent
 DATASET_PREFIX = "networks_"       # datasets/networks_<LLVM cpu>/: one dataset per CPU model
 PRETRAINED_NAME = Path("pretrained") / "gcn.pt"
 PRETRAIN_RUN = "runs/networks-pretrained-gcn"
+# the pre-trained checkpoint's training, beside `--data D --split random --model gcn`
+PRETRAIN_RECIPE = ("--loss", "pairwise-hinge", "--epochs", "40", "--seed", "0", "--threads", "1")
 TASKS = TASK_TABLE
 REFERENCE = "reference.jsonl"
 SUMMARY = "summary.json"
@@ -217,8 +219,8 @@ def shipped_checkpoint(cpu: str) -> Tuple[Path, str]:
 def pretrain_commands(folder: os.PathLike) -> Tuple[str, str]:
     """How a dataset's pre-trained cost model is made (from the repository root)."""
     rel = os.path.relpath(folder, HERE.parent)
-    return (f"python -m simulator.train --data {rel} --split random --model gcn --loss pairwise-hinge "
-            f"--epochs 40 --seed 0 --threads 1 --out {PRETRAIN_RUN}",
+    return (f"python -m simulator.train --data {rel} --split random --model gcn {' '.join(PRETRAIN_RECIPE)} "
+            f"--out {PRETRAIN_RUN}",
             f"python -m simulator.export {PRETRAIN_RUN} {rel}/{PRETRAINED_NAME} "
             f"--scores {rel}/{PRETRAINED_NAME.with_suffix('.json')}")
 

@@ -176,6 +176,32 @@ def test_aggregate_verdicts_and_report(tmp_path):
             "at most 20.0% (bert gnn seed 0 up to 8 per task).") in section
 
 
+def test_gnn_sage_is_pretrained_as_sage_beside_the_gnn_and_tuned_as_a_gnn(tmp_path, monkeypatch):
+    from benchmarks.metaschedule import networks
+    from datasets.networks import pretrained_path
+
+    trained = {}
+    monkeypatch.setattr(networks, "run_training", lambda argv, out: trained.setdefault(out, argv))
+    args = _args(tmp_path, networks=["bert", "mixer"], cost_models=["gnn", "gnn-sage", "random"], epochs=7)
+    bert = networks.pretrained(args, "bert")
+    assert set(bert) == {"gnn", "gnn-sage", "tvm-xgb-pretrained"}
+    for name, model in (("gnn", "gcn"), ("gnn-sage", "sage")):
+        argv = trained[bert[name]]
+        assert bert[name] == str(tmp_path / "runs" / "pretrain" / "bert" / name)
+        assert argv[argv.index("--model") + 1] == model and argv[argv.index("--test-network") + 1] == "bert"
+        assert argv[argv.index("--epochs") + 1] == "7"
+    # a network in no dataset: the shipped checkpoint for gcn; sage by the shipped checkpoint's recipe
+    mixer = networks.pretrained(args, "mixer")
+    assert mixer["gnn"] == str(pretrained_path(args.data)) and mixer["gnn"] not in trained
+    argv = trained[mixer["gnn-sage"]]
+    assert argv[argv.index("--split") + 1] == "random" and argv[argv.index("--model") + 1] == "sage"
+    assert argv[argv.index("--epochs") + 1] == "40"
+    step = networks.plan(args, {"bert": 10, "mixer": 7})[4]
+    assert step["cost_model"] == "gnn-sage" and step["work_dir"].endswith(os.path.join("gnn-sage", "seed0"))
+    tune = networks.tune_argv(args, step, bert["gnn-sage"])
+    assert tune[tune.index("--cost-model") + 1] == "gnn" and tune[tune.index("--checkpoint") + 1] == bert["gnn-sage"]
+
+
 def test_a_step_keeps_the_tuners_summary_with_what_contention_cost_it(tmp_path, monkeypatch):
     import sys
 
