@@ -5,9 +5,9 @@ benchmark that trains hundreds of runs over several days loses them all with the
 A benchmark that reads only each run's metrics passes `kept=FOLDER` to
 `benchmarks.common.run_many` (`RESULTS/<its result name>_runs/`): every finished run is
 then also written to `FOLDER/<run folder's name>-<digest of its command line>.json.gz` —
-its command line, its metrics without the validation set's per-task rows, its training
-seconds; gzipped without a timestamp, so a run kept again unchanged is unchanged bytes —
-and a run whose folder is missing is taken from there when its command line (the `--out`
+its command line, its metrics without the validation set's per-task rows (the commit of
+the code that trained it among them, `code`), its training seconds; gzipped without a
+timestamp, so a run kept again unchanged is unchanged bytes — and a run whose folder is missing is taken from there when its command line (the `--out`
 folder aside) and its resolved config are today's (`benchmarks.common.run_training`). The
 digest keeps runs of one folder name but another command (a 10-epoch and a 60-epoch table)
 side by side; a file kept under the run's name alone, as before, is still read when its

@@ -9,10 +9,12 @@ validation workloads' Kendall τ, keeps an atomic checkpoint in OUT after every 
 (`--resume` continues a killed run from it), and writes OUT/metrics.json:
 
     {"test": {"kendall_tau": {"mean": …, "count": k, "per_workload": {…}}, …}, "val": {…},
-     "config": {…}, "run": {…}, "checkpoint": {"weights_sha256": …, "epoch": …, "step": …}}
+     "config": {…}, "run": {…}, "checkpoint": {"weights_sha256": …, "epoch": …, "step": …},
+     "code": {"commit": …, "dirty": …}}
 
 (`count`: the workloads the mean is over; `checkpoint`: the weights the metrics come
-from). OUT is held by this process for the whole run (a second writer exits 2), every
+from; `code`: the git commit of the checkout that ran, and whether its tracked files were
+edited — null from an installed copy). OUT is held by this process for the whole run (a second writer exits 2), every
 flag is range-checked at parse time, and `--resume --epochs N` trains on to epoch N or
 refuses (simulator/README.md, "Runs").
 
@@ -42,6 +44,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from extract.cli import (COUNT, FRACTION, LEARNING_RATE, POSITIVE, PROBABILITY, SEED, SHARE, Float, Int,
                        output_folder)
+from extract.provenance import code_version
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint
 from .config import SHIPPED, ModelInfo, Normalization, TrainConfig, legacy_layer_options
 from .data.features import check_spec, feature_set
@@ -386,7 +389,7 @@ def train_run(out: str, flags: Dict[str, Any], given: Dict[str, Any], config: Tr
         return {}
     metrics: Dict[str, Any] = {"config": config.to_dict(), "run": dict(
         summary, **{f"{part}_samples": len(names) for part, names in data.split.items()}),
-        "checkpoint": checkpoint.record()}
+        "checkpoint": checkpoint.record(), "code": code_version()}
     metrics.update(scores)
     write_json(metrics_path, metrics)
     print(f"\nwrote {metrics_path}", file=sys.stderr)

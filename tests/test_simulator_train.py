@@ -40,6 +40,8 @@ def test_metrics_json_shape_and_no_leakage(trained):
     assert set(metrics) >= {"test", "val", "config"}
     assert set(metrics["test"]["kendall_tau"]["per_workload"]) == set(DEFAULT_TEST)
     assert metrics["config"]["model"] == "gcn" and "out" not in metrics["config"]
+    from extract.provenance import code_version
+    assert metrics["code"] == code_version()                    # the checkout's commit (None when installed)
     for name in ("l1_log", "l1_ms", "mape", "kendall_tau", "opa", "top1_slowdown", "top5_slowdown",
                  "top10_slowdown", "top1_ape"):
         assert math.isfinite(metrics["test"][name]["mean"])
