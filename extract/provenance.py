@@ -19,7 +19,7 @@ def code_version(root: str = ROOT) -> Optional[Dict[str, Any]]:
     """{"commit": the checkout's HEAD, "dirty": whether tracked files differ from it}; None
     where `root` is not the top of a git checkout (an installed copy) or git is missing."""
     try:
-        top, commit = _git(root, "rev-parse", "--show-toplevel", "HEAD").split()
+        top, commit = _git(root, "rev-parse", "--show-toplevel", "HEAD").splitlines()
         if os.path.realpath(top) != os.path.realpath(root):
             return None
         dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no").strip())

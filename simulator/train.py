@@ -14,9 +14,9 @@ validation workloads' Kendall τ, keeps an atomic checkpoint in OUT after every 
 
 (`count`: the workloads the mean is over; `checkpoint`: the weights the metrics come
 from; `code`: the git commit of the checkout that ran, and whether its tracked files were
-edited — null from an installed copy). OUT is held by this process for the whole run (a second writer exits 2), every
-flag is range-checked at parse time, and `--resume --epochs N` trains on to epoch N or
-refuses (simulator/README.md, "Runs").
+edited — null from an installed copy). OUT is held by this process for the whole run (a
+second writer exits 2), every flag is range-checked at parse time, and `--resume --epochs
+N` trains on to epoch N or refuses (simulator/README.md, "Runs").
 
 Same seed and thread count → the same metrics.json. `--model xgb` and `--model
 curve-mlp` train the baselines through the same command.
