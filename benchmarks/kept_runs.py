@@ -9,9 +9,10 @@ its command line, its metrics without the validation set's per-task rows (the co
 the code that trained it among them, `code`), its training seconds; gzipped without a
 timestamp, so a run kept again unchanged is unchanged bytes — and a run whose folder is
 missing is taken from there when its command line (the `--out` folder aside) and its
-resolved config are today's (`benchmarks.common.run_training`). The digest keeps runs of one folder name but another command (a 10-epoch and a 60-epoch table)
-side by side; a file kept under the run's name alone, as before, is still read when its
-command is the run's, and renamed when the run is kept again.
+resolved config are today's (`benchmarks.common.run_training`). The digest keeps runs of
+one folder name but another command (a 10-epoch and a 60-epoch table) side by side; a file
+kept under the run's name alone, as before, is still read when its command is the run's,
+and renamed when the run is kept again.
 """
 from __future__ import annotations
 
