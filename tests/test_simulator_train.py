@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from extract.provenance import code_version
 from simulator import evaluate, predict, train
 from simulator.checkpoint import load_checkpoint
 from simulator.data.splits import DEFAULT_TEST
@@ -40,7 +41,6 @@ def test_metrics_json_shape_and_no_leakage(trained):
     assert set(metrics) >= {"test", "val", "config"}
     assert set(metrics["test"]["kendall_tau"]["per_workload"]) == set(DEFAULT_TEST)
     assert metrics["config"]["model"] == "gcn" and "out" not in metrics["config"]
-    from extract.provenance import code_version
     assert metrics["code"] == code_version()                    # the checkout's commit (None when installed)
     for name in ("l1_log", "l1_ms", "mape", "kendall_tau", "opa", "top1_slowdown", "top5_slowdown",
                  "top10_slowdown", "top1_ape"):
