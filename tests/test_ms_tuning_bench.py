@@ -125,3 +125,20 @@ def test_goal_lines_check_both_goals_against_each_xgb():
     slower = goal_lines([row("gnn", 64, 110), row("gnn", 128, 90), row("tvm-xgb", 64, 100), row("tvm-xgb", 128, 95)])
     assert "10.0% slower" in slower[0]
     assert goal_lines([row("gnn", 64, 90)]) == []
+
+
+def test_the_report_names_the_cpu_the_kernels_were_timed_on(tmp_path):
+    import json
+
+    from benchmarks.metaschedule.tuning import RESULT, report_section
+
+    res = {"held_out": ["dense_8x8x8"], "command": "python -m benchmarks.metaschedule.tuning", "figure": "f.png",
+           "pretrain": {"records": 10, "databases": ["a"], "sources": ["s"]}, "seeds_run": [0], "cut": [],
+           "rank": {}, "top_k": 8,
+           "summary": [{"workload": "dense_8x8x8", "cost_model": "gnn", "trials": 64, "seeds": 1, "mean_s": 1e-4,
+                        "min_s": 1e-4, "max_s": 1e-4, "cost_model_share": 0.1}]}
+    (tmp_path / RESULT).write_text(json.dumps(res))
+    assert "Measured on" not in "\n".join(report_section(str(tmp_path)))   # a result from before it was recorded
+    res["machine"] = {"cpu_model": "Intel(R) Xeon(R) Processor", "llvm_cpu": "emeraldrapids"}
+    (tmp_path / RESULT).write_text(json.dumps(res))
+    assert "Measured on Intel(R) Xeon(R) Processor (LLVM: `emeraldrapids`)." in "\n".join(report_section(str(tmp_path)))

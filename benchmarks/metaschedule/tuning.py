@@ -361,7 +361,8 @@ def report_section(results: str) -> List[str]:
              + ", ".join(f"`{op}`" for op in res["held_out"]) + f". Pre-training data: {res['pretrain']['records']} "
              f"records of {len(res['pretrain']['databases'])} MetaSchedule databases (snapshot of "
              f"{', '.join('`' + d + '`' for d in res['pretrain']['sources'])}). Seeds run: {res['seeds_run']}; "
-             f"{len(res['cut'])} planned runs cut by the deadline. Best latency (µs, mean over seeds [min–max]):", ""]
+             f"{len(res['cut'])} planned runs cut by the deadline.{_measured_on(res.get('machine'))} Best latency "
+             f"(µs, mean over seeds [min–max]):", ""]
     points = sorted({r["trials"] for r in res["summary"]})
     table = []
     for op in res["held_out"]:
@@ -434,6 +435,7 @@ def _pct(v: Optional[float]) -> str:
 
 # ---------------------------------------------------------------- driver
 def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str = "") -> Dict[str, Any]:
+    from extract.metaschedule.campaign import machine_info
     from extract.metaschedule.runner import host_target, load_tensor_intrinsics
 
     start = time.time()
@@ -454,7 +456,7 @@ def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str =
     os.makedirs(results, exist_ok=True)
     plot(rows, os.path.join(results, "ms_tuning.png"))
     rank = rank_quality(tuned["runs"], pre, _opt(args, "top-k", prefix)) if tuned["runs"] else {}
-    out = {"command": command, "held_out": keys, "figure": "results/ms_tuning.png",
+    out = {"command": command, "machine": machine_info(), "held_out": keys, "figure": "results/ms_tuning.png",
            "pretrain": {"sources": list(sources), "databases": snap, "records": _records(snap),
                         "gnn_run": pre["gnn"], "epochs": _opt(args, "epochs", prefix),
                         "loss": _opt(args, "pretrain-loss", prefix)},
@@ -464,6 +466,13 @@ def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str =
                     for r in tuned["runs"]], "wall_s": time.time() - start}
     write_json(os.path.join(results, RESULT), out)
     return out
+
+
+def _measured_on(machine: Optional[Dict[str, Any]]) -> str:
+    """The sentence naming the CPU the kernels were timed on ("" for a result that did not record it)."""
+    if not machine:
+        return ""
+    return f" Measured on {machine['cpu_model'] or 'an unnamed CPU'} (LLVM: `{machine['llvm_cpu']}`)."
 
 
 def _records(snap: Sequence[str]) -> int:
