@@ -414,6 +414,38 @@ def test_another_command_is_refused_and_overwrite_clears_the_earlier_run(stopped
     assert sorted(os.listdir(folder)) == ["notes.txt", ms_resume.SETTINGS]
 
 
+def test_a_run_is_not_resumed_under_other_gnn_defaults(tmp_path, capsys, monkeypatch):
+    """The gnn's defaults (what the command did not give) are part of the settings: a run
+    resumes only under the ones it started with; a run from before they were recorded
+    resumes under today's, with a note, and has them recorded from then on."""
+    import simulator.metaschedule.cost_model as ms_cost_model
+    from simulator.metaschedule import resume as ms_resume, tune
+    from simulator.registry import SimulatorError
+
+    target = tune.parse_target(None)
+    settings = tune.run_settings(tune.build_parser().parse_args([*COMMAND, "--work-dir", str(tmp_path)]), target)
+    defaults = settings["gnn_defaults"]
+    assert defaults["filter_keep"] == ms_cost_model.FILTER_KEEP and defaults["filter_warmup"] == 256
+    assert "update_steps" not in defaults and "min_measured" not in defaults    # given by the command
+    other = tune.run_settings(tune.build_parser().parse_args(
+        [TINY, "--cost-model", "random", "--trials", "4", "--work-dir", str(tmp_path)]), target)
+    assert "gnn_defaults" not in other
+    work = tmp_path / "work"
+    work.mkdir()
+    _write(work / ms_resume.DATABASE_FILES[1], "a record\n")
+    legacy = {k: v for k, v in settings.items() if k != "gnn_defaults"}
+    _write(work / ms_resume.SETTINGS, json.dumps({"tool": "simulator.tune", "settings": legacy}))
+    assert ms_resume.check_work_dir(str(work), settings, overwrite=False)
+    assert "did not record gnn_defaults" in capsys.readouterr().err
+    ms_resume.start_run(str(work), settings, resumed=True)
+    assert json.loads((work / ms_resume.SETTINGS).read_text())["settings"] == settings
+    monkeypatch.setattr(ms_cost_model, "FILTER_KEEP", 0.125)
+    changed = tune.run_settings(tune.build_parser().parse_args([*COMMAND, "--work-dir", str(tmp_path)]), target)
+    with pytest.raises(SimulatorError, match=r"holds a run started under other defaults \(filter_keep 0.25 there, "
+                                             r"0.125 here\); resuming it would mix two searches"):
+        ms_resume.check_work_dir(str(work), changed, overwrite=False)
+
+
 # ---------------------------------------------------------------- 6 results that cannot mean anything
 @pytest.mark.parametrize("target, needle", [
     ('{"kind": "cuda", "arch": "sm_80"}', "a cuda target's kernels run on its device"),

@@ -75,6 +75,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import inspect
 import math
 import os
 import time
@@ -125,6 +126,18 @@ def register_tuning_cost_model(name: str, options: Sequence[str] = (),
         TUNING_COST_MODELS.register(name)(TuningCostModel(make, tuple(options), check))
         return make
     return add
+
+
+def gnn_defaults() -> Dict[str, Any]:
+    """What a `simulator.tune` gnn scores and learns with when the command does not say:
+    `GNNCostModel`'s defaults (all but `seed`, which the command gives, and `workers` and
+    `threads`, which change no score) and
+    `simulator.tune`'s two-stage share, `FILTER_KEEP`. Recorded with a tuning run, so that
+    resuming it after one of them changed is refused rather than mixing two searches."""
+    params = inspect.signature(GNNCostModel.__init__).parameters.values()
+    out = {p.name: p.default for p in params
+           if p.kind is p.KEYWORD_ONLY and p.name not in ("workers", "threads", "seed")}
+    return {**out, "filter_keep": FILTER_KEEP}
 
 
 def tuning_options() -> List[str]:

@@ -8,7 +8,11 @@ settings) before it starts. Rerunning the same command resumes it:
 * `check_work_dir` compares the settings: the same command resumes; another one is
   refused with the first setting that differs (`--trials` and `--trials-per-task` may
   change: they only say how far to go) while the database holds records (a run that
-  measured nothing is simply replaced). `start_run`, once the cost model is made and
+  measured nothing is simply replaced). The settings include what the command did not
+  give but the search depends on (the gnn's defaults, `cost_model.gnn_defaults`), so a run
+  is not resumed under other defaults than it started with; a run started before they
+  were recorded (`LATER_KEYS` absent from its settings) resumes under today's, says so,
+  and has them recorded from then on. `start_run`, once the cost model is made and
   nothing can fail before measuring, writes the settings; with `--overwrite` it first
   removes everything of the earlier run (database, summary, settings, MetaSchedule's
   `logs/`).
@@ -34,6 +38,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence
 
@@ -47,6 +52,7 @@ SUMMARY = "tune_summary.json"
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 LOGS = "logs"
 EMPTY_ROUNDS = 8      # search rounds of nothing new before a task counts as exhausted
+LATER_KEYS = ("gnn_defaults",)   # settings that runs started before they were recorded lack
 
 
 # ---------------------------------------------------------------- the work folder
@@ -61,9 +67,18 @@ def check_work_dir(work_dir: str, settings: Dict[str, Any], overwrite: bool) -> 
         raise SimulatorError(f"{work_dir}: holds a MetaSchedule database that simulator.tune did not start "
                              f"(no {SETTINGS}); pass --overwrite to replace it, or choose another --work-dir")
     earlier = _read_settings(path)
-    changed = [k for k in sorted(set(earlier) | set(settings)) if earlier.get(k) != settings.get(k)]
+    unrecorded = [k for k in LATER_KEYS if k in settings and k not in earlier]
+    for k in unrecorded:
+        print(f"note: {work_dir}: its run did not record {k} (started before simulator.tune recorded them); "
+              f"resuming it under today's: {settings[k]}", file=sys.stderr)
+    changed = [k for k in sorted(set(earlier) | set(settings))
+               if k not in unrecorded and earlier.get(k) != settings.get(k)]
     if changed:
         k = changed[0]
+        if k in LATER_KEYS and isinstance(earlier[k], dict) and isinstance(settings.get(k), dict):
+            raise SimulatorError(f"{work_dir}: holds a run started under other defaults "
+                                 f"({_differences(earlier[k], settings[k])}); resuming it would mix two "
+                                 f"searches: pass --overwrite to start again, or choose another --work-dir")
         raise SimulatorError(f"{work_dir}: holds a run of another command ({_option(k)} {earlier.get(k)!r} "
                              f"there, {settings.get(k)!r} here); rerun that command to resume it, pass "
                              f"--overwrite to replace it, or choose another --work-dir")
@@ -76,6 +91,7 @@ def start_run(work_dir: str, settings: Dict[str, Any], resumed: bool) -> None:
     from extract.fileio import atomic_write
 
     if resumed:
+        _record_later_keys(os.path.join(work_dir, SETTINGS), settings)
         return
     for name in (*DATABASE_FILES, SUMMARY, SETTINGS):
         with contextlib.suppress(FileNotFoundError):
@@ -83,6 +99,17 @@ def start_run(work_dir: str, settings: Dict[str, Any], resumed: bool) -> None:
     shutil.rmtree(os.path.join(work_dir, LOGS), ignore_errors=True)
     with atomic_write(os.path.join(work_dir, SETTINGS)) as f:
         json.dump({"tool": "simulator.tune", "settings": settings}, f, indent=1, sort_keys=True)
+
+
+def _record_later_keys(path: str, settings: Dict[str, Any]) -> None:
+    """A resumed run's settings with the `LATER_KEYS` it lacked (as `check_work_dir` resumed it)."""
+    from extract.fileio import atomic_write
+
+    earlier = _read_settings(path)
+    missing = {k: settings[k] for k in LATER_KEYS if k in settings and k not in earlier}
+    if missing:
+        with atomic_write(path) as f:
+            json.dump({"tool": "simulator.tune", "settings": {**earlier, **missing}}, f, indent=1, sort_keys=True)
 
 
 def _has_records(work_dir: str) -> bool:
@@ -97,6 +124,11 @@ def _read_settings(path: str) -> Dict[str, Any]:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SimulatorError(f"{path}: not the settings simulator.tune writes ({e}); pass --overwrite to "
                              f"start again") from None
+
+
+def _differences(there: Dict[str, Any], here: Dict[str, Any]) -> str:
+    return ", ".join(f"{k} {there.get(k)!r} there, {here.get(k)!r} here"
+                     for k in sorted(set(there) | set(here)) if there.get(k) != here.get(k))
 
 
 def _option(key: str) -> str:

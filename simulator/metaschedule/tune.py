@@ -660,8 +660,14 @@ def check_arguments(args: argparse.Namespace, target) -> None:
 
 
 def run_settings(args: argparse.Namespace, target) -> Dict[str, Any]:
-    """What makes a rerun the same command (stored in the work dir, `resume`)."""
-    return {**{k: v for k, v in sorted(vars(args).items()) if k not in RUN_ONLY}, "target": str(target)}
+    """What makes a rerun the same command (stored in the work dir, `resume`): its options,
+    the target, and for the gnn the defaults of what it did not give."""
+    from .cost_model import gnn_defaults
+
+    settings = {**{k: v for k, v in sorted(vars(args).items()) if k not in RUN_ONLY}, "target": str(target)}
+    if args.cost_model != "gnn":
+        return settings
+    return {**settings, "gnn_defaults": {k: v for k, v in gnn_defaults().items() if getattr(args, k, None) is None}}
 
 
 def busy_measuring_core(core: int) -> Optional[str]:
