@@ -48,16 +48,17 @@ def _us(seconds: float) -> str:
 def tuning_rows(res: Dict[str, Any]) -> List[List[str]]:
     """Per held-out operator: the best latency of gnn, TVM's XGBModel (tvm-xgb), the
     pre-trained XGBModel (tvm-xgb-pretrained) and random at the benchmark's first point
-    (means over seeds)."""
+    (means over seeds), and the CPU they were timed on where the result recorded it."""
     rows = []
     for op in res["held_out"]:
         at = {r["cost_model"]: r for r in res["summary"] if r["workload"] == op and r["trials"] == TUNING_POINT}
         if "gnn" not in at:
             continue
         rivals = [f"{name} {_us(at[name]['mean_s'])}" for name in ("tvm-xgb", "tvm-xgb-pretrained", "random") if name in at]
-        rows.append([f"tuning `{op}` (held out), best after {TUNING_POINT} trials, mean of "
-                     f"{at['gnn']['seeds']} seeds", f"gnn **{_us(at['gnn']['mean_s'])}**; " + ", ".join(rivals),
-                     "tuning"])
+        cpu = (res.get("machine") or {}).get("llvm_cpu")
+        where = f"held out, timed on `{cpu}`" if cpu else "held out"
+        rows.append([f"tuning `{op}` ({where}), best after {TUNING_POINT} trials, mean of {at['gnn']['seeds']} seeds",
+                     f"gnn **{_us(at['gnn']['mean_s'])}**; " + ", ".join(rivals), "tuning"])
     return rows
 
 

@@ -270,7 +270,7 @@ def test_the_report_opens_with_a_summary_linked_to_its_sections(tmp_path):
 
     tuning = {"held_out": ["dense_8x8x8"], "command": "python -m benchmarks.metaschedule.tuning", "figure": "f.png",
               "pretrain": {"records": 10, "databases": ["a"], "sources": ["s"]}, "seeds_run": [0], "cut": [],
-              "rank": {}, "top_k": 8,
+              "rank": {}, "top_k": 8, "machine": {"cpu_model": "Intel(R) Xeon(R) Processor", "llvm_cpu": "emeraldrapids"},
               "summary": [{"workload": "dense_8x8x8", "cost_model": m, "trials": 64, "seeds": 1, "mean_s": s,
                            "min_s": s, "max_s": s, "cost_model_share": 0.1}
                           for m, s in (("gnn", 1e-4), ("tvm-xgb", 2e-4))]}
@@ -280,7 +280,7 @@ def test_the_report_opens_with_a_summary_linked_to_its_sections(tmp_path):
     summary = lines.index("## In one screen")
     assert summary < next(i for i, line in enumerate(lines) if line.startswith("## MetaSchedule tuning"))
     row = next(line for line in lines if "`dense_8x8x8`" in line)
-    assert "gnn **100.0 µs**" in row and "tvm-xgb 200.0 µs" in row
+    assert "gnn **100.0 µs**" in row and "tvm-xgb 200.0 µs" in row and "(held out, timed on `emeraldrapids`)" in row
     links = re.findall(r"\]\((#[^)]+)\)", row)
     assert links and all(link in {anchor(h) for h in lines if h.startswith("## ")} for link in links)
     assert anchor("## Accuracy: cross-workload split") == "#accuracy-cross-workload-split"
