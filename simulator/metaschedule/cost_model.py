@@ -131,9 +131,9 @@ def register_tuning_cost_model(name: str, options: Sequence[str] = (),
 def gnn_defaults() -> Dict[str, Any]:
     """What a `simulator.tune` gnn scores and learns with when the command does not say:
     `GNNCostModel`'s defaults (all but `seed`, which the command gives, and `workers` and
-    `threads`, which change no score) and
-    `simulator.tune`'s two-stage share, `FILTER_KEEP`. Recorded with a tuning run, so that
-    resuming it after one of them changed is refused rather than mixing two searches."""
+    `threads`, which change no score) and `simulator.tune`'s two-stage share, `FILTER_KEEP`.
+    Recorded with a tuning run, so that resuming it after one of them changed is refused
+    rather than mixing two searches."""
     params = inspect.signature(GNNCostModel.__init__).parameters.values()
     out = {p.name: p.default for p in params
            if p.kind is p.KEYWORD_ONLY and p.name not in ("workers", "threads", "seed")}
