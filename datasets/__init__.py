@@ -43,6 +43,7 @@ from extract.inputs import InputError, database_files, find_all, find_inputs, is
 from extract.sample import ExtractorInfo, GraphSample, load_info, load_samples, save_samples
 from extract.store_rows import STORE_ROWS_VERSION
 from extract.tir.graph import EXTRACTOR_VERSION
+from extract.tir.hardware import HARDWARE_VERSION
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE / "resnet18_x86"
@@ -106,6 +107,7 @@ def _logs_key(files: Iterable[str]) -> str:
     files = list(files)
     digest = hashlib.sha256(EXTRACTOR_VERSION.encode())
     digest.update(f"store-rows-v{STORE_ROWS_VERSION}".encode())  # the samples' vectors, not only their graphs
+    digest.update(f"hardware-v{HARDWARE_VERSION}".encode())  # what the context columns measure against
     if any(map(is_record_file, files)):  # MetaSchedule samples carry trace knobs and tokens too
         from extract.autotvm.knob_features import TRACE_KNOB_VERSION
         from extract.metaschedule.database import READER_VERSION

@@ -425,6 +425,35 @@ def test_hardware_of_targets():
     assert gpu.is_gpu and gpu.max_shared_per_block == 49152 and gpu.max_threads_per_sm == 1536
 
 
+def test_a_cpu_not_in_the_table_gets_llvm_s_simd_width(monkeypatch):
+    """An unlisted CPU's vector width is LLVM's (a model trained on AVX-512 records must see
+    an AVX-512 CPU's vector loops as full, not twice full); its caches are a typical core's
+    unless this machine is that CPU."""
+    from extract.tir import hardware
+
+    monkeypatch.setattr(hardware, "_system_cpu", lambda: "tigerlake")
+    here = hardware.hardware_of({"kind": "llvm", "mcpu": "tigerlake"})
+    assert (here.vector_bits, here.l1_bytes) == (512, hardware.machine_cpu().l1_bytes)
+    bits = {cpu: hardware.hardware_of({"kind": "llvm", "mcpu": cpu}) for cpu in ("x86-64-v4", "haswell", "nehalem")}
+    assert {cpu: hw.vector_bits for cpu, hw in bits.items()} == {"x86-64-v4": 512, "haswell": 256, "nehalem": 128}
+    assert bits["nehalem"].l1_bytes == hardware.Hardware().l1_bytes
+    assert hardware.hardware_of("llvm -mcpu=nehalem -mattr=+avx2,+fma").vector_bits == 256
+    assert hardware.hardware_of({"kind": "llvm", "mcpu": "emeraldrapids"}).vector_bits == 512
+    other = hardware.hardware_of({"kind": "llvm", "mcpu": "cortex-a72", "mtriple": "aarch64-linux-gnu"})
+    assert other.vector_bits == hardware.Hardware().vector_bits
+
+
+def test_extraction_caches_key_on_the_hardware_table(monkeypatch, tmp_path):
+    import datasets
+    from extract.tir import hardware
+
+    log = tmp_path / "a.jsonl"
+    log.write_text("{}\n")
+    before = datasets._logs_key([str(log)])
+    monkeypatch.setattr(datasets, "HARDWARE_VERSION", hardware.HARDWARE_VERSION + 1)
+    assert datasets._logs_key([str(log)]) != before
+
+
 def test_cuda_configs_that_cannot_launch_are_known_from_the_graph(monkeypatch):
     """The CUDA template's invalid configs (too many threads per block or in threadIdx.z,
     too much shared memory), built anyway, are flagged by the graph's root; valid ones not."""

@@ -6,10 +6,13 @@ measure against — cache sizes and vector width on a CPU; threads, shared memor
 registers per block and per multiprocessor on a GPU.
 
 * CPU (`llvm`): L1d / L2 per core, cache line and SIMD width from the target's `mcpu`
-  (`CPUS`: the processors this project measures on and common ones), else from this
-  machine (`/sys/devices/system/cpu/cpu0/cache`), else a typical x86 core. The target,
-  not the machine extracting, decides: a log measured on a Zen 3 keeps Zen 3's caches
-  when it is extracted elsewhere.
+  (`CPUS`: the processors this project measures on and common ones). For a CPU not in
+  the table, the SIMD width is what LLVM knows of it (AVX-512, AVX, else SSE: 512, 256
+  or 128 bits, `-mattr` included) and the caches are this machine's
+  (`/sys/devices/system/cpu/cpu0/cache`) when it is that CPU, else a typical x86
+  core's. The target, not the machine extracting, decides: a log measured on a Zen 3
+  keeps Zen 3's caches when it is extracted elsewhere. A target without `mcpu` gets this
+  machine's caches and 256 bits (512 with `-mattr=+avx512…`).
 * GPU (`cuda`, …): `max_threads_per_block`, `max_shared_memory_per_block`,
   `thread_warp_size` from the target's attributes; per-multiprocessor limits (threads,
   blocks, registers, shared memory) from its `arch` (`GPU_ARCHS`, CUDA's occupancy
@@ -59,8 +62,11 @@ CPUS: Dict[str, tuple] = {
     "skylake": (32 * KIB, 256 * KIB, 256), "skylake-avx512": (32 * KIB, 1024 * KIB, 512),
     "cascadelake": (32 * KIB, 1024 * KIB, 512), "icelake-server": (48 * KIB, 1280 * KIB, 512),
     "rocketlake": (48 * KIB, 512 * KIB, 512), "sapphirerapids": (48 * KIB, 2048 * KIB, 512),
-    "alderlake": (48 * KIB, 1280 * KIB, 256),
+    "alderlake": (48 * KIB, 1280 * KIB, 256), "emeraldrapids": (48 * KIB, 2048 * KIB, 512),
+    "graniterapids": (48 * KIB, 2048 * KIB, 512),
 }
+# Bump when `hardware_of` answers differently for some target: extraction caches key on it.
+HARDWARE_VERSION = 2
 # arch → (max threads / SM, max blocks / SM, registers / SM, shared bytes / SM)
 GPU_ARCHS: Dict[str, tuple] = {
     "sm_50": (2048, 32, 65536, 64 * KIB), "sm_60": (2048, 32, 65536, 64 * KIB),
@@ -138,6 +144,32 @@ def hardware_of(target=None) -> Hardware:
     if mcpu in CPUS:
         l1, l2, bits = CPUS[mcpu]
         return Hardware(l1_bytes=l1, l2_bytes=l2, vector_bits=bits)
+    if mcpu:
+        hw = machine_cpu() if mcpu == _system_cpu() else Hardware()
+        return replace(hw, vector_bits=_llvm_simd_bits(attrs) or hw.vector_bits)
     hw = machine_cpu()
     mattr = str(attrs.get("mattr", ""))
     return replace(hw, vector_bits=512 if "avx512" in mattr else hw.vector_bits)
+
+
+def _system_cpu() -> str:
+    from tvm.target.codegen import llvm_get_system_cpu
+
+    return str(llvm_get_system_cpu())
+
+
+def _llvm_simd_bits(attrs: Dict[str, Any]) -> Optional[int]:
+    """The widest x86 SIMD registers of the target's `mcpu` as LLVM knows it, widened by
+    `mattr` (None: not an x86 CPU LLVM knows, e.g. another architecture's, whose width
+    the table must give)."""
+    import tvm
+    from tvm.target.codegen import llvm_is_valid_cpu, target_has_features
+
+    triple = str(attrs.get("mtriple", "x86_64-linux-gnu"))
+    if not triple.startswith(("x86_64", "i686", "i386")) or not llvm_is_valid_cpu(attrs["mcpu"], triple):
+        return None
+    target = tvm.target.Target({"kind": "llvm", "mcpu": attrs["mcpu"], "mtriple": triple})
+    mattr = str(attrs.get("mattr", ""))
+    if "+avx512" in mattr or target_has_features("avx512f", target):
+        return 512
+    return 256 if "+avx" in mattr or target_has_features("avx", target) else 128
