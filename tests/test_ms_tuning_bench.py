@@ -98,6 +98,9 @@ def test_snapshot_reads_gzipped_databases_and_spreads_records(tmp_path):
     assert (tmp_path / "snap" / "0-random" / "database_tuning_record.json").read_text() == "[0]\n[3]\n[6]\n[9]\n"
     with pytest.raises(SystemExit, match="no MetaSchedule database"):
         snapshot([str(tmp_path / "snap-missing")], str(tmp_path / "snap2"), 4)
+    (whole,) = snapshot([str(tmp_path / "shipped")], str(tmp_path / "snap3"))
+    assert (tmp_path / "snap3" / "0-random" / "database_tuning_record.json").read_text() == "".join(
+        f"[{i}]\n" for i in range(10))
 
 
 def test_topk_slowdown_is_the_best_pick_against_the_best_record():
@@ -142,3 +145,22 @@ def test_the_report_names_the_cpu_the_kernels_were_timed_on(tmp_path):
     res["machine"] = {"cpu_model": "Intel(R) Xeon(R) Processor", "llvm_cpu": "emeraldrapids"}
     (tmp_path / RESULT).write_text(json.dumps(res))
     assert "Measured on Intel(R) Xeon(R) Processor (LLVM: `emeraldrapids`)." in "\n".join(report_section(str(tmp_path)))
+
+
+def test_each_pretraining_has_its_own_folder_and_takes_every_record_by_default(tmp_path):
+    import argparse
+    import json
+
+    from benchmarks.metaschedule.tuning import add_arguments, pretraining_folder
+
+    ap = argparse.ArgumentParser()
+    add_arguments(ap, prefix="")
+    assert ap.parse_args([]).pretrain_records is None   # every record of the pre-training databases
+    first = pretraining_folder(str(tmp_path), ["datasets/networks_znver4/pass1"], None, 30, "pairwise-hinge")
+    assert pretraining_folder(str(tmp_path), ["datasets/networks_znver4/pass1"], None, 30, "pairwise-hinge") == first
+    others = {pretraining_folder(str(tmp_path), ["datasets/networks_znver4/pass1"], 4000, 30, "pairwise-hinge"),
+              pretraining_folder(str(tmp_path), ["datasets/networks_znver4/pass1"], None, 40, "pairwise-hinge"),
+              pretraining_folder(str(tmp_path), ["datasets/networks_rocketlake/pass1"], None, 30, "pairwise-hinge")}
+    assert first not in others and len(others) == 3
+    with open(f"{first}/pretraining.json") as f:
+        assert json.load(f)["records_per_database"] is None

@@ -9,9 +9,10 @@ against trials, and rank quality (AutoTVM's conv2d tuning is `benchmarks.tuning`
 Also the `ms-tuning` stage of `python -m benchmarks.all`.
 
 1. **Pre-training data.** `--pretrain-data`: MetaSchedule databases of real networks
-   (`datasets/networks_<cpu>`). A snapshot of them is taken first (at most `--pretrain-records` records of
-   each database, evenly spaced in file order so that every workload contributes; a last
-   line still being written is left out), so every cost model pre-trains on the same records.
+   (`datasets/networks_<cpu>`). A snapshot of them is taken first (every record, or at most
+   `--pretrain-records` records of each database, evenly spaced in file order so that every
+   workload contributes; a last line still being written is left out), so every cost model
+   pre-trains on the same records.
 2. **Held-out operators** (`--operators`, `extract.tir.workloads` specs): refused if their
    workload key is among the pre-training data's (so "not in the pre-training data" is
    checked, not assumed).
@@ -19,8 +20,10 @@ Also the `ms-tuning` stage of `python -m benchmarks.all`.
    the ranking recipe of `benchmarks.networks`, pairwise-hinge for 30 epochs by default) on the
    snapshot's graph samples; tvm-xgb-pretrained: TenSet's recipe (`simulator.metaschedule.rivals.
    pretrain_xgb`: MetaSchedule's XGBModel on PerStoreFeature rows of the same records).
-   Both are reused when present under `--runs` (the gnn run only if made with the same
-   loss and epochs: its folder is named by them).
+   Everything made from one pre-training (the snapshot, both models, every tuning run) lives
+   in a subfolder of `--runs` named by a digest of its data and recipe (`pretrain-data`,
+   `--pretrain-records`, `--epochs`, `--pretrain-loss`; `pretraining.json` says which), so
+   a re-run reuses it only under the same pre-training.
 4. **Tuning.** For each seed, operator and cost model, one `simulator.metaschedule.tune.tune` run of
    `--trials` trials (64 per round, MetaSchedule's evolutionary search defaults), one
    builder for all runs; the best latency after each of `--points` trials is read from the
@@ -71,7 +74,8 @@ def add_arguments(ap, prefix: str = "ms-") -> None:
     ap.add_argument(f"--{prefix}pretrain-data", nargs="+", default=[], metavar="DB",
                     help="MetaSchedule databases to pre-train on (default: pass 1 of the shipped networks "
                          "dataset with the most tasks; pass 2 re-measures the same schedules)")
-    ap.add_argument(f"--{prefix}pretrain-records", type=COUNT, default=4000, help="records per database in the snapshot")
+    ap.add_argument(f"--{prefix}pretrain-records", type=COUNT, default=None,
+                    help="at most this many records per database in the snapshot (default: all)")
     ap.add_argument(f"--{prefix}operators", nargs="+", default=OPERATORS)
     ap.add_argument(f"--{prefix}cost-models", nargs="+", default=COST_MODELS,
                     choices=COST_MODELS)
@@ -94,7 +98,22 @@ def _opt(args, name: str, prefix: str):
 
 
 # ---------------------------------------------------------------- data
-def snapshot(databases: Sequence[str], out: str, records: int) -> List[str]:
+def pretraining_folder(runs: str, sources: Sequence[str], records: Optional[int], epochs: int, loss: str) -> str:
+    """`runs`' subfolder for one pre-training (its snapshot, the pre-trained models and the
+    tuning runs that started from them), named by a digest of its data and recipe and
+    described by its `pretraining.json`: a run is reused only under the same pre-training."""
+    import hashlib
+
+    choice = {"sources": [os.path.normpath(s) for s in sources], "records_per_database": records,
+              "gnn_epochs": epochs, "gnn_loss": loss}
+    digest = hashlib.sha256(json.dumps(choice, sort_keys=True).encode()).hexdigest()[:10]
+    folder = os.path.join(runs, f"pretraining-{digest}")
+    os.makedirs(folder, exist_ok=True)
+    write_json(os.path.join(folder, "pretraining.json"), choice)
+    return folder
+
+
+def snapshot(databases: Sequence[str], out: str, records: Optional[int] = None) -> List[str]:
     """At most `records` complete lines of each database's records, evenly spaced in file
     order (every workload of the database contributes; workloads copied whole), as plain
     JSON files (the shipped databases are gzipped)."""
@@ -112,7 +131,7 @@ def snapshot(databases: Sequence[str], out: str, records: int) -> List[str]:
             with open(os.path.join(dst, WORKLOAD_FILE), "w", encoding="utf-8") as f:
                 f.writelines(text + "\n" for _, text, _ in database_lines(workloads))
             lines = [text + "\n" for _, text, ended in database_lines(records_file) if ended]
-            step = max(1, math.ceil(len(lines) / records))   # spread over all the workloads
+            step = max(1, math.ceil(len(lines) / records)) if records else 1   # spread over all the workloads
             with open(os.path.join(dst, RECORD_FILE), "w", encoding="utf-8") as f:
                 f.writelines(lines[::step])
         copies.append(dst)
@@ -198,7 +217,7 @@ def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: in
     return out
 
 
-def tune_all(args, prefix, pre, target, deadline: Optional[float]) -> Dict[str, Any]:
+def tune_all(args, prefix, runs_dir: str, pre, target, deadline: Optional[float]) -> Dict[str, Any]:
     from extract.metaschedule.runner import MeasureConfig, make_builder, make_runner
 
     measure = MeasureConfig.for_machine()
@@ -213,7 +232,7 @@ def tune_all(args, prefix, pre, target, deadline: Optional[float]) -> Dict[str, 
                     if deadline is not None and time.time() + mean > deadline:
                         cut.append({"workload": op, "cost_model": name, "seed": seed})
                         continue
-                    work = os.path.join(_opt(args, "runs", prefix), "tune", op, name, f"seed{seed}")
+                    work = os.path.join(runs_dir, "tune", op, name, f"seed{seed}")
                     start = time.time()
                     s = tune_one(op, name, seed, work, trials, _opt(args, "trials-per-iter", prefix), pre,
                                  measure, builder, runner, target, _opt(args, "filter-keep", prefix))
@@ -442,15 +461,16 @@ def run(args, prefix: str = "ms-", results: Optional[str] = None, command: str =
     minutes = _opt(args, "deadline-min", prefix)
     deadline = start + 60 * minutes if minutes else None
     results = results or args.results
-    runs_dir = _opt(args, "runs", prefix)
     sources = _opt(args, "pretrain-data", prefix) or [_default_pretrain_data()]
+    runs_dir = pretraining_folder(_opt(args, "runs", prefix), sources, _opt(args, "pretrain-records", prefix),
+                                  _opt(args, "epochs", prefix), _opt(args, "pretrain-loss", prefix))
     snap = snapshot(sources, os.path.join(runs_dir, "snapshot"), _opt(args, "pretrain-records", prefix))
     target = host_target(1)
     load_tensor_intrinsics(target)
     groups = pretrain_groups(snap)
     keys = held_out(_opt(args, "operators", prefix), groups, target)
     pre = pretrain(snap, runs_dir, _opt(args, "epochs", prefix), _opt(args, "pretrain-loss", prefix))
-    tuned = tune_all(args, prefix, pre, target, deadline)
+    tuned = tune_all(args, prefix, runs_dir, pre, target, deadline)
     points = _opt(args, "points", prefix)
     rows = summarize(tuned["runs"], points)
     os.makedirs(results, exist_ok=True)
