@@ -146,30 +146,30 @@ def hardware_of(target=None) -> Hardware:
         return Hardware(l1_bytes=l1, l2_bytes=l2, vector_bits=bits)
     if mcpu:
         hw = machine_cpu() if mcpu == _system_cpu() else Hardware()
-        return replace(hw, vector_bits=_llvm_simd_bits(attrs) or hw.vector_bits)
+        bits = _llvm_simd_bits(mcpu, str(attrs.get("mtriple", "x86_64-linux-gnu")), str(attrs.get("mattr", "")))
+        return replace(hw, vector_bits=bits or hw.vector_bits)
     hw = machine_cpu()
     mattr = str(attrs.get("mattr", ""))
     return replace(hw, vector_bits=512 if "avx512" in mattr else hw.vector_bits)
 
 
+@functools.lru_cache(maxsize=1)
 def _system_cpu() -> str:
     from tvm.target.codegen import llvm_get_system_cpu
 
     return str(llvm_get_system_cpu())
 
 
-def _llvm_simd_bits(attrs: Dict[str, Any]) -> Optional[int]:
-    """The widest x86 SIMD registers of the target's `mcpu` as LLVM knows it, widened by
-    `mattr` (None: not an x86 CPU LLVM knows, e.g. another architecture's, whose width
-    the table must give)."""
+@functools.lru_cache(maxsize=None)
+def _llvm_simd_bits(mcpu: str, triple: str, mattr: str) -> Optional[int]:
+    """The widest x86 SIMD registers of `mcpu` as LLVM knows it, widened by `mattr` (None:
+    not an x86 CPU LLVM knows, e.g. another architecture's, whose width the table must give)."""
     import tvm
     from tvm.target.codegen import llvm_is_valid_cpu, target_has_features
 
-    triple = str(attrs.get("mtriple", "x86_64-linux-gnu"))
-    if not triple.startswith(("x86_64", "i686", "i386")) or not llvm_is_valid_cpu(attrs["mcpu"], triple):
+    if not triple.startswith(("x86_64", "i686", "i386")) or not llvm_is_valid_cpu(mcpu, triple):
         return None
-    target = tvm.target.Target({"kind": "llvm", "mcpu": attrs["mcpu"], "mtriple": triple})
-    mattr = str(attrs.get("mattr", ""))
+    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "mtriple": triple})
     if "+avx512" in mattr or target_has_features("avx512f", target):
         return 512
     return 256 if "+avx" in mattr or target_has_features("avx", target) else 128
