@@ -84,10 +84,16 @@ def _args(tmp_path, **kw):
     return args
 
 
-def _finish(step, latency, wall, share=0.05, others=None, waited=None):
+def _finish(step, latency, wall, share=0.05, others=None, waited=None, gnn_defaults="today"):
     """A finished step, as run_step leaves it (`others`: other processes' CPU seconds meanwhile,
-    `waited`: the tuner's wait for a core; None: a step tuned before they were recorded)."""
+    `waited`: the tuner's wait for a core; None: a step tuned before they were recorded), with
+    simulator.tune's settings (a gnn's: `gnn_defaults`, today's unless given; None: none recorded)."""
+    from simulator.metaschedule.cost_model import gnn_defaults as today
+
     os.makedirs(step["work_dir"], exist_ok=True)
+    settings = {"gnn_defaults": today() if gnn_defaults == "today" else gnn_defaults}
+    with open(os.path.join(step["work_dir"], "tune_settings.json"), "w", encoding="utf-8") as f:
+        json.dump({"tool": "simulator.tune", "settings": settings if gnn_defaults is not None else {}}, f)
     tasks = [{"trials": step["budget"], "resumed": 0}] * step["tasks"]
     summary = {"tasks": tasks, "wall_s": wall, "best_latency_s": latency, "cost_model_stats": {"total_s": share * wall},
                "end_to_end": {"latency_s": latency, "repeats_s": [latency] * 5, "compile_s": 30.0}}
@@ -115,6 +121,42 @@ def test_plan_resumes_and_estimates_from_finished_steps(tmp_path):
     # and the quiet pass after the tuning: every step, none timed yet
     from benchmarks.metaschedule.quiet import S_PER_POINT
     assert after["seconds_left"] == pytest.approx(240 * 2.0 + 3 * after["s_per_point"] + 4 * S_PER_POINT)
+
+
+def test_a_gnn_run_under_other_defaults_is_left_out_and_tuned_again(tmp_path, capsys):
+    """The table reports one gnn: a kept gnn run tuned under other gnn defaults than today's
+    (or before they were recorded) counts as not done, its points are left out, the report
+    says so, and a run removes it (work dir and kept copy) to tune it again from its first step."""
+    from benchmarks.common import write_json
+    from benchmarks.metaschedule import networks
+    from benchmarks.metaschedule.kept import keep, kept_folder
+    from simulator.metaschedule.cost_model import gnn_defaults
+
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "random"], seeds=[0, 1], budgets=[8])
+    steps = networks.plan(args, {"bert": 2})
+    older = {**gnn_defaults(), "loss": "listmle"}
+    for step, recorded in zip(steps, ["today", None, older, "today"]):   # gnn s0, random s0, gnn s1, random s1
+        _finish(step, 1e-3, wall=10.0, gnn_defaults=recorded)
+    kept = kept_folder(args.results, "somecpu")
+    for step in steps:
+        for name in ("database_workload.json", "database_tuning_record.json"):
+            with open(os.path.join(step["work_dir"], name), "w", encoding="utf-8") as f:
+                f.write("{}\n")
+        keep(step["work_dir"], args.runs, kept)
+    steps = networks.plan(args, {"bert": 2})
+    assert [(s["cost_model"], s["seed"], s["done"]) for s in steps] == [
+        ("gnn", 0, True), ("random", 0, True), ("gnn", 1, False), ("random", 1, True)]
+    assert steps[2]["stale"] == "loss 'listmle' there, None here"
+    assert [networks.point(s, steps) is None for s in steps] == [False, False, True, False]
+    write_json(os.path.join(args.results, networks.RESULT), {
+        "command": "c", "cpu": "somecpu", "networks": ["bert"], "cost_models": args.cost_models, "budgets": [8],
+        "seeds": [0, 1], "steps": 4, "steps_done": 3, "aggregate": {}, "figure": False, "points": []})
+    assert ("**Not today's gnn:** 1 gnn runs of this table were tuned under other gnn defaults than today's (loss "
+            "'listmle' there, None here)") in "\n".join(networks.report_section(args.results))
+    networks.retire_stale(args, steps, kept)
+    assert "bert/gnn/seed1: tuned again from the first step" in capsys.readouterr().err
+    assert not os.path.exists(steps[2]["work_dir"]) and not os.path.exists(os.path.join(kept, "bert", "gnn", "seed1"))
+    assert os.path.exists(os.path.join(kept, "bert", "gnn", "seed0")) and networks.stale_line(args.results, "somecpu") == ""
 
 
 def _report_of(folder, args, points):
@@ -388,13 +430,15 @@ def test_a_damaged_kept_run_is_a_one_line_error_naming_its_file(tmp_path):
 def test_the_benchmark_restores_kept_runs_before_planning(tmp_path):
     from benchmarks.metaschedule.kept import keep
     from benchmarks.metaschedule.networks import keep_all, plan, report_section, restore_kept, write_results
+    from simulator.metaschedule.cost_model import gnn_defaults
 
     args = _args(tmp_path, networks=["bert"], cost_models=["gnn"], seeds=[0], budgets=[8, 16])
     steps = plan(args, {"bert": 10})
     _finish(steps[0], 1e-3, wall=10.0)
     for name in ("database_workload.json", "database_tuning_record.json"):
         (tmp_path / "runs" / "tune" / "bert" / "gnn" / "seed0" / name).write_text("{}\n")
-    settings = {"tool": "simulator.tune", "settings": {"work_dir": steps[0]["work_dir"], "seed": 0}}
+    settings = {"tool": "simulator.tune", "settings": {"work_dir": steps[0]["work_dir"], "seed": 0,
+                                                       "gnn_defaults": gnn_defaults()}}
     (tmp_path / "runs" / "tune" / "bert" / "gnn" / "seed0" / "tune_settings.json").write_text(json.dumps(settings))
     kept = str(tmp_path / "results" / "kept")
     keep(steps[0]["work_dir"], args.runs, kept)

@@ -228,6 +228,22 @@ def test_update_refuses_unequal_lists_and_stores_a_candidate_once(tiny_space):
     assert len(samples) == 6 and max(s.runtimes[0] for s in samples) < 1e-3   # the first results kept
 
 
+def test_a_checkpoint_is_fine_tuned_with_its_own_loss_a_cold_model_with_listmle(tiny_space, tmp_path):
+    from simulator.metaschedule.cost_model import COLD_LOSS, from_checkpoint
+
+    ctx, candidates = tiny_space
+    cold = _trained_gnn(tiny_space)
+    assert COLD_LOSS == "listmle" and cold.model.config.fit.loss == COLD_LOSS
+    cold.model.config = cold.model.config.replace(loss="pairwise-hinge")
+    path = str(tmp_path / "hinge.pt")
+    cold.model.save(path)
+    for given, used in ((None, "pairwise-hinge"), ("lambdarank", "lambdarank")):
+        model = from_checkpoint(path, update_steps=1, **({"loss": given} if given else {}))
+        model.update(ctx, candidates[:6], _results(6))
+        (task_model,) = model.task_models.values()
+        assert task_model.config.fit.loss == used and model.model.config.fit.loss == used
+
+
 # ---------------------------------------------------------------- 5 Ctrl-C and kill -9, resumed
 def test_resuming_search_drops_what_was_measured_and_stops_at_the_trials_left(tiny_space):
     """A search that proposes 4 already-measured candidates, then 4 new ones on every call

@@ -164,3 +164,31 @@ def test_each_pretraining_has_its_own_folder_and_takes_every_record_by_default(t
     assert first not in others and len(others) == 3
     with open(f"{first}/pretraining.json") as f:
         assert json.load(f)["records_per_database"] is None
+
+
+def test_a_finished_gnn_run_is_reused_only_while_the_gnn_defaults_are_today_s(tmp_path, monkeypatch, capsys):
+    import types
+
+    import simulator.metaschedule.cost_model as ms_costmodel
+    from benchmarks.metaschedule import tuning as ms_tuning
+    from simulator.metaschedule import tune
+
+    made = []
+    monkeypatch.setattr(ms_costmodel, "make_cost_model", lambda name, checkpoint=None, **kw: made.append(name) or "m")
+    monkeypatch.setattr(tune, "_task", lambda *a: "task")
+    monkeypatch.setattr(tune, "tune", lambda *a, **kw: types.SimpleNamespace(to_dict=lambda: {"history": []}))
+    pre = {"gnn": "GNN_RUN"}
+
+    def tune_each():
+        return [ms_tuning.tune_one("dense_16x16x32", name, 0, str(tmp_path / name), 64, 64, pre, None, None, None,
+                                   "llvm") for name in ("gnn", "gnn-filter", "random")]
+
+    first = tune_each()
+    assert first[0]["gnn_defaults"] == ms_costmodel.gnn_defaults() and "gnn_defaults" not in first[2]
+    tune_each()
+    assert made == ["gnn", "gnn", "random"]                   # all three reused
+    monkeypatch.setattr(ms_costmodel, "FILTER_KEEP", 0.125)   # another gnn from now on
+    tune_each()
+    assert made == ["gnn", "gnn", "random", "gnn", "gnn"]     # both gnn runs tuned again, random reused
+    assert "dense_16x16x32 gnn-filter seed 0: tuned again, its run was another gnn's (filter_keep 0.25 there, " \
+           "0.125 here)" in capsys.readouterr().err

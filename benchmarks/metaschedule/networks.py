@@ -34,7 +34,11 @@ it measures for many hours).
 4. **Kept runs.** Each finished step's database, settings and summaries are copied
    compactly to `--results`/`ms_networks_runs_<cpu>/` (`benchmarks.metaschedule.kept`);
    a fresh clone, or a machine that lost `--runs`, resumes from them (`--plan` too). The
-   table names its CPU, and a machine of another CPU model refuses to write over it.
+   table names its CPU, and a machine of another CPU model refuses to write over it. The
+   table reports one gnn, today's: a gnn run tuned under other gnn defaults
+   (`simulator.metaschedule.cost_model.gnn_defaults`, recorded by `simulator.tune`; or before
+   they were recorded) is left out of it, said so in the report, and tuned again from its
+   first step (its work dir and kept copy removed; git keeps the copy).
 5. **Time.** `--plan` (and every start) prints the runs left and how long they will take:
    seconds per trial and per end-to-end point measured by the finished steps of this run
    (before any, `PRIOR_S_PER_TRIAL` and `PRIOR_S_PER_POINT`).
@@ -51,6 +55,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -134,19 +139,41 @@ def step_summary(work: str, budget: int) -> Optional[Dict[str, Any]]:
     return load_json(work, f"summary_b{budget}.json")
 
 
+def stale(work: str, model: str) -> Optional[str]:
+    """Why a gnn work dir's finished steps are not today's gnn's (None: they are, or it is
+    no gnn's, or nothing is finished): tuned under other gnn defaults than today's, or before
+    they were recorded. The table reports one gnn, so such a run is tuned again."""
+    from simulator.metaschedule.resume import SETTINGS, other_gnn_defaults
+
+    if model not in GNN_MODELS or not finished_budgets(work):
+        return None
+    stored = load_json(work, SETTINGS) or {}
+    return other_gnn_defaults((stored.get("settings") or {}).get("gnn_defaults"))
+
+
 def plan(args, tasks: Dict[str, int]) -> List[Dict[str, Any]]:
     """Every (network, cost model, seed, budget) step, in the order run (seed-major), and
-    whether it is done."""
+    whether it is done (a `stale` work dir's steps are not)."""
     steps = []
     for seed in args.seeds:
         for network in args.networks:
             for model in args.cost_models:
                 work = work_dir(args.runs, network, model, seed)
+                old = stale(work, model)
                 for budget in sorted(args.budgets):
                     steps.append({"network": network, "cost_model": model, "seed": seed, "budget": budget,
-                                  "tasks": tasks[network], "work_dir": work,
-                                  "done": step_summary(work, budget) is not None})
+                                  "tasks": tasks[network], "work_dir": work, "stale": old,
+                                  "done": old is None and step_summary(work, budget) is not None})
     return steps
+
+
+def retire_stale(args, steps: Sequence[Dict[str, Any]], kept: str) -> None:
+    """Remove the `stale` work dirs and their kept copies (git keeps those), so that their
+    steps are tuned again from the first."""
+    for work, why in sorted({(s["work_dir"], s["stale"]) for s in steps if s["stale"]}):
+        log(f"{os.path.relpath(work, args.runs)}: tuned again from the first step, its run was another gnn's ({why})")
+        shutil.rmtree(work)
+        shutil.rmtree(copy_of(work, args.runs, kept), ignore_errors=True)
 
 
 def estimate(steps: Sequence[Dict[str, Any]]) -> Dict[str, float]:
@@ -278,7 +305,7 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
     """One finished step as a result row: end-to-end latency, the sum of the tasks' bests
     (weighted), tuning wall time up to this budget, the cost model's share."""
     s = step_summary(step["work_dir"], step["budget"])
-    if s is None:
+    if s is None or step.get("stale"):
         return None
     mine = [step_summary(o["work_dir"], o["budget"]) for o in steps
             if o["work_dir"] == step["work_dir"] and o["budget"] <= step["budget"]]
@@ -499,7 +526,21 @@ def report_section(results: str) -> List[str]:
               "tvm-xgb-pretrained at equal trials on most networks; share ≤ 10%; tvm-xgb's 64-per-task latency in "
               "≤ ¼ of its wall time):", ""]
     lines += [f"- {v}" for v in verdicts(agg)] + [""]
-    return lines
+    stale_runs = stale_line(results, results_cpu(results))
+    return lines + ([stale_runs, ""] if stale_runs else [])
+
+
+def stale_line(results: str, cpu: Optional[str]) -> str:
+    """A line on the table's kept gnn runs that are not today's gnn's (`stale`; "": none)."""
+    kept = kept_folder(results, cpu) if cpu else None
+    found = [(work, why) for model in GNN_MODELS if kept
+             for work in sorted(glob.glob(os.path.join(glob.escape(kept), "*", model, "seed*")))
+             if (why := stale(work, model))]
+    if not found:
+        return ""
+    return (f"**Not today's gnn:** {len(found)} gnn runs of this table were tuned under other gnn defaults than "
+            f"today's ({found[0][1]}); the benchmark tunes them again from their first step on its next run on "
+            f"this CPU.")
 
 
 def run(args, command: str = "") -> Dict[str, Any]:
@@ -519,6 +560,8 @@ def run(args, command: str = "") -> Dict[str, Any]:
     say_plan(steps, estimate(steps))
     if args.plan:
         return results(args, steps, tasks, command)
+    retire_stale(args, steps, kept)
+    steps = plan(args, tasks)
     note_machine(kept, machine_info(), command)
     keep_all(args, steps, kept, only_ahead=True)
     write_results(args, steps, tasks, command, cpu=cpu)

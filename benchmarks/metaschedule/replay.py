@@ -58,7 +58,7 @@ class Variant:
     """An online recipe and a way of picking each round's candidates."""
 
     update_steps: int = 8          # the recipe the replay was made to judge ("today"); GNNCostModel now takes 32
-    loss: str = "listmle"          # ... (cost_model.UPDATE_LOSS)
+    loss: str = "listmle"          # the update loss the replay was made to judge (GNNCostModel: the checkpoint's own)
     lr: Optional[float] = None     # None: the checkpoint's
     head_only: bool = False        # only the prediction head trains
     epsilon: float = 0.0           # share of each round picked at random

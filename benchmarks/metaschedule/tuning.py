@@ -32,7 +32,10 @@ Also the `ms-tuning` stage of `python -m benchmarks.all`.
    scoring (`GNNCostModel(filter_keep=--filter-keep)`, docs/ms_features.md): the
    tuning-quality check of the filter and its share of tuning time. Runs are ordered
    seed-major, and a run is not started when `--deadline-min` minutes would be exceeded at
-   the mean run time so far: what was cut is listed in the results. A finished run (its `tune_summary.json`) is reused.
+   the mean run time so far: what was cut is listed in the results. A finished run (its
+   `tune_summary.json`) is reused; a gnn's only while it was tuned under today's gnn defaults
+   (`simulator.metaschedule.cost_model.gnn_defaults`, recorded in its summary), else it is
+   tuned again.
 5. **Rank quality.** Every successful record of the held-out operators' runs (all cost
    models and seeds, one point per distinct schedule) scored offline by the pre-trained gnn,
    the pre-trained xgb and random scores: Kendall τ per operator and top-k recall (how many
@@ -197,14 +200,20 @@ def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: in
              measure, builder, runner, target, filter_keep: float = 0.25) -> Dict[str, Any]:
     from extract.tir.workloads import parse_workload
     from simulator.metaschedule import tune
-    from simulator.metaschedule.cost_model import make_cost_model
+    from simulator.metaschedule.cost_model import gnn_defaults, make_cost_model
+    from simulator.metaschedule.resume import other_gnn_defaults
 
     summary = os.path.join(work, tune.SUMMARY)
+    gnn = name in ("gnn", GNN_FILTER)
     if os.path.exists(summary):
         with open(summary, encoding="utf-8") as f:
-            return json.load(f)
+            done = json.load(f)
+        stale = other_gnn_defaults(done.get("gnn_defaults")) if gnn else None
+        if stale is None:
+            return done
+        log(f"{op} {name} seed {seed}: tuned again, its run was another gnn's ({stale})")
     if os.path.exists(work):
-        shutil.rmtree(work)  # an unfinished run
+        shutil.rmtree(work)  # an unfinished run, or another gnn's
     if name == GNN_FILTER:
         model = make_cost_model("gnn", pre["gnn"], seed=seed, filter_keep=filter_keep)
     else:
@@ -212,7 +221,8 @@ def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: in
     settings = tune.SearchSettings(trials=trials, trials_per_iter=per_iter, seed=seed)
     task = tune._task(op, parse_workload(op).prim_func(), target)
     result = tune.tune([task], target, model, work, settings, measure, builder, runner, quiet=True)
-    out = {"workload": op, "cost_model": name, "seed": seed, **result.to_dict()}
+    out = {"workload": op, "cost_model": name, "seed": seed, **result.to_dict(),
+           **({"gnn_defaults": gnn_defaults()} if gnn else {})}
     write_json(summary, out)
     return out
 

@@ -15,9 +15,13 @@
   and scored once (`stats.duplicates`).
 * `update(context, candidates, results)` keeps each task's measured samples (the
   candidates' graphs, y = the mean of their `run_secs`; failed candidates left out) and
-  fine-tunes on the task's samples so far: `update_steps` optimizer steps with a ranking
-  loss (`listmle` by default: only the order within the task matters to the search,
-  and a pre-trained model's offset for a new operator need not be learned). **Each task
+  fine-tunes on the task's samples so far: `update_steps` optimizer steps with the loss
+  the model was trained with (a checkpoint's own; a cold model's `COLD_LOSS`, the ranking
+  loss `listmle`: only the order within the task matters to the search). A pre-trained
+  model fine-tuned with another loss than its own learns slowly from what is measured: the
+  shipped gcn (pairwise-hinge) updated with ListMLE kept a batch matmul's search on the
+  vector width it preferred wrongly, updated with its own loss it left it after one round
+  (docs/ms_tune.md, *The online phase on a CPU the prior is wrong about*). **Each task
   fine-tunes its own copy** of the model (`task_models`, made at its first update); a task
   not yet measured is ranked by the model as loaded. One model fine-tuned by every task in
   turn ranks the next task worse: replayed offline on resnet50's 27 tasks (their dataset
@@ -98,7 +102,7 @@ FAST_VECTORS = (None, "curve", STORE_ROWS_VECTOR)
 MIN_MEASURED = 32       # cold: measurements before the first training
 COLD_STEPS = 64         # cold: steps of that first training
 UPDATE_STEPS = 32       # steps per update (8 left the search where the first round put it: benchmarks.metaschedule.replay)
-UPDATE_LOSS = "listmle"
+COLD_LOSS = "listmle"     # a cold model's loss (a checkpoint is fine-tuned with its own)
 FILTER_KEEP = 0.25      # two-stage scoring in simulator.tune by default: the gnn's share of tuning time 25% → 10%
 FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
 FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
@@ -325,7 +329,7 @@ def torch_threads(threads: int):
 class GNNCostModel(PyCostModel):
     """The simulator as a MetaSchedule cost model (see the module docstring). `model`: a
     `simulator.models.costmodel.CostModel` (None: cold). Options: `cold_model`, `min_measured`,
-    `cold_steps`, `update_steps`, `loss` (of the updates), `lr` (None: the model's),
+    `cold_steps`, `update_steps`, `loss` (of the updates; None: the model's own), `lr` (None: the model's),
     `workers` (featurizing processes), `seed`, `threads` (torch's threads inside predict and
     update: a tuning process is pinned to its build cores, and torch's default, one thread
     per core of the machine, oversubscribes them — a 256-trial dense run spent 20–59 s in
@@ -334,7 +338,7 @@ class GNNCostModel(PyCostModel):
     ("xgb" or "ridge")."""
 
     def __init__(self, model=None, *, cold_model: str = "gcn", min_measured: int = MIN_MEASURED,
-                 cold_steps: int = COLD_STEPS, update_steps: int = UPDATE_STEPS, loss: str = UPDATE_LOSS,
+                 cold_steps: int = COLD_STEPS, update_steps: int = UPDATE_STEPS, loss: Optional[str] = None,
                  lr: Optional[float] = None, workers: int = 1, seed: int = 0, threads: int = 1,
                  filter_keep: Optional[float] = None, filter_min: int = FILTER_MIN,
                  filter_warmup: int = FILTER_WARMUP, filter_model: str = "xgb"):
@@ -376,7 +380,7 @@ class GNNCostModel(PyCostModel):
             raise SimulatorError(f"model {model.config.model.model} reads vectors[{spec.vector!r}], which "
                                  f"candidates featurized for MetaSchedule lack (graph models, curve-mlp and the "
                                  f"store-row models have theirs)")
-        changes = {"loss": self.loss}
+        changes = {"loss": self.loss} if self.loss is not None else {}
         if self.lr is not None:
             changes["lr"] = self.lr
         model.config = model.config.replace(**changes)
@@ -398,7 +402,7 @@ class GNNCostModel(PyCostModel):
         if len(everything) < self.min_measured:
             return
         config = TrainConfig(seed=self.seed, threads=self.threads)
-        config = config.replace(model=self.cold_model, loss=self.loss, **({"lr": self.lr} if self.lr else {}))
+        config = config.replace(model=self.cold_model, loss=self.loss or COLD_LOSS, **({"lr": self.lr} if self.lr else {}))
         source = SampleSource(everything, features=feature_set(config, metaschedule=True))
         model = build_cost_model(config, source.info)
         model.set_normalization(source.normalization(model.batch_spec, self.seed))
@@ -561,7 +565,7 @@ def _check_options(cold_model, min_measured, cold_steps, update_steps, loss, lr,
         _check_range("lr", lr, 0)
         if lr == 0:
             raise CostModelOptionError("GNNCostModel: lr must be > 0, got 0")
-    if loss not in LOSSES:
+    if loss is not None and loss not in LOSSES:
         raise CostModelOptionError(f"GNNCostModel: unknown loss {loss!r} (known: {', '.join(LOSSES.names())})")
     check_cold_model(cold_model)
 

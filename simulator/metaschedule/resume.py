@@ -126,6 +126,18 @@ def _read_settings(path: str) -> Dict[str, Any]:
                              f"start again") from None
 
 
+def other_gnn_defaults(recorded: Optional[Dict[str, Any]]) -> Optional[str]:
+    """Why a finished gnn run is not one of today's gnn (None: it is): its recorded
+    `gnn_defaults` (None: it recorded none) against `cost_model.gnn_defaults()`. Benchmarks
+    that keep finished runs tune such a run again rather than report it as today's."""
+    from .cost_model import gnn_defaults
+
+    if recorded is None:
+        return "tuned before the gnn's defaults were recorded"
+    today = gnn_defaults()
+    return None if recorded == today else _differences(recorded, today)
+
+
 def _differences(there: Dict[str, Any], here: Dict[str, Any]) -> str:
     return ", ".join(f"{k} {there.get(k)!r} there, {here.get(k)!r} here"
                      for k in sorted(set(there) | set(here)) if there.get(k) != here.get(k))
