@@ -413,3 +413,24 @@ def test_others_cpu_counts_a_process_this_one_has_not_waited_for_and_not_its_own
     others = others_cpu_s(since)
     busy = cpu_counters()[0] - since[0]                  # the machine's, read after
     assert others <= busy - 0.8 * 1.3                    # our 1.3 s are not in it
+
+
+def test_rewriting_only_the_report_leaves_the_measuring_runs_record_alone(tmp_path):
+    """`--stages report` measures nothing: run_info.json (the machine and commands that
+    measured) stays as it was, and the report says what it said."""
+    import json
+
+    from benchmarks import all as bench_all
+
+    results = tmp_path / "results"
+    results.mkdir()
+    info = {"commands": ["python -m benchmarks.all"], "machine": {"cpu": "Some Other CPU", "cpus": 2},
+            "finished": "2026-01-01 00:00 UTC", "stages": {}}
+    (results / "run_info.json").write_text(json.dumps(info))
+    report_path = tmp_path / "RESULTS.md"
+    argv = ["--stages", "report", "--results", str(results), "--report", str(report_path), "--runs",
+            str(tmp_path / "runs"), "--tuning-runs", str(tmp_path / "tuning"), "--spaces", str(tmp_path / "spaces")]
+    assert bench_all.main(argv) == 0
+    assert json.loads((results / "run_info.json").read_text()) == info
+    text = report_path.read_text()
+    assert "**Machine.** Some Other CPU, 2 CPUs" in text and "**This run** (2026-01-01 00:00 UTC)" in text
