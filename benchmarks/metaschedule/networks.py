@@ -532,9 +532,10 @@ def report_section(results: str) -> List[str]:
 
 def stale_line(results: str, cpu: Optional[str]) -> str:
     """A line on the table's kept gnn runs that are not today's gnn's (`stale`; "": none)."""
-    kept = kept_folder(results, cpu) if cpu else None
-    found = [(work, why) for model in GNN_MODELS if kept
-             for work in sorted(glob.glob(os.path.join(glob.escape(kept), "*", model, "seed*")))
+    if not cpu:
+        return ""
+    kept = glob.escape(kept_folder(results, cpu))
+    found = [(work, why) for model in GNN_MODELS for work in sorted(glob.glob(os.path.join(kept, "*", model, "seed*")))
              if (why := stale(work, model))]
     if not found:
         return ""
