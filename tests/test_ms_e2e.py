@@ -91,9 +91,10 @@ def _finish(step, latency, wall, share=0.05, others=None, waited=None, gnn_defau
     from simulator.metaschedule.cost_model import gnn_defaults as today
 
     os.makedirs(step["work_dir"], exist_ok=True)
-    settings = {"gnn_defaults": today() if gnn_defaults == "today" else gnn_defaults}
+    recorded = today() if gnn_defaults == "today" else gnn_defaults
+    settings = {} if recorded is None else {"gnn_defaults": recorded}
     with open(os.path.join(step["work_dir"], "tune_settings.json"), "w", encoding="utf-8") as f:
-        json.dump({"tool": "simulator.tune", "settings": settings if gnn_defaults is not None else {}}, f)
+        json.dump({"tool": "simulator.tune", "settings": settings}, f)
     tasks = [{"trials": step["budget"], "resumed": 0}] * step["tasks"]
     summary = {"tasks": tasks, "wall_s": wall, "best_latency_s": latency, "cost_model_stats": {"total_s": share * wall},
                "end_to_end": {"latency_s": latency, "repeats_s": [latency] * 5, "compile_s": 30.0}}
@@ -156,7 +157,8 @@ def test_a_gnn_run_under_other_defaults_is_left_out_and_tuned_again(tmp_path, ca
     networks.retire_stale(args, steps, kept)
     assert "bert/gnn/seed1: tuned again from the first step" in capsys.readouterr().err
     assert not os.path.exists(steps[2]["work_dir"]) and not os.path.exists(os.path.join(kept, "bert", "gnn", "seed1"))
-    assert os.path.exists(os.path.join(kept, "bert", "gnn", "seed0")) and networks.stale_line(args.results, "somecpu") == ""
+    assert os.path.exists(os.path.join(kept, "bert", "gnn", "seed0"))
+    assert networks.stale_line(args.results, "somecpu") == ""
 
 
 def _report_of(folder, args, points):

@@ -402,7 +402,8 @@ class GNNCostModel(PyCostModel):
         if len(everything) < self.min_measured:
             return
         config = TrainConfig(seed=self.seed, threads=self.threads)
-        config = config.replace(model=self.cold_model, loss=self.loss or COLD_LOSS, **({"lr": self.lr} if self.lr else {}))
+        config = config.replace(model=self.cold_model, loss=self.loss or COLD_LOSS,
+                                **({"lr": self.lr} if self.lr else {}))
         source = SampleSource(everything, features=feature_set(config, metaschedule=True))
         model = build_cost_model(config, source.info)
         model.set_normalization(source.normalization(model.batch_spec, self.seed))
