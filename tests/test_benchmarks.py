@@ -287,6 +287,28 @@ def test_the_report_opens_with_a_summary_linked_to_its_sections(tmp_path):
     assert "AutoTVM conv2d" not in text          # no accuracy.json: no row for it
 
 
+def test_the_summary_quotes_simulator_tune_s_default_gnn_after_its_first_round_and_its_last():
+    """The one-screen row leads with the gnn a user gets (two-stage scoring, `gnn-filter`), at
+    the first point (its first round: no online update yet) and the last, not the plain gnn's
+    first round only."""
+    from benchmarks.summary import tuning_rows
+
+    def point(model, trials, seconds):
+        return {"workload": "dense_8x8x8", "cost_model": model, "trials": trials, "seeds": 3, "mean_s": seconds}
+    res = {"held_out": ["dense_8x8x8"], "machine": {},
+           "summary": [point("gnn", 64, 1e-4), point("gnn", 256, 9e-5), point("gnn-filter", 64, 2e-4),
+                       point("gnn-filter", 128, 1.5e-4), point("gnn-filter", 256, 5e-5),
+                       point("tvm-xgb", 64, 3e-4), point("tvm-xgb", 256, 6e-5), point("random", 64, 4e-4)]}
+    (what, figures, _), = tuning_rows(res)
+    assert "best after 64 / 256 trials, mean of 3 seeds" in what
+    assert figures.startswith("gnn (`simulator.tune`'s default: two-stage) **200.0 µs / 50.0 µs**; ")
+    assert "gnn scoring every candidate 100.0 µs / 90.0 µs" in figures and "tvm-xgb 300.0 µs / 60.0 µs" in figures
+    assert "random" not in figures                      # no 256-trial point: not quoted half
+    res["summary"] = [r for r in res["summary"] if r["cost_model"] != "gnn-filter"]
+    (_, figures, _), = tuning_rows(res)
+    assert figures.startswith("gnn **100.0 µs / 90.0 µs**; tvm-xgb")
+
+
 def test_a_finished_run_is_reused_only_while_its_command_line_resolves_to_its_config(tmp_path):
     from benchmarks.common import _run_done
     from simulator.train import resolve_argv
