@@ -257,7 +257,8 @@ def extract_many(jobs: Sequence[ExtractionJob], workers: int = 0, progress: bool
 
     A job that raises (its schedule or lowering fails) is an `ExtractionError` naming the
     job's source (file:line) and stopping the run; with a `failed` list, it is appended
-    there instead (as a `JobFailed`) and the run goes on without its sample."""
+    there instead (as a `JobFailed`) and the run goes on without its sample. A worker
+    process that dies (killed, or a script without a `__main__` guard) is an `ExtractionError`."""
     from extract.cli import progress as progress_display
 
     if workers < 0:
@@ -267,13 +268,17 @@ def extract_many(jobs: Sequence[ExtractionJob], workers: int = 0, progress: bool
     pool = None
     if workers > 1 and len(jobs) > 2 * chunk:
         import multiprocessing
-        pool = multiprocessing.get_context("spawn").Pool(min(workers, -(-len(jobs) // chunk)))
+        from concurrent.futures import ProcessPoolExecutor
+
+        # not multiprocessing.Pool: it replaces a worker that dies and then waits forever for the
+        # dead worker's results; the executor raises BrokenProcessPool instead
+        pool = ProcessPoolExecutor(min(workers, -(-len(jobs) // chunk)),
+                                   mp_context=multiprocessing.get_context("spawn"))
     samples: List[GraphSample] = []
     unknown: Dict[str, int] = {}
     bar = progress_display(total=len(jobs), unit="cfg", desc=desc, enabled=progress)
-    finished = False
     try:
-        for result in (pool.imap(run, jobs, chunksize=chunk) if pool else map(run, jobs)):
+        for result in _results(pool, run, jobs, chunk):
             bar.update()
             if isinstance(result, JobFailed):
                 if failed is None:
@@ -284,16 +289,28 @@ def extract_many(jobs: Sequence[ExtractionJob], workers: int = 0, progress: bool
             samples.append(sample)
             for k, v in unk.items():
                 unknown[k] = unknown.get(k, 0) + v
-        finished = True
     finally:
         bar.close()
-        if pool is not None:
-            if finished:
-                pool.close()
-            else:  # an error: the rest of the jobs are not wanted
-                pool.terminate()
-            pool.join()
+        if pool is not None:  # after an error the rest of the jobs are not wanted
+            pool.shutdown(wait=True, cancel_futures=True)
     return samples, unknown
+
+
+def _results(pool, run, jobs: Sequence[ExtractionJob], chunk: int) -> Iterable[Any]:
+    """`run` over `jobs` in order, in `pool` (None: here); a worker process that dies is an
+    `ExtractionError`, not a hang."""
+    if pool is None:
+        yield from map(run, jobs)
+        return
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield from pool.map(run, jobs, chunksize=chunk)
+    except BrokenProcessPool as e:
+        raise ExtractionError(
+            f"an extraction worker process died ({e}); a script that starts extraction when it is "
+            f"imported needs `if __name__ == \"__main__\":` around it (the workers import the main "
+            f"module), else look for the worker being killed (out of memory?)") from e
 
 
 def config_jobs(template_name: str, wl: Workload, indices: Optional[Iterable[int]] = None) -> List[ConfigJob]:

@@ -8,6 +8,7 @@ import copy
 import gzip
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -271,6 +272,22 @@ def test_failures_in_the_worker_pool_are_counted_skips():
     assert [f.source for f in failed] == ["fake.jsonl:4", "fake.jsonl:41"]
     assert failed[0].reason == "RuntimeError: Check failed: extent > 0"
     with pytest.raises(tvm_graph.ExtractionError, match=r"^fake.jsonl:4: extraction failed: RuntimeError"):
+        tvm_graph.extract_many(jobs, workers=2, progress=False, chunk=8)
+
+
+class DyingJob(Job):
+    """A job whose worker process dies (killed, out of memory, or a script without a
+    `__main__` guard that the spawned worker re-runs)."""
+
+    def run(self, per_store):
+        if self.fail:
+            os._exit(3)
+        return super().run(per_store)
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang():
+    jobs = [DyingJob(i, fail=i == 20) for i in range(48)]
+    with pytest.raises(tvm_graph.ExtractionError, match=r"an extraction worker process died .*__main__"):
         tvm_graph.extract_many(jobs, workers=2, progress=False, chunk=8)
 
 
