@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from .common import best_by, fmt, load_json, markdown_table
+from .metaschedule.tuning import GNN_FILTER
 from .networks import dataset_name, load_results, result_label
 from .xla_layout import load_results as xla_layout_results, summary_row as xla_layout_row
 
@@ -25,7 +26,6 @@ SECTIONS = {"tuning": "MetaSchedule tuning of held-out operators",
             "cross_cpu": "New hardware",
             "xla_layout": "Measured XLA layout collection"}
 TUNING_POINT = 64   # trials: the first point of the tuning benchmark (its first round)
-GNN_FILTER = "gnn-filter"  # the tuning benchmark's name for simulator.tune's default gnn (two-stage scoring)
 
 
 def anchor(heading: str) -> str:
