@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from extract.fileio import atomic_write
+from extract.inputs import DATABASE_FILES
 
 from .networks import (TASKS, NetworkDataError, dataset_cpu, dataset_folder, find_file, is_dataset,
                        shipped_datasets, summary_tasks, table_cpu)
 
 UNPACKED = ("meta.json", TASKS, "reference.jsonl", "reference_kernel.json")
 PASS_FILES = ("records.jsonl", "state.json")
-DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 FIRST_KEYS = "first_keys.txt"   # computations to measure first (`shared_first`)
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from extract.cli import output_folder
 from extract.fileio import OutputBusyError, atomic_write, output_lock, write_gzip
+from extract.inputs import DATABASE_FILES
 from extract.tir.workload_key import shared_readable_names
 
 from .networks import (FIRST_PASS, HERE, REFERENCE, SIDECAR, TASKS, NetworkDataError, TaskAgreement, agreement,
@@ -42,7 +43,6 @@ from .networks import (FIRST_PASS, HERE, REFERENCE, SIDECAR, TASKS, NetworkDataE
                        read_tasks, summarize_agreement)
 
 METHODS = ("random", "evolutionary")
-DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 FAILED_S = 1e10
 
 

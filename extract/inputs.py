@@ -49,6 +49,7 @@ from .autotvm.records import GZIP_MAGIC, RecordFormatError, is_log_name, is_outp
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
+DATABASE_FILES = (WORKLOAD_FILE, RECORD_FILE)  # a MetaSchedule JSONDatabase in one folder
 DATABASE_NAMES = {WORKLOAD_FILE, WORKLOAD_FILE + ".gz", RECORD_FILE, RECORD_FILE + ".gz"}
 TASK_TABLE = "tasks.json"               # a networks dataset's task table (extract.metaschedule.tasks)
 FIRST_PASS = "pass1"                    # a networks dataset's training data

@@ -30,12 +30,11 @@ import shutil
 from typing import Any, Dict, List
 
 from extract.fileio import atomic_write, write_gzip
+from extract.inputs import DATABASE_FILES
 from simulator.registry import SimulatorError
 
 KEPT_PREFIX = "ms_networks_runs_"
 MACHINE = "machine.json"
-SETTINGS = "tune_settings.json"
-DATABASES = ("database_workload.json", "database_tuning_record.json")
 STEP_FILES = ("summary_b*.json", "quiet_b*.json")
 RUNS_MARK = "{runs}"
 
@@ -60,10 +59,10 @@ def keep(work_dir: str, runs: str, kept: str) -> None:
     if not finished_budgets(work_dir):
         return
     to = copy_of(work_dir, runs, kept)
-    for name in DATABASES:
+    for name in DATABASE_FILES:
         with open(os.path.join(work_dir, name), "rb") as src:
             write_gzip(os.path.join(to, name + ".gz"), src.read())
-    _write_settings(os.path.join(work_dir, SETTINGS), os.path.join(to, SETTINGS), runs, RUNS_MARK)
+    _write_settings(work_dir, to, runs, RUNS_MARK)
     for pattern in STEP_FILES:
         for path in glob.glob(os.path.join(glob.escape(work_dir), pattern)):
             with open(path, "rb") as src, atomic_write(os.path.join(to, os.path.basename(path)), "wb") as f:
@@ -77,22 +76,26 @@ def restore(work_dir: str, runs: str, kept: str) -> bool:
     if len(finished_budgets(src)) <= len(finished_budgets(work_dir)):
         return False
     os.makedirs(work_dir, exist_ok=True)
-    for name in DATABASES:
+    for name in DATABASE_FILES:
         path = os.path.join(src, name + ".gz")
         try:
             with gzip.open(path, "rb") as f, atomic_write(os.path.join(work_dir, name), "wb") as out:
                 shutil.copyfileobj(f, out)
         except (OSError, EOFError) as e:
             raise SimulatorError(f"{path}: not a kept database ({e}); delete {src} to measure that run again") from None
-    _write_settings(os.path.join(src, SETTINGS), os.path.join(work_dir, SETTINGS), RUNS_MARK, runs)
+    _write_settings(src, work_dir, RUNS_MARK, runs)
     for pattern in STEP_FILES:
         for path in glob.glob(os.path.join(glob.escape(src), pattern)):
             shutil.copyfile(path, os.path.join(work_dir, os.path.basename(path)))
     return True
 
 
-def _write_settings(src: str, dst: str, old: str, new: str) -> None:
-    """Copy simulator.tune's settings file with every path under `old` moved under `new`."""
+def _write_settings(src_dir: str, dst_dir: str, old: str, new: str) -> None:
+    """Copy simulator.tune's settings file from one folder to another with every path under
+    `old` moved under `new`."""
+    from simulator.metaschedule.resume import SETTINGS  # imports TVM: not when reports import this
+
+    src, dst = os.path.join(src_dir, SETTINGS), os.path.join(dst_dir, SETTINGS)
     try:
         with open(src, encoding="utf-8") as f:
             stored = json.load(f)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from extract.fileio import atomic_write
+from extract.inputs import DATABASE_FILES
 from .jsonl import JsonlLog, read_jsonl, repair_truncated
 from .tasks import TaskInfo
 
@@ -72,7 +73,7 @@ class PassStore:
         for method in METHODS:
             sub = os.path.join(folder, method)
             os.makedirs(sub, exist_ok=True)
-            for name in ("database_workload.json", "database_tuning_record.json"):
+            for name in DATABASE_FILES:
                 repair_truncated(os.path.join(sub, name))
             self.dbs[method] = JSONDatabase(work_dir=sub)
         self.sidecar_path = os.path.join(folder, "records.jsonl")

@@ -45,11 +45,11 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from extract.inputs import DATABASE_FILES
 from simulator.registry import SimulatorError
 
 SETTINGS = "tune_settings.json"
 SUMMARY = "tune_summary.json"
-DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 LOGS = "logs"
 EMPTY_ROUNDS = 8      # search rounds of nothing new before a task counts as exhausted
 LATER_KEYS = ("gnn_defaults",)   # settings that runs started before they were recorded lack
