@@ -45,8 +45,8 @@ def test_gnn_pretraining_uses_the_ranking_recipe_and_names_its_folder_by_it(tmp_
     assert (args.ms_pretrain_loss, args.ms_epochs) == ("pairwise-hinge", 30)
     argv = pretrain_argv(["db1"], str(tmp_path), args.ms_epochs, args.ms_pretrain_loss)
     config = config_from_flags(vars(build_parser().parse_args(argv)))
-    assert (config.fit.loss, config.fit.epochs, config.data.split, config.model.model) == \
-        ("pairwise-hinge", 30, "random", "gcn")
+    assert (config.fit.loss, config.fit.epochs, config.data.split, config.model.model, config.seed) == \
+        ("pairwise-hinge", 30, "random", "gcn", 0)
     # another recipe gets another folder: a run made with the old one is not reused for it
     other = pretrain_argv(["db1"], str(tmp_path), 20, "huber")
     assert other[other.index("--out") + 1] != argv[argv.index("--out") + 1]
@@ -145,6 +145,8 @@ def test_the_report_names_the_cpu_the_kernels_were_timed_on(tmp_path):
     res["machine"] = {"cpu_model": "Intel(R) Xeon(R) Processor", "llvm_cpu": "emeraldrapids"}
     (tmp_path / RESULT).write_text(json.dumps(res))
     assert "Measured on Intel(R) Xeon(R) Processor (LLVM: `emeraldrapids`)." in "\n".join(report_section(str(tmp_path)))
+    # the seeds are the search's: the report says that every one tunes from the one pre-trained gnn
+    assert "one checkpoint, pre-trained at seed 0: the seeds vary the search" in "\n".join(report_section(str(tmp_path)))
 
 
 def test_each_pretraining_has_its_own_folder_and_takes_every_record_by_default(tmp_path):

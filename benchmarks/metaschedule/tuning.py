@@ -65,6 +65,7 @@ GNN_FILTER = "gnn-filter"   # the pre-trained gnn with two-stage scoring (--filt
 COST_MODELS = ["gnn", "tvm-xgb", "tvm-xgb-pretrained", "random", GNN_FILTER]
 RESULT = "ms_tuning.json"
 PRETRAIN_LOSS, PRETRAIN_EPOCHS = "pairwise-hinge", 30   # the ranking recipe (docs/RANKING.md)
+PRETRAIN_SEED = 0   # one gnn checkpoint for every tuning seed: the seeds vary the search only
 
 
 def _default_pretrain_data() -> str:
@@ -164,7 +165,7 @@ def pretrain_argv(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETR
     """`simulator.train`'s command line for the gnn pre-training (its folder named by loss and epochs)."""
     gnn = os.path.join(runs, "pretrain", f"gnn-{loss}-e{epochs}")
     return ["--data", *snap, "--model", "gcn", "--split", "random", "--loss", loss, "--epochs", str(epochs),
-            "--threads", "1", "--out", gnn, "--cache-dir", os.path.join(runs, "cache")]
+            "--seed", str(PRETRAIN_SEED), "--threads", "1", "--out", gnn, "--cache-dir", os.path.join(runs, "cache")]
 
 
 def pretrain(snap: Sequence[str], runs: str, epochs: int, loss: str = PRETRAIN_LOSS) -> Dict[str, str]:
@@ -390,8 +391,10 @@ def report_section(results: str) -> List[str]:
              + ", ".join(f"`{op}`" for op in res["held_out"]) + f". Pre-training data: {res['pretrain']['records']} "
              f"records of {len(res['pretrain']['databases'])} MetaSchedule databases (snapshot of "
              f"{', '.join('`' + d + '`' for d in res['pretrain']['sources'])}). Seeds run: {res['seeds_run']}; "
-             f"{len(res['cut'])} planned runs cut by the deadline.{_measured_on(res.get('machine'))} Best latency "
-             f"(µs, mean over seeds [min–max]):", ""]
+             f"{len(res['cut'])} planned runs cut by the deadline.{_measured_on(res.get('machine'))} The gnn rows "
+             f"of every seed tune from one checkpoint, pre-trained at seed {PRETRAIN_SEED}: the seeds vary the search, "
+             f"not the pre-training (how far its seed alone moves the first picks: docs/ms_tune.md, *The width "
+             f"the prior prefers is a seed's*). Best latency (µs, mean over seeds [min–max]):", ""]
     points = sorted({r["trials"] for r in res["summary"]})
     table = []
     for op in res["held_out"]:
