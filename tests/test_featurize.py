@@ -18,6 +18,7 @@ from extract.tir.featurize import FeaturizeError, GraphCache, featurize_arrays, 
 from extract.tir.graph import (
     CURVE_POINTS, EXTRACTOR_VERSION, _print_key, _reuse_curve, _same_print, lower_for_features, tir_to_graph,
 )
+from extract.tir.hardware import hardware_of
 from tir_reference import _Loop, tir_to_graph_reference
 from tir_reference import _reuse_curve as reference_reuse_curve
 
@@ -32,9 +33,9 @@ def assert_same_graph(ref, fast, what=""):
     assert ref.unknown == fast.unknown, what
 
 
-def both(mod):
+def both(mod, hardware=None):
     func = lower_for_features(mod)["main"]
-    return tir_to_graph_reference(func), tir_to_graph(func)
+    return tir_to_graph_reference(func, hardware), tir_to_graph(func, hardware)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,6 @@ def test_shipped_samples_are_reproduced():
     """The fast walk rebuilds shipped samples (made by the reference walk) exactly, with the
     hardware of the target each record was measured on."""
     from datasets import SHIPPED_LOG, SHIPPED_SAMPLES
-    from extract.tir.hardware import hardware_of
     from extract.sample import load_samples
     from extract.autotvm.templates import get_template
     from extract.tvm_log import read_jobs
@@ -185,7 +185,7 @@ def test_graph_cache_finds_structurally_equal_modules(llvm_candidates):
     assert second is first and cache.hits == 1
     others = llvm_candidates["matmul_512"][1:3]
     featurize_arrays(others, cache=cache)  # evicts the least recently used
-    assert len(cache) == 2 and cache.get(cache.key(sch.mod)) is None
+    assert len(cache) == 2 and cache.get((cache.key(sch.mod), None)) is None
 
 
 def test_featurize_schedules_samples(llvm_candidates):
@@ -198,7 +198,7 @@ def test_featurize_schedules_samples(llvm_candidates):
     samples = featurize_schedules(items, target, group="bmm", meta={"trial": 3})
     assert [s.name for s in samples] == ["bmm/0", "bmm/1", "bmm/2", "bmm/3"]
     for sample, sch in zip(samples, schedules):
-        ref = both(sch.mod)[0]
+        ref = both(sch.mod, hardware_of(target))[0]
         assert sample.group == "bmm" and np.isnan(sample.runtimes).all() and sample.num_configs == 1
         assert sample.node_features.tobytes() == ref.node_features.tobytes()
         assert np.array_equal(sample.vectors["curve"], ref.curve[None, :])
@@ -207,6 +207,30 @@ def test_featurize_schedules_samples(llvm_candidates):
         featurize_schedules(items, target, names=["a", "b"])
     with pytest.raises(TypeError, match="cannot featurize a str"):
         featurize_schedules(["not a schedule"], target)
+
+
+@pytest.mark.parametrize("mcpu", ["znver3", "znver4"])   # 256- and 512-bit SIMD
+def test_a_cost_model_scores_the_graphs_its_training_data_were_extracted_as(llvm_candidates, mcpu):
+    """The tuning path (`featurize_schedules`, what `GNNCostModel` scores) measures the context
+    columns against the target's hardware, as extraction from a database does
+    (`extract.schedules.sample_from_schedule`): the same features bit for bit, cached or not;
+    a model trained on 512-bit records would otherwise see every vector loop as twice as full."""
+    from tvm.target import Target
+
+    from extract.schedules import sample_from_schedule
+    from extract.tir.graph import COLUMN
+
+    target = Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": mcpu, "num-cores": 1})
+    schedules = llvm_candidates["matmul_512"] + llvm_candidates["batch_matmul_12x128x128x64"]
+    cache = GraphCache()
+    for tuned in (featurize_schedules(schedules, target), featurize_schedules(schedules, target, cache=cache)):
+        for sample, sch in zip(tuned, schedules):
+            extracted = sample_from_schedule(sch, target, [1e-3], "g", per_store=False)
+            assert sample.node_features.tobytes() == extracted.node_features.tobytes()
+    other = "znver4" if mcpu == "znver3" else "znver3"
+    wider = featurize_schedules(schedules, str(target).replace(mcpu, other), cache=cache)   # not the cached graphs
+    fill = COLUMN["vector_fill"]
+    assert any(a.node_features[:, fill].max() != b.node_features[:, fill].max() for a, b in zip(tuned, wider))
 
 
 def test_a_failing_item_is_named_from_a_forked_worker(llvm_candidates):
@@ -254,10 +278,10 @@ def test_a_dead_worker_has_its_share_redone_here(llvm_candidates, monkeypatch):
 
     parent, real = os.getpid(), fz._arrays_of
 
-    def dying_in_children(mods, offset):
+    def dying_in_children(mods, offset, hardware):
         if os.getpid() != parent:
             os._exit(3)
-        return real(mods, offset)
+        return real(mods, offset, hardware)
 
     monkeypatch.setattr(fz, "_arrays_of", dying_in_children)
     items = llvm_candidates["matmul_512"]

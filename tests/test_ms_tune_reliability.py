@@ -462,6 +462,19 @@ def test_a_run_is_not_resumed_under_other_gnn_defaults(tmp_path, capsys, monkeyp
         ms_resume.check_work_dir(str(work), changed, overwrite=False)
 
 
+def test_a_gnn_run_whose_candidates_were_featurized_against_other_hardware_is_not_today_s():
+    """Runs recorded before the candidates' context columns were measured against the
+    target's hardware (their gnn scored graphs unlike its training records) are another gnn's:
+    the benchmarks tune them again, and `simulator.tune` does not resume them."""
+    from simulator.metaschedule.cost_model import CANDIDATE_CONTEXT, gnn_defaults
+    from simulator.metaschedule.resume import other_gnn_defaults
+
+    today = gnn_defaults()
+    assert today["candidate_context"] == CANDIDATE_CONTEXT and other_gnn_defaults(today) is None
+    before = {k: v for k, v in today.items() if k != "candidate_context"}
+    assert other_gnn_defaults(before) == f"candidate_context None there, {CANDIDATE_CONTEXT!r} here"
+
+
 # ---------------------------------------------------------------- 6 results that cannot mean anything
 @pytest.mark.parametrize("target, needle", [
     ('{"kind": "cuda", "arch": "sm_80"}', "a cuda target's kernels run on its device"),

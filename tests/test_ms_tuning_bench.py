@@ -147,6 +147,15 @@ def test_the_report_names_the_cpu_the_kernels_were_timed_on(tmp_path):
     assert "Measured on Intel(R) Xeon(R) Processor (LLVM: `emeraldrapids`)." in "\n".join(report_section(str(tmp_path)))
     # the seeds are the search's: the report says that every one tunes from the one pre-trained gnn
     assert "one checkpoint, pre-trained at seed 0: the seeds vary the search" in "\n".join(report_section(str(tmp_path)))
+    # a gnn run tuned under other gnn defaults is named as such
+    from simulator.metaschedule.cost_model import gnn_defaults
+    res["runs"] = [{"cost_model": "gnn", "gnn_defaults": gnn_defaults()}, {"cost_model": "random"}]
+    (tmp_path / RESULT).write_text(json.dumps(res))
+    assert "Not today's gnn" not in "\n".join(report_section(str(tmp_path)))
+    res["runs"][0]["gnn_defaults"] = {**gnn_defaults(), "loss": "listmle"}
+    (tmp_path / RESULT).write_text(json.dumps(res))
+    assert "**Not today's gnn:** 1 gnn runs of this table were tuned under other gnn defaults than today's (loss " \
+        in "\n".join(report_section(str(tmp_path)))
 
 
 def test_each_pretraining_has_its_own_folder_and_takes_every_record_by_default(tmp_path):

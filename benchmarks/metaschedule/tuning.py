@@ -423,7 +423,20 @@ def report_section(results: str) -> List[str]:
     if res.get("notes"):  # what the person who ran it found (kept in the JSON, so a rebuild keeps it)
         for note in res["notes"]:
             lines += [note, ""]
-    return lines
+    stale = stale_line(res.get("runs") or [])
+    return lines + ([stale, ""] if stale else [])
+
+
+def stale_line(runs: Sequence[Dict[str, Any]]) -> str:
+    """A line on the gnn runs of the table that are not today's gnn's ("": none)."""
+    from simulator.metaschedule.resume import other_gnn_defaults
+
+    found = [why for r in runs
+             if r["cost_model"] in ("gnn", GNN_FILTER) and (why := other_gnn_defaults(r.get("gnn_defaults")))]
+    if not found:
+        return ""
+    return (f"**Not today's gnn:** {len(found)} gnn runs of this table were tuned under other gnn defaults than "
+            f"today's ({found[0]}); the benchmark tunes them again on its next run on this CPU.")
 
 
 def goal_lines(rows: Sequence[Dict[str, Any]], model: str = "gnn") -> List[str]:

@@ -30,6 +30,7 @@ import numpy as np
 
 from extract.sample import GraphSample, MetaLike, SampleMeta
 from .graph import EXTRACTOR_VERSION, lower_for_features, tir_to_graph
+from .hardware import Hardware, hardware_of
 
 # (edges, node_types, node_features, curve, unknown kinds) of one program
 GraphArrays = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Dict[str, int]]
@@ -67,23 +68,24 @@ def _main(mod):
     return funcs[0]
 
 
-def graph_arrays(mod) -> GraphArrays:
-    """Lower one module and walk it."""
-    graph = tir_to_graph(_main(lower_for_features(mod)))
+def graph_arrays(mod, hardware: Optional[Hardware] = None) -> GraphArrays:
+    """Lower one module and walk it (`hardware`: what the context columns measure against,
+    see `tir_to_graph`)."""
+    graph = tir_to_graph(_main(lower_for_features(mod)), hardware)
     return graph.edges, graph.node_types, graph.node_features, graph.curve, dict(graph.unknown)
 
 
-def _arrays_of(mods: Sequence[Any], offset: int) -> List[GraphArrays]:
+def _arrays_of(mods: Sequence[Any], offset: int, hardware: Optional[Hardware]) -> List[GraphArrays]:
     out = []
     for i, mod in enumerate(mods):
         try:
-            out.append(graph_arrays(mod))
+            out.append(graph_arrays(mod, hardware))
         except Exception as e:  # noqa: BLE001 — re-raised with the item's position
             raise FeaturizeError(f"item {offset + i}: {type(e).__name__}: {e}") from e
     return out
 
 
-def _child(mods: Sequence[Any], offset: int, conn) -> None:
+def _child(mods: Sequence[Any], offset: int, hardware: Optional[Hardware], conn) -> None:
     """A forked worker: its share of the items, sent back as arrays (or the error).
     The garbage collector stays off: the worker lives for one call, and a full
     collection would touch every object inherited from the parent, copying its pages."""
@@ -91,7 +93,7 @@ def _child(mods: Sequence[Any], offset: int, conn) -> None:
 
     gc.disable()
     try:
-        payload = ("ok", _arrays_of(mods, offset))
+        payload = ("ok", _arrays_of(mods, offset, hardware))
     except FeaturizeError as e:
         payload = ("error", str(e))
     except BaseException:  # noqa: BLE001 — everything goes back to the parent
@@ -106,17 +108,17 @@ def can_fork() -> bool:
 
 
 def featurize_arrays(items: Sequence[Any], workers: int = 1, min_per_worker: int = 16,
-                     cache: Optional["GraphCache"] = None) -> List[GraphArrays]:
-    """`graph_arrays` of every item, in order, over `workers` processes (this one and
+                     cache: Optional["GraphCache"] = None, hardware: Optional[Hardware] = None) -> List[GraphArrays]:
+    """`graph_arrays` of every item for `hardware`, in order, over `workers` processes (this one and
     `workers` − 1 forked for the call; 0: one per usable core; fewer when there are
     fewer than `min_per_worker` items each). With a `cache`, items seen before (the same module, or one structurally
-    equal) are not lowered again, nor are repeats within `items`."""
+    equal, for the same hardware) are not lowered again, nor are repeats within `items`."""
     mods = [as_module(item) for item in items]
     if cache is None:
-        return _featurize_mods(mods, workers, min_per_worker)
-    keys = [cache.key(mod) for mod in mods]
+        return _featurize_mods(mods, workers, min_per_worker, hardware)
+    keys = [(cache.key(mod), hardware) for mod in mods]
     out: List[Optional[GraphArrays]] = [None] * len(mods)
-    first: Dict[int, int] = {}  # key → the item featurized for it in this call
+    first: Dict[Any, int] = {}  # key → the item featurized for it in this call
     for i, key in enumerate(keys):
         if key in first:  # a repeat within the call
             cache.hits += 1
@@ -125,7 +127,7 @@ def featurize_arrays(items: Sequence[Any], workers: int = 1, min_per_worker: int
             if out[i] is None:
                 first[key] = i
     unique = list(first.values())
-    for i, arrays in zip(unique, _featurize_mods([mods[i] for i in unique], workers, min_per_worker)):
+    for i, arrays in zip(unique, _featurize_mods([mods[i] for i in unique], workers, min_per_worker, hardware)):
         cache.put(keys[i], arrays)
         out[i] = arrays
     for i, key in enumerate(keys):
@@ -148,11 +150,12 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def _featurize_mods(mods: Sequence[Any], workers: int, min_per_worker: int) -> List[GraphArrays]:
+def _featurize_mods(mods: Sequence[Any], workers: int, min_per_worker: int,
+                    hardware: Optional[Hardware]) -> List[GraphArrays]:
     workers = int(workers) or usable_cores()
     workers = max(1, min(workers, len(mods) // max(1, min_per_worker)))
     if workers == 1 or not can_fork():
-        return _arrays_of(mods, 0)
+        return _arrays_of(mods, 0, hardware)
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
@@ -161,14 +164,14 @@ def _featurize_mods(mods: Sequence[Any], workers: int, min_per_worker: int) -> L
     try:
         for lo, hi in zip(bounds[:-2], bounds[1:-1]):  # the children take the first shares
             receive, send = context.Pipe(duplex=False)
-            process = context.Process(target=_child, args=(mods[lo:hi], lo, send), daemon=True)
+            process = context.Process(target=_child, args=(mods[lo:hi], lo, hardware, send), daemon=True)
             process.start()
             send.close()
             children.append((process, receive, lo, hi))
-        own = _arrays_of(mods[bounds[-2]:], bounds[-2])  # … this process the last
+        own = _arrays_of(mods[bounds[-2]:], bounds[-2], hardware)  # … this process the last
         out: List[GraphArrays] = []
         for process, receive, lo, hi in children:
-            out.extend(_collect(process, receive, mods, lo, hi))
+            out.extend(_collect(process, receive, mods, lo, hi, hardware))
         return out + own
     finally:
         for process, receive, _, _ in children:
@@ -178,7 +181,8 @@ def _featurize_mods(mods: Sequence[Any], workers: int, min_per_worker: int) -> L
             process.join()
 
 
-def _collect(process, receive, mods: Sequence[Any], lo: int, hi: int) -> List[GraphArrays]:
+def _collect(process, receive, mods: Sequence[Any], lo: int, hi: int,
+             hardware: Optional[Hardware]) -> List[GraphArrays]:
     """A child's arrays; its share recomputed here if it died or hung (a failing item
     is raised, wherever it failed)."""
     import warnings
@@ -193,7 +197,7 @@ def _collect(process, receive, mods: Sequence[Any], lo: int, hi: int) -> List[Gr
         process.join(timeout=1.0)
         warnings.warn(f"featurizing worker {process.pid} gave no answer (exit code {process.exitcode}); "
                       f"items {lo}..{hi - 1} are featurized in this process", RuntimeWarning)
-        return _arrays_of(mods[lo:hi], lo)
+        return _arrays_of(mods[lo:hi], lo, hardware)
     status, result = payload
     if status != "ok":
         raise FeaturizeError(result)
@@ -207,7 +211,8 @@ class GraphCache:
     were the very same module object, ~19% structurally equal to an earlier one; scoring
     with a model, far more — the population gathers around what it ranks best).
 
-    Keys: the structural hash of the scheduled module (`tvm_ffi.structural_hash`,
+    Graphs are stored by the module's key and the hardware they were featurized for
+    (`featurize_arrays`). Keys: the structural hash of the scheduled module (`tvm_ffi.structural_hash`,
     40–100 µs; equal modules lower to equal graphs), found without hashing for the last
     `recent` module objects seen (held, so that their handles stay theirs; a module
     holds tens of kB). At most `maxsize` graphs (a few kB each) are kept, least recently
@@ -216,7 +221,7 @@ class GraphCache:
     def __init__(self, maxsize: int = 16384, recent: int = 1024) -> None:
         from collections import OrderedDict
         self.maxsize, self.recent = int(maxsize), int(recent)
-        self._graphs: "OrderedDict[int, GraphArrays]" = OrderedDict()
+        self._graphs: "OrderedDict[Any, GraphArrays]" = OrderedDict()  # (key, hardware) → arrays
         self._objects: "OrderedDict[int, Tuple[Any, int]]" = OrderedDict()  # handle → (module, key)
         self.hits = self.misses = 0
 
@@ -233,7 +238,7 @@ class GraphCache:
             self._objects.popitem(last=False)
         return key
 
-    def get(self, key: int) -> Optional[GraphArrays]:
+    def get(self, key: Any) -> Optional[GraphArrays]:
         arrays = self._graphs.get(key)
         if arrays is None:
             self.misses += 1
@@ -242,7 +247,7 @@ class GraphCache:
         self._graphs.move_to_end(key)
         return arrays
 
-    def put(self, key: int, arrays: GraphArrays) -> None:
+    def put(self, key: Any, arrays: GraphArrays) -> None:
         self._graphs[key] = arrays
         if len(self._graphs) > self.maxsize:
             self._graphs.popitem(last=False)
@@ -258,13 +263,17 @@ def featurize_schedules(items: Sequence[Any], target=None, group: str = "",
     """One unmeasured `GraphSample` (runtime NaN) per item — MeasureCandidate, Schedule,
     IRModule or PrimFunc — in order (see module docstring). `group`: the workload's
     name (a cost model ranks a task's candidates within it); `names`: one per item
-    (default: group/i); `target`: recorded in meta (lowering does not depend on it);
+    (default: group/i); `target`: what the context columns measure against
+    (`hardware_of`, as extraction from a database measures them against the record's
+    target: a model scores what it was trained on) and recorded in meta (lowering does
+    not depend on it);
     `meta`: every sample's meta (a `SampleMeta` or a dict, see `SampleMeta.of`), with the
     extractor version and target set; `workers`, `cache`: see `featurize_arrays`.
     Samples made from cached arrays share them (treat samples as read-only)."""
     if names is not None and len(names) != len(items):
         raise ValueError(f"{len(names)} names for {len(items)} items")
-    arrays = featurize_arrays(items, workers=workers, cache=cache)
+    hardware = hardware_of(target) if target is not None else None
+    arrays = featurize_arrays(items, workers=workers, cache=cache, hardware=hardware)
     target_kind = None if target is None else str(getattr(getattr(target, "kind", None), "name", target))
     base = SampleMeta.from_dict({"extractor": EXTRACTOR_VERSION, "target": target_kind,
                                  **SampleMeta.of(meta).as_dict()})

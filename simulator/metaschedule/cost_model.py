@@ -104,6 +104,9 @@ COLD_STEPS = 64         # cold: steps of that first training
 UPDATE_STEPS = 32       # steps per update (8 left the search where the first round put it: benchmarks.metaschedule.replay)
 COLD_LOSS = "listmle"   # a cold model's loss (a checkpoint is fine-tuned with its own)
 FILTER_KEEP = 0.25      # two-stage scoring in simulator.tune by default: the gnn's share of tuning time 25% → 10%
+# what the candidates' context columns measure against, as in the training records (recorded with a
+# run: a gnn that featurized against this machine's defaults scored other graphs than it learned)
+CANDIDATE_CONTEXT = "the target's hardware"
 FILTER_MIN = 64         # two-stage scoring: the GNN scores at least this many per call
 FILTER_WARMUP = 256     # ... and everything of a (task, sketch) until it has scored this many
 
@@ -135,13 +138,14 @@ def register_tuning_cost_model(name: str, options: Sequence[str] = (),
 def gnn_defaults() -> Dict[str, Any]:
     """What a `simulator.tune` gnn scores and learns with when the command does not say:
     `GNNCostModel`'s defaults (all but `seed`, which the command gives, and `workers` and
-    `threads`, which change no score) and `simulator.tune`'s two-stage share, `FILTER_KEEP`.
+    `threads`, which change no score), `simulator.tune`'s two-stage share, `FILTER_KEEP`, and
+    what the candidates' graphs are featurized against, `CANDIDATE_CONTEXT`.
     Recorded with a tuning run, so that resuming it after one of them changed is refused
     rather than mixing two searches."""
     params = inspect.signature(GNNCostModel.__init__).parameters.values()
     out = {p.name: p.default for p in params
            if p.kind is p.KEYWORD_ONLY and p.name not in ("workers", "threads", "seed")}
-    return {**out, "filter_keep": FILTER_KEEP}
+    return {**out, "filter_keep": FILTER_KEEP, "candidate_context": CANDIDATE_CONTEXT}
 
 
 def tuning_options() -> List[str]:
