@@ -6,9 +6,10 @@ scores candidates through.
 `featurize_schedules` takes what MetaSchedule hands a cost model (`MeasureCandidate`s),
 or `tvm.s_tir.Schedule`s, IRModules or PrimFuncs, and returns one unmeasured
 `GraphSample` (runtime NaN) per item, in order: `lower_for_features` (TVM's own
-passes, C++), then the walk `extract.tir.graph.tir_to_graph`. The graphs are exactly those of
-one schedule at a time (and of the shipped dataset's samples): same nodes, edges and
-features, bit for bit, same `EXTRACTOR_VERSION`.
+passes, C++), then the walk `extract.tir.graph.tir_to_graph`, its context columns measured
+against the target's hardware. The graphs are exactly those of one schedule at a time (and
+of the dataset samples extracted for the same target): same nodes, edges and features, bit
+for bit, same `EXTRACTOR_VERSION`.
 
 Where the time goes (see `benchmarks.metaschedule.features`): TVM's lowering passes are most of
 it and cannot run side by side in threads of one process (they contend inside TVM:
