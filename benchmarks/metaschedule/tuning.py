@@ -63,6 +63,7 @@ from ..common import COUNT, SEED, log, loss_name, write_json
 OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
 GNN_FILTER = "gnn-filter"   # the pre-trained gnn with two-stage scoring (--filter-keep)
 COST_MODELS = ["gnn", "tvm-xgb", "tvm-xgb-pretrained", "random", GNN_FILTER]
+GNNS = ("gnn", GNN_FILTER)   # the cost models that are the simulator (tuned under gnn_defaults)
 RESULT = "ms_tuning.json"
 PRETRAIN_LOSS, PRETRAIN_EPOCHS = "pairwise-hinge", 30   # the ranking recipe (docs/RANKING.md)
 PRETRAIN_SEED = 0   # one gnn checkpoint for every tuning seed: the seeds vary the search only
@@ -205,7 +206,7 @@ def tune_one(op: str, name: str, seed: int, work: str, trials: int, per_iter: in
     from simulator.metaschedule.resume import other_gnn_defaults
 
     summary = os.path.join(work, tune.SUMMARY)
-    gnn = name in ("gnn", GNN_FILTER)
+    gnn = name in GNNS
     if os.path.exists(summary):
         with open(summary, encoding="utf-8") as f:
             done = json.load(f)
@@ -431,8 +432,7 @@ def stale_line(runs: Sequence[Dict[str, Any]]) -> str:
     """A line on the gnn runs of the table that are not today's gnn's ("": none)."""
     from simulator.metaschedule.resume import other_gnn_defaults
 
-    found = [why for r in runs
-             if r["cost_model"] in ("gnn", GNN_FILTER) and (why := other_gnn_defaults(r.get("gnn_defaults")))]
+    found = [why for r in runs if r["cost_model"] in GNNS and (why := other_gnn_defaults(r.get("gnn_defaults")))]
     if not found:
         return ""
     return (f"**Not today's gnn:** {len(found)} gnn runs of this table were tuned under other gnn defaults than "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from extract.fileio import atomic_write
-from extract.inputs import DATABASE_FILES
+from extract.inputs import DATABASE_FILES, PASS_STATE, SIDECAR
 from .jsonl import JsonlLog, read_jsonl, repair_truncated
 from .tasks import TaskInfo
 
@@ -76,9 +76,9 @@ class PassStore:
             for name in DATABASE_FILES:
                 repair_truncated(os.path.join(sub, name))
             self.dbs[method] = JSONDatabase(work_dir=sub)
-        self.sidecar_path = os.path.join(folder, "records.jsonl")
+        self.sidecar_path = os.path.join(folder, SIDECAR)
         self.sidecar = JsonlLog(self.sidecar_path)
-        self.state_path = os.path.join(folder, "state.json")
+        self.state_path = os.path.join(folder, PASS_STATE)
         self.state = self._read_state()
         self._grouped = {m: self._group(db) for m, db in self.dbs.items()}
 
