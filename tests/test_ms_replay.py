@@ -121,6 +121,19 @@ def test_choose_tasks_takes_kinds_in_turn_per_network():
     assert len(choose_tasks(rows, None, 64)) == 18
 
 
+
+def test_choose_tasks_takes_kinds_outside_the_usual_order_too():
+    # a network whose tasks are mostly of a kind KIND_ORDER does not name (resnext's group_conv2d)
+    from benchmarks.metaschedule.replay import choose_tasks
+
+    rows = [{"key": f"group_conv2d.{i}", "kind": "group_conv2d", "networks": {"resnext": 1}, "valid": 80}
+            for i in range(4)]
+    rows.append({"key": "conv2d.0", "kind": "conv2d", "networks": {"resnext": 1}, "valid": 80})
+    chosen = choose_tasks(rows, 3, 64)
+    assert [r["kind"] for r in chosen] == ["conv2d", "group_conv2d", "group_conv2d"]
+    assert len({r["key"] for r in chosen}) == 3
+
+
 def test_summary_and_report_section(tmp_path):
     from benchmarks.common import write_json
     from benchmarks.metaschedule.replay import RESULT, report_section, summarize

@@ -100,20 +100,22 @@ class Pool:
 
 def choose_tasks(rows: Sequence[Dict[str, Any]], per_network: Optional[int], min_records: int) -> List[Dict[str, Any]]:
     """Tasks with at least `min_records` valid records; `per_network` of each network
-    (operator kinds in turn, `KIND_ORDER`), or all of them (None)."""
+    (operator kinds in turn: `KIND_ORDER` first, then any other kind by name), or all of
+    them (None)."""
     usable = sorted((r for r in rows if r.get("valid", 0) >= min_records), key=lambda r: r["key"])
     if per_network is None:
         return usable
     chosen: List[Dict[str, Any]] = []
     for network in sorted({n for r in usable for n in r["networks"]}):
         mine = [r for r in usable if next(iter(r["networks"])) == network]
-        kinds = [k for k in KIND_ORDER if any(r["kind"] == k for r in mine)]
+        present = {r["kind"] for r in mine}
+        kinds = [k for k in KIND_ORDER if k in present] + sorted(present - set(KIND_ORDER))
+        left = {kind: [r for r in mine if r["kind"] == kind] for kind in kinds}
         taken: List[Dict[str, Any]] = []
         while len(taken) < min(per_network, len(mine)):
             for kind in kinds:
-                left = [r for r in mine if r["kind"] == kind and r not in taken]
-                if left and len(taken) < per_network:
-                    taken.append(left[len(left) // 2])
+                if left[kind] and len(taken) < per_network:
+                    taken.append(left[kind].pop(len(left[kind]) // 2))
         chosen += taken
     return chosen
 
