@@ -96,6 +96,22 @@ def test_each_task_fine_tunes_its_own_copy_and_an_unmeasured_task_keeps_the_load
     assert not np.allclose(model.predict(pool.context, pool.candidates), mine_before)
 
 
+
+def test_run_all_keeps_each_result_says_what_is_left_and_resumes(pool, graphs, tmp_path, capsys):
+    import argparse
+
+    from benchmarks.metaschedule import replay
+
+    args = argparse.Namespace(runs=str(tmp_path), variants=["none", "random"], seeds=[0], rounds=1, round_size=4)
+    ckpts = {pool.network: CHECKPOINT}
+    replay.write_json(replay.result_path(args.runs, "none", 0, pool.key), {"kept": True})   # an earlier run's
+    rows = replay.run_all(args, [pool], ckpts)
+    assert [r["variant"] for r in rows] == ["random"]
+    assert "[1/1, about 0 min left]" in capsys.readouterr().err
+    assert os.path.exists(replay.result_path(args.runs, "random", 0, pool.key))
+    assert replay.run_all(args, [pool], ckpts) == []
+
+
 def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
     from benchmarks.metaschedule.replay import Variant, pick
 

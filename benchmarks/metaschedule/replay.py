@@ -1,10 +1,13 @@
 """Offline replay of the gnn's online phase on the networks dataset: what its updates add.
 
-    python -m benchmarks.metaschedule.replay [--data datasets/networks_rocketlake] [--tasks-per-network 3 | --all-tasks]
+    python -m benchmarks.metaschedule.replay [--data DATASET] [--tasks-per-network 3 | --all-tasks]
         [--variants none today ...] [--round-size 8] [--rounds 6] [--seeds 0]
         [--pretrained runs/ms_replay/pretrained | --checkpoint CKPT] [--runs runs/ms_replay] [--results docs/results]
 
-No kernel is timed. For each task of the dataset, its measured schedules (pass 1's
+`--data` defaults to the shipped networks dataset with the most measured tasks
+(`datasets.networks.default_dataset`); RESULTS.md's table is `datasets/networks_rocketlake`'s
+(4 networks, 12 tasks, about 50 minutes on one core; a dataset of more networks takes
+proportionally longer). No kernel is timed. For each task of the dataset, its measured schedules (pass 1's
 records, replayed to schedules) are the pool, and the search is simulated in rounds:
 the cost model scores the pool's unmeasured schedules (`GNNCostModel.predict`, the
 product's featurizing path), the best `--round-size` are "measured" (their recorded
@@ -262,25 +265,25 @@ def kept(args, key: str) -> List[Dict[str, Any]]:
 
 
 def run_all(args, pools: Sequence[Pool], ckpts: Dict[str, str]) -> List[Dict[str, Any]]:
-    """Every (variant, seed) of the pools' tasks that an earlier run did not keep."""
+    """Every (variant, seed) of the pools' tasks that an earlier run did not keep, each
+    logged with how many are left and about how long they will take."""
     from extract.tir.featurize import GraphCache
 
     cache = GraphCache(maxsize=65536)
-    rows = []
-    for pool in pools:
-        for name in args.variants:
-            for seed in args.seeds:
-                path = result_path(args.runs, name, seed, pool.key)
-                if os.path.exists(path):
-                    continue
-                start = time.perf_counter()
-                model = cost_model(ckpts[pool.network], VARIANTS[name], seed, cache)
-                row = {"variant": name, "seed": seed, "task": pool.key, "network": pool.network,
-                       "kind": pool.kind, **replay(pool, model, VARIANTS[name], args.rounds, args.round_size, seed)}
-                row["wall_s"] = time.perf_counter() - start
-                write_json(path, row)
-                rows.append(row)
-                log(f"{name:>10} s{seed} {pool.key[:60]}: best/pool {_show(row['best_over_pool'])}")
+    todo = [(pool, name, seed) for pool in pools for name in args.variants for seed in args.seeds
+            if not os.path.exists(result_path(args.runs, name, seed, pool.key))]
+    rows, started = [], time.perf_counter()
+    for done, (pool, name, seed) in enumerate(todo, 1):
+        start = time.perf_counter()
+        model = cost_model(ckpts[pool.network], VARIANTS[name], seed, cache)
+        row = {"variant": name, "seed": seed, "task": pool.key, "network": pool.network,
+               "kind": pool.kind, **replay(pool, model, VARIANTS[name], args.rounds, args.round_size, seed)}
+        row["wall_s"] = time.perf_counter() - start
+        write_json(result_path(args.runs, name, seed, pool.key), row)
+        rows.append(row)
+        left_min = (time.perf_counter() - started) / done * (len(todo) - done) / 60
+        log(f"{name:>10} s{seed} {pool.key[:60]}: best/pool {_show(row['best_over_pool'])} "
+            f"[{done}/{len(todo)}, about {left_min:.0f} min left]")
     return rows
 
 
