@@ -35,7 +35,7 @@ def test_pool_holds_the_tasks_records_with_their_runtimes(pool):
     assert np.all(pool.runtimes > 0) and len(set(pool.runtimes.round(12))) > 10
 
 
-@pytest.mark.parametrize("name", ["none", "today"])
+@pytest.mark.parametrize("name", ["none", "default"])
 def test_replay_updates_only_when_the_recipe_says(pool, graphs, name):
     from benchmarks.metaschedule.replay import VARIANTS, cost_model, replay
 
@@ -43,7 +43,7 @@ def test_replay_updates_only_when_the_recipe_says(pool, graphs, name):
     before = [p.detach().clone() for p in model.model.net.parameters()]
     out = replay(pool, model, VARIANTS[name], rounds=3, k=4, seed=0)
     assert _same(before, model.model.net.parameters())          # the model as loaded: every task starts from it
-    assert len(model.task_models) == (name == "today")          # the task's own copy is what the updates train
+    assert len(model.task_models) == (name == "default")          # the task's own copy is what the updates train
     if model.task_models:
         assert not _same(before, next(iter(model.task_models.values())).net.parameters())
     assert model.stats.measured == 12 and model.stats.repeated == 0       # 3 rounds of 4, none given twice
@@ -87,14 +87,13 @@ def test_each_task_fine_tunes_its_own_copy_and_an_unmeasured_task_keeps_the_load
 
     row = {"key": OTHER_KEY, "kind": "conv2d", "networks": {"mobilenet_v2": 1}, "valid": 24}
     (other,) = load_pools([os.path.join(MS_SMALL, "random"), os.path.join(MS_SMALL, "evolutionary")], [row])
-    model = cost_model(CHECKPOINT, VARIANTS["today"], 0, graphs)
+    model = cost_model(CHECKPOINT, VARIANTS["default"], 0, graphs)
     other_before = model.predict(other.context, other.candidates)
     mine_before = model.predict(pool.context, pool.candidates)
     model.update(pool.context, pool.candidates[:8], [RunnerResult(run_secs=s, error_msg=None) for s in pool.run_secs[:8]])
     assert len(model.task_models) == 1
     np.testing.assert_array_equal(model.predict(other.context, other.candidates), other_before)
     assert not np.allclose(model.predict(pool.context, pool.candidates), mine_before)
-
 
 
 def test_run_all_keeps_each_result_says_what_is_left_and_resumes(pool, graphs, tmp_path, capsys):
@@ -104,12 +103,27 @@ def test_run_all_keeps_each_result_says_what_is_left_and_resumes(pool, graphs, t
 
     args = argparse.Namespace(runs=str(tmp_path), variants=["none", "random"], seeds=[0], rounds=1, round_size=4)
     ckpts = {pool.network: CHECKPOINT}
-    replay.write_json(replay.result_path(args.runs, "none", 0, pool.key), {"kept": True})   # an earlier run's
+    kept = {"variant": "none", "recipe": replay.recipe("none"), "best_over_pool": [1.0]}   # an earlier run's
+    replay.write_json(replay.result_path(args.runs, "none", 0, pool.key), kept)
+    stale = {"variant": "random", "recipe": {"variant": {}, "gnn_defaults": {"candidate_context": None}}}
+    replay.write_json(replay.result_path(args.runs, "random", 0, pool.key), stale)    # another recipe's
     rows = replay.run_all(args, [pool], ckpts)
     assert [r["variant"] for r in rows] == ["random"]
     assert "[1/1, about 0 min left]" in capsys.readouterr().err
-    assert os.path.exists(replay.result_path(args.runs, "random", 0, pool.key))
+    assert replay.kept(args, pool.key)[0] == kept and replay.kept(args, pool.key)[1]["recipe"] == replay.recipe("random")
     assert replay.run_all(args, [pool], ckpts) == []
+
+
+def test_the_default_variant_is_the_cost_model_s_own_recipe():
+    from benchmarks.metaschedule.replay import VARIANTS, cost_model
+    from simulator.metaschedule.cost_model import UPDATE_STEPS, GNNCostModel
+
+    default = cost_model(CHECKPOINT, VARIANTS["default"], 0, None)
+    product = GNNCostModel(default.model)
+    assert (default.update_steps, default.loss, default.lr) == (product.update_steps, product.loss, product.lr)
+    assert default.update_steps == UPDATE_STEPS and default.loss is None    # the checkpoint's own loss
+    older = cost_model(CHECKPOINT, VARIANTS["listmle-8"], 0, None)
+    assert (older.update_steps, older.loss) == (8, "listmle")
 
 
 def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
@@ -156,11 +170,11 @@ def test_summary_and_report_section(tmp_path):
 
     rows = [{"variant": v, "seed": 0, "task": t, "best_over_pool": b, "tau_unmeasured": [0.2, None],
              "update_s": 1.0} for v, t, b in (("none", "a", [2.0, 1.0]), ("none", "b", [1.0, 1.0]),
-                                              ("today", "a", [2.0, 2.0]), ("today", "b", [1.5, 1.5]))]
-    s = summarize(rows, ["none", "today"], 2)
+                                              ("default", "a", [2.0, 2.0]), ("default", "b", [1.5, 1.5]))]
+    s = summarize(rows, ["none", "default"], 2)
     assert s["none"]["geomean_best_over_pool"] == pytest.approx([np.sqrt(2.0), 1.0])
-    assert s["none"]["improved_after_round_1"] == 0.5 and s["today"]["improved_after_round_1"] == 0.0
-    assert s["today"]["found_pool_best"] == [0.0, 0.0] and s["none"]["mean_tau_unmeasured"] == [0.2, None]
+    assert s["none"]["improved_after_round_1"] == 0.5 and s["default"]["improved_after_round_1"] == 0.0
+    assert s["default"]["found_pool_best"] == [0.0, 0.0] and s["none"]["mean_tau_unmeasured"] == [0.2, None]
     write_json(str(tmp_path / RESULT), {"command": "python -m benchmarks.metaschedule.replay", "data": "d", "round_size": 8,
                                         "rounds": 2, "seeds": [0], "pretraining": "p", "summary": s,
                                         "tasks": [{"key": "a", "network": "n", "kind": "dense", "pool": 88}]})

@@ -1,7 +1,7 @@
 """Offline replay of the gnn's online phase on the networks dataset: what its updates add.
 
     python -m benchmarks.metaschedule.replay [--data DATASET] [--tasks-per-network 3 | --all-tasks]
-        [--variants none today ...] [--round-size 8] [--rounds 6] [--seeds 0]
+        [--variants none default ...] [--round-size 8] [--rounds 6] [--seeds 0]
         [--pretrained runs/ms_replay/pretrained | --checkpoint CKPT] [--runs runs/ms_replay] [--results docs/results]
 
 `--data` defaults to the shipped networks dataset with the most measured tasks
@@ -23,10 +23,12 @@ when missing), so the first round ranks schedules the model has not seen.
 trained on 80% of every task's records: a rough first look only).
 
 **Variants** (`VARIANTS`): `none` (no update: the first round's ranking throughout),
-`today` (the product's default recipe), more steps, the pre-training loss
-(pairwise-hinge), a lower learning rate, only the prediction head trained, ε-greedy picks
-(a share of every round at random), and skipping candidates the model cannot tell from
-one it has measured (same score), and `random` (no model). A task's result for a
+`default` (`GNNCostModel`'s own recipe: its update steps, the checkpoint's own loss), the
+recipes it replaced (ListMLE, 8 or 32 steps; pairwise hinge, 8 steps), and on top of the
+default: a lower learning rate, only the prediction head trained, ε-greedy picks (a share
+of every round at random), skipping candidates the model cannot tell from one it has
+measured (same score); and `random` (no model). A kept result records its recipe (the
+variant and `gnn_defaults()`) and is replayed again when today's differs. A task's result for a
 variant and seed is kept in `--runs` as soon as it is done, so a killed run resumes.
 
 Outputs: `ms_replay.json` in `--results` (per variant and round the geometric mean over
@@ -58,23 +60,24 @@ KIND_ORDER = ("dense", "conv2d", "batch_matmul", "depthwise_conv2d", "softmax", 
 
 @dataclass(frozen=True)
 class Variant:
-    """An online recipe and a way of picking each round's candidates."""
+    """An online recipe and a way of picking each round's candidates; a field left None is
+    `GNNCostModel`'s own choice (`Variant()` is the product's recipe)."""
 
-    update_steps: int = 8          # the recipe the replay was made to judge ("today"); GNNCostModel now takes 32
-    loss: str = "listmle"          # the update loss the replay was made to judge (GNNCostModel: the checkpoint's own)
-    lr: Optional[float] = None     # None: the checkpoint's
-    head_only: bool = False        # only the prediction head trains
-    epsilon: float = 0.0           # share of each round picked at random
-    skip_seen: bool = False        # candidates scored exactly as a measured one wait
-    model: bool = True             # False: random picks
+    update_steps: Optional[int] = None   # None: GNNCostModel's UPDATE_STEPS
+    loss: Optional[str] = None           # None: the checkpoint's own loss
+    lr: Optional[float] = None           # None: the checkpoint's
+    head_only: bool = False              # only the prediction head trains
+    epsilon: float = 0.0                 # share of each round picked at random
+    skip_seen: bool = False              # candidates scored exactly as a measured one wait
+    model: bool = True                   # False: random picks
 
 
 VARIANTS: Dict[str, Variant] = {
     "none": Variant(update_steps=0),
-    "today": Variant(),
-    "steps-32": Variant(update_steps=32),
-    "hinge": Variant(loss="pairwise-hinge"),
-    "hinge-32": Variant(loss="pairwise-hinge", update_steps=32),
+    "default": Variant(),
+    "listmle-8": Variant(update_steps=8, loss="listmle"),
+    "listmle-32": Variant(update_steps=32, loss="listmle"),
+    "hinge-8": Variant(update_steps=8, loss="pairwise-hinge"),
     "lr-0.2x": Variant(lr=4e-4),
     "head-only": Variant(head_only=True),
     "eps-0.25": Variant(epsilon=0.25),
@@ -190,8 +193,8 @@ def cost_model(checkpoint: str, variant: Variant, seed: int, cache):
         return None
     from simulator.metaschedule.cost_model import from_checkpoint
 
-    model = from_checkpoint(checkpoint, update_steps=variant.update_steps, loss=variant.loss, lr=variant.lr,
-                            seed=seed)
+    options = {"update_steps": variant.update_steps, "loss": variant.loss, "lr": variant.lr}
+    model = from_checkpoint(checkpoint, seed=seed, **{k: v for k, v in options.items() if v is not None})
     model.cache = cache   # featurized once for all variants: the same graphs either way
     if variant.head_only:
         for name, p in model.model.net.named_parameters():
@@ -252,16 +255,31 @@ def result_path(runs: str, variant: str, seed: int, key: str) -> str:
     return os.path.join(runs, "tasks", variant, f"s{seed}", f"{key}.json")
 
 
+def recipe(name: str) -> Dict[str, Any]:
+    """What a kept result of variant `name` was replayed under: the variant and the gnn
+    defaults its None fields stand for (`gnn_defaults`, with what the candidates are
+    featurized against), as JSON reads them back."""
+    from simulator.metaschedule.cost_model import gnn_defaults
+
+    return json.loads(json.dumps({"variant": dataclasses.asdict(VARIANTS[name]), "gnn_defaults": gnn_defaults()}))
+
+
+def current_result(path: str, name: str) -> Optional[Dict[str, Any]]:
+    """The kept result at `path` when it was replayed under today's `recipe(name)` (None:
+    missing, or another recipe's: it is replayed again)."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        row = json.load(f)
+    return row if row.get("recipe") == recipe(name) else None
+
+
 def kept(args, key: str) -> List[Dict[str, Any]]:
-    """The results an earlier run kept for task `key` (one per variant and seed done)."""
-    rows = []
-    for name in args.variants:
-        for seed in args.seeds:
-            path = result_path(args.runs, name, seed, key)
-            if os.path.exists(path):
-                with open(path, encoding="utf-8") as f:
-                    rows.append(json.load(f))
-    return rows
+    """The results an earlier run kept for task `key` under today's recipes (one per
+    variant and seed done)."""
+    found = (current_result(result_path(args.runs, name, seed, key), name)
+             for name in args.variants for seed in args.seeds)
+    return [row for row in found if row is not None]
 
 
 def run_all(args, pools: Sequence[Pool], ckpts: Dict[str, str]) -> List[Dict[str, Any]]:
@@ -271,13 +289,13 @@ def run_all(args, pools: Sequence[Pool], ckpts: Dict[str, str]) -> List[Dict[str
 
     cache = GraphCache(maxsize=65536)
     todo = [(pool, name, seed) for pool in pools for name in args.variants for seed in args.seeds
-            if not os.path.exists(result_path(args.runs, name, seed, pool.key))]
+            if current_result(result_path(args.runs, name, seed, pool.key), name) is None]
     rows, started = [], time.perf_counter()
     for done, (pool, name, seed) in enumerate(todo, 1):
         start = time.perf_counter()
         model = cost_model(ckpts[pool.network], VARIANTS[name], seed, cache)
-        row = {"variant": name, "seed": seed, "task": pool.key, "network": pool.network,
-               "kind": pool.kind, **replay(pool, model, VARIANTS[name], args.rounds, args.round_size, seed)}
+        row = {"variant": name, "seed": seed, "task": pool.key, "network": pool.network, "kind": pool.kind,
+               "recipe": recipe(name), **replay(pool, model, VARIANTS[name], args.rounds, args.round_size, seed)}
         row["wall_s"] = time.perf_counter() - start
         write_json(result_path(args.runs, name, seed, pool.key), row)
         rows.append(row)
