@@ -6,8 +6,8 @@
 
 `--data` defaults to the shipped networks dataset with the most measured tasks
 (`datasets.networks.default_dataset`); RESULTS.md's table is `datasets/networks_rocketlake`'s
-(4 networks, 12 tasks, about 50 minutes on one core; a dataset of more networks takes
-proportionally longer). No kernel is timed. For each task of the dataset, its measured schedules (pass 1's
+(4 networks, 12 tasks: its pre-training about 10 minutes, then about 3 minutes per seed on
+one core; a dataset of more networks takes proportionally longer, mostly pre-training). No kernel is timed. For each task of the dataset, its measured schedules (pass 1's
 records, replayed to schedules) are the pool, and the search is simulated in rounds:
 the cost model scores the pool's unmeasured schedules (`GNNCostModel.predict`, the
 product's featurizing path), the best `--round-size` are "measured" (their recorded
@@ -352,6 +352,7 @@ def plot(summary: Dict[str, Any], round_size: int, path: str) -> None:
 def run(args, command: str = "") -> Dict[str, Any]:
     from datasets.networks import training_databases
     from extract.metaschedule.runner import host_target, load_tensor_intrinsics
+    from simulator.metaschedule.cost_model import gnn_defaults
 
     start = time.time()
     load_tensor_intrinsics(host_target(1))
@@ -362,7 +363,7 @@ def run(args, command: str = "") -> Dict[str, Any]:
     pools = load_pools(training_databases(args.data), todo) if todo else []
     ckpts = checkpoints(args, sorted({p.network for p in pools}))
     run_all(args, pools, ckpts)
-    rows = [row for t in tasks for row in kept(args, t["key"])]
+    rows = [{k: v for k, v in row.items() if k != "recipe"} for t in tasks for row in kept(args, t["key"])]
     summary = summarize(rows, args.variants, args.rounds)
     os.makedirs(args.results, exist_ok=True)
     plot(summary, args.round_size, os.path.join(args.results, FIGURE))
@@ -371,7 +372,7 @@ def run(args, command: str = "") -> Dict[str, Any]:
            f"gcn, pairwise-hinge, {PRETRAIN_EPOCHS} epochs, the task's network left out",
            "tasks": [{"key": t["key"], "network": next(iter(t["networks"])), "kind": t["kind"], "pool": t["valid"]}
                      for t in tasks],
-           "variants": {n: dataclasses.asdict(VARIANTS[n]) for n in args.variants},
+           "variants": {n: dataclasses.asdict(VARIANTS[n]) for n in args.variants}, "gnn_defaults": gnn_defaults(),
            "summary": summary, "runs": rows, "wall_s": time.time() - start}
     write_json(os.path.join(args.results, RESULT), out)
     return out
