@@ -126,6 +126,31 @@ def test_the_default_variant_is_the_cost_model_s_own_recipe():
     assert (older.update_steps, older.loss) == (8, "listmle")
 
 
+
+def test_a_pre_training_of_other_data_or_another_left_out_network_is_refused(tmp_path):
+    import argparse
+
+    from benchmarks.common import write_json
+    from benchmarks.metaschedule.replay import check_pretrained, checkpoints, describe_pretraining, pretrained_dir
+    from simulator.registry import SimulatorError
+
+    data = str(tmp_path / "networks_cpu")
+    args = argparse.Namespace(data=data, runs=str(tmp_path / "runs"), pretrained=None, checkpoint=None)
+    assert pretrained_dir(args) == str(tmp_path / "runs" / "pretrained" / "networks_cpu")
+    run = os.path.join(pretrained_dir(args), "bert")
+    config = {"data": [data], "split": "leave-network-out", "test_network": "bert", "model": "sage",
+              "loss": "pairwise-hinge", "epochs": 10, "seed": 0}
+    write_json(os.path.join(run, "metrics.json"), {"config": config})
+    open(os.path.join(run, "checkpoint.pt"), "w").close()
+    assert checkpoints(args, ["bert"]) == {"bert": run}
+    assert describe_pretraining(args, ["bert"]) == "sage, pairwise-hinge, 10 epochs, seed 0, the task's network left out"
+    with pytest.raises(SimulatorError, match="not a pre-training on .* with vit left out"):
+        check_pretrained(run, data, "vit")
+    write_json(os.path.join(run, "metrics.json"), {"config": {**config, "data": ["datasets/networks_other"]}})
+    with pytest.raises(SimulatorError, match="give --pretrained another folder"):
+        checkpoints(args, ["bert"])
+
+
 def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
     from benchmarks.metaschedule.replay import Variant, pick
 
@@ -149,7 +174,6 @@ def test_choose_tasks_takes_kinds_in_turn_per_network():
     assert [(next(iter(r["networks"])), r["kind"]) for r in chosen] == [("a", "dense"), ("a", "conv2d"),
                                                                        ("b", "dense"), ("b", "conv2d")]
     assert len(choose_tasks(rows, None, 64)) == 18
-
 
 
 def test_choose_tasks_takes_kinds_outside_the_usual_order_too():

@@ -2,12 +2,14 @@
 
     python -m benchmarks.metaschedule.replay [--data DATASET] [--tasks-per-network 3 | --all-tasks]
         [--variants none default ...] [--round-size 8] [--rounds 6] [--seeds 0]
-        [--pretrained runs/ms_replay/pretrained | --checkpoint CKPT] [--runs runs/ms_replay] [--results docs/results]
+        [--pretrained DIR | --checkpoint CKPT] [--runs runs/ms_replay] [--results docs/results]
 
 `--data` defaults to the shipped networks dataset with the most measured tasks
 (`datasets.networks.default_dataset`); RESULTS.md's table is `datasets/networks_rocketlake`'s
 (4 networks, 12 tasks: its pre-training about 10 minutes, then about 3 minutes per seed on
-one core; a dataset of more networks takes proportionally longer, mostly pre-training). No kernel is timed. For each task of the dataset, its measured schedules (pass 1's
+one core; a dataset of more networks takes proportionally longer, mostly pre-training).
+
+No kernel is timed. For each task of the dataset, its measured schedules (pass 1's
 records, replayed to schedules) are the pool, and the search is simulated in rounds:
 the cost model scores the pool's unmeasured schedules (`GNNCostModel.predict`, the
 product's featurizing path), the best `--round-size` are "measured" (their recorded
@@ -16,9 +18,11 @@ them (`GNNCostModel.update`, the product's own online recipe), and so on for `--
 Per round it records the best runtime found (over the pool's best: 1.0 = found) and the
 Kendall τ of the model's scores against the runtimes of the still unmeasured pool.
 
-**Pre-training with the task's network left out** (`--pretrained DIR`: `DIR/NETWORK/`
-is a `simulator.train --split leave-network-out --test-network NETWORK` run, made here
-when missing), so the first round ranks schedules the model has not seen.
+**Pre-training with the task's network left out** (`--pretrained DIR`, default
+`RUNS/pretrained/<dataset folder>`: `DIR/NETWORK/` is a `simulator.train --split
+leave-network-out --test-network NETWORK` run on `--data`, made here when missing; a run
+there of other data or another left-out network is refused), so the first round ranks
+schedules the model has not seen.
 `--checkpoint CKPT` uses one checkpoint for every task instead (the shipped one was
 trained on 80% of every task's records: a rough first look only).
 
@@ -27,9 +31,9 @@ trained on 80% of every task's records: a rough first look only).
 recipes it replaced (ListMLE, 8 or 32 steps; pairwise hinge, 8 steps), and on top of the
 default: a lower learning rate, only the prediction head trained, ε-greedy picks (a share
 of every round at random), skipping candidates the model cannot tell from one it has
-measured (same score); and `random` (no model). A kept result records its recipe (the
-variant and `gnn_defaults()`) and is replayed again when today's differs. A task's result for a
-variant and seed is kept in `--runs` as soon as it is done, so a killed run resumes.
+measured (same score); and `random` (no model). A task's result for a variant and seed
+is kept in `--runs` as soon as it is done, so a killed run resumes; it records its recipe
+(the variant and `gnn_defaults()`) and is replayed again when today's differs.
 
 Outputs: `ms_replay.json` in `--results` (per variant and round the geometric mean over
 tasks of best-found / pool best, the share of tasks whose best improved after the first
@@ -172,18 +176,55 @@ def pretrain_argv(data: str, network: str, out: str) -> List[str]:
             str(PRETRAIN_EPOCHS), "--seed", "0", "--threads", "1", "--out", out]
 
 
+def pretrained_dir(args) -> str:
+    return args.pretrained or os.path.join(args.runs, "pretrained", os.path.basename(os.path.normpath(args.data)))
+
+
 def checkpoints(args, networks: Sequence[str]) -> Dict[str, str]:
     """network → the checkpoint its tasks start from (trained here when missing)."""
     if args.checkpoint:
         return {n: args.checkpoint for n in networks}
     out = {}
     for network in networks:
-        run = os.path.join(args.pretrained, network)
+        run = os.path.join(pretrained_dir(args), network)
         if not os.path.exists(os.path.join(run, "checkpoint.pt")):
             log(f"pre-training the gcn with {network} left out: {run}")
             subprocess.run(pretrain_argv(args.data, network, run), check=True)
+        check_pretrained(run, args.data, network)
         out[network] = run
     return out
+
+
+def run_config(run: str) -> Dict[str, Any]:
+    """The training config a `simulator.train` run folder records ({}: none readable)."""
+    try:
+        with open(os.path.join(run, "metrics.json"), encoding="utf-8") as f:
+            return json.load(f).get("config") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def check_pretrained(run: str, data: str, network: str) -> None:
+    """Refuse a pre-training of other data, or with another network (or none) left out."""
+    from simulator.registry import SimulatorError
+
+    config = run_config(run)
+    theirs = [os.path.abspath(d) for d in config.get("data") or []]
+    if theirs != [os.path.abspath(data)] or config.get("split") != "leave-network-out" \
+            or config.get("test_network") != network:
+        raise SimulatorError(f"{run}: not a pre-training on {data} with {network} left out (its data "
+                             f"{config.get('data')}, split {config.get('split')}, left out "
+                             f"{config.get('test_network')}); give --pretrained another folder")
+
+
+def describe_pretraining(args, networks: Sequence[str]) -> str:
+    """How the tasks' checkpoints were trained, from their runs' configs."""
+    if args.checkpoint:
+        return args.checkpoint
+    configs = [c for c in (run_config(os.path.join(pretrained_dir(args), n)) for n in networks) if c]
+    recipes = sorted({f"{c.get('model')}, {c.get('loss')}, {c.get('epochs')} epochs, seed {c.get('seed')}"
+                      for c in configs})
+    return f"{'; '.join(recipes) or 'unknown'}, the task's network left out"
 
 
 # ---------------------------------------------------------------- one replay
@@ -368,8 +409,8 @@ def run(args, command: str = "") -> Dict[str, Any]:
     os.makedirs(args.results, exist_ok=True)
     plot(summary, args.round_size, os.path.join(args.results, FIGURE))
     out = {"command": command, "data": args.data, "round_size": args.round_size, "rounds": args.rounds,
-           "seeds": list(args.seeds), "pretraining": args.checkpoint or
-           f"gcn, pairwise-hinge, {PRETRAIN_EPOCHS} epochs, the task's network left out",
+           "seeds": list(args.seeds),
+           "pretraining": describe_pretraining(args, sorted({next(iter(t["networks"])) for t in tasks})),
            "tasks": [{"key": t["key"], "network": next(iter(t["networks"])), "kind": t["kind"], "pool": t["valid"]}
                      for t in tasks],
            "variants": {n: dataclasses.asdict(VARIANTS[n]) for n in args.variants}, "gnn_defaults": gnn_defaults(),
@@ -423,8 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--rounds", type=COUNT, default=6)
     ap.add_argument("--seeds", nargs="+", type=SEED, default=[0])
     start = ap.add_mutually_exclusive_group()
-    start.add_argument("--pretrained", default=os.path.join("runs", "ms_replay", "pretrained"),
-                       help="DIR/NETWORK: the leave-network-out runs (made when missing)")
+    start.add_argument("--pretrained", default=None,
+                       help="DIR/NETWORK: the leave-network-out runs (made when missing; default "
+                            "RUNS/pretrained/<dataset folder>)")
     start.add_argument("--checkpoint", default=None, help="one checkpoint for every task instead")
     ap.add_argument("--runs", default=os.path.join("runs", "ms_replay"))
     ap.add_argument("--results", default=os.path.join("docs", "results"))
