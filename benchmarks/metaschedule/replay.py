@@ -185,10 +185,11 @@ def checkpoints(args, networks: Sequence[str]) -> Dict[str, str]:
     if args.checkpoint:
         return {n: args.checkpoint for n in networks}
     out = {}
+    missing = [n for n in networks if not os.path.exists(os.path.join(pretrained_dir(args), n, "checkpoint.pt"))]
     for network in networks:
         run = os.path.join(pretrained_dir(args), network)
-        if not os.path.exists(os.path.join(run, "checkpoint.pt")):
-            log(f"pre-training the gcn with {network} left out: {run}")
+        if network in missing:
+            log(f"pre-training the gcn with {network} left out ({missing.index(network) + 1} of {len(missing)}): {run}")
             subprocess.run(pretrain_argv(args.data, network, run), check=True)
         check_pretrained(run, args.data, network)
         out[network] = run
