@@ -151,6 +151,18 @@ def test_a_pre_training_of_other_data_or_another_left_out_network_is_refused(tmp
         checkpoints(args, ["bert"])
 
 
+
+def test_pre_training_argv_is_a_train_command_sharing_one_extraction_cache():
+    from benchmarks.metaschedule.replay import pretrain_argv
+    from simulator.train import build_parser
+
+    argv = pretrain_argv("datasets/networks_cpu", "bert", "runs/x/bert", "runs/x/cache")
+    assert argv[1:3] == ["-m", "simulator.train"]
+    args = build_parser().parse_args(argv[3:])
+    assert (args.split, args.test_network, args.cache_dir, args.out) == ("leave-network-out", "bert", "runs/x/cache",
+                                                                         "runs/x/bert")
+
+
 def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
     from benchmarks.metaschedule.replay import Variant, pick
 

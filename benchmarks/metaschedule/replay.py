@@ -6,8 +6,9 @@
 
 `--data` defaults to the shipped networks dataset with the most measured tasks
 (`datasets.networks.default_dataset`); RESULTS.md's table is `datasets/networks_rocketlake`'s
-(4 networks, 12 tasks: its pre-training about 10 minutes, then about 3 minutes per seed on
-one core; a dataset of more networks takes proportionally longer, mostly pre-training).
+(4 networks, 12 tasks: its pre-trainings about 6 minutes on one core, most of it extracting the
+dataset once, cached in `RUNS/cache` for the others; then about 3 minutes per seed; a dataset
+of more networks takes longer, mostly pre-training: each further network about 30 s here).
 
 No kernel is timed. For each task of the dataset, its measured schedules (pass 1's
 records, replayed to schedules) are the pool, and the search is simulated in rounds:
@@ -170,10 +171,12 @@ def load_pools(databases: Sequence[str], tasks: Sequence[Dict[str, Any]]) -> Lis
 
 
 # ---------------------------------------------------------------- pre-training
-def pretrain_argv(data: str, network: str, out: str) -> List[str]:
+def pretrain_argv(data: str, network: str, out: str, cache: str) -> List[str]:
+    """One leave-network-out pre-training; `cache` keeps the dataset's extracted samples
+    for the other networks' pre-trainings (extraction is most of each one's time)."""
     return [sys.executable, "-m", "simulator.train", "--data", data, "--split", "leave-network-out",
             "--test-network", network, "--model", "gcn", "--loss", "pairwise-hinge", "--epochs",
-            str(PRETRAIN_EPOCHS), "--seed", "0", "--threads", "1", "--out", out]
+            str(PRETRAIN_EPOCHS), "--seed", "0", "--threads", "1", "--cache-dir", cache, "--out", out]
 
 
 def pretrained_dir(args) -> str:
@@ -190,7 +193,7 @@ def checkpoints(args, networks: Sequence[str]) -> Dict[str, str]:
         run = os.path.join(pretrained_dir(args), network)
         if network in missing:
             log(f"pre-training the gcn with {network} left out ({missing.index(network) + 1} of {len(missing)}): {run}")
-            subprocess.run(pretrain_argv(args.data, network, run), check=True)
+            subprocess.run(pretrain_argv(args.data, network, run, os.path.join(args.runs, "cache")), check=True)
         check_pretrained(run, args.data, network)
         out[network] = run
     return out
