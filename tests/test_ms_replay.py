@@ -163,6 +163,17 @@ def test_pre_training_argv_is_a_train_command_sharing_one_extraction_cache():
                                                                          "runs/x/bert")
 
 
+
+def test_a_failed_pre_training_stops_with_a_line_naming_it(tmp_path):
+    import sys
+
+    from benchmarks.metaschedule.replay import pretrain
+    from simulator.registry import SimulatorError
+
+    with pytest.raises(SimulatorError, match=r"pre-training .*bert failed \(exit status 3"):
+        pretrain([sys.executable, "-c", "raise SystemExit(3)"], str(tmp_path / "bert"))
+
+
 def test_pick_takes_the_best_scored_then_epsilon_and_unseen_first():
     from benchmarks.metaschedule.replay import Variant, pick
 

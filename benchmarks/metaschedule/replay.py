@@ -193,10 +193,20 @@ def checkpoints(args, networks: Sequence[str]) -> Dict[str, str]:
         run = os.path.join(pretrained_dir(args), network)
         if network in missing:
             log(f"pre-training the gcn with {network} left out ({missing.index(network) + 1} of {len(missing)}): {run}")
-            subprocess.run(pretrain_argv(args.data, network, run, os.path.join(args.runs, "cache")), check=True)
+            pretrain(pretrain_argv(args.data, network, run, os.path.join(args.runs, "cache")), run)
         check_pretrained(run, args.data, network)
         out[network] = run
     return out
+
+
+def pretrain(argv: Sequence[str], run: str) -> None:
+    """Run one pre-training; a failed one stops the replay with a line naming it."""
+    from simulator.registry import SimulatorError
+
+    code = subprocess.run(list(argv)).returncode
+    if code:
+        raise SimulatorError(f"pre-training {run} failed (exit status {code}; its output is above): "
+                             f"{' '.join(argv[1:])}")
 
 
 def run_config(run: str) -> Dict[str, Any]:
