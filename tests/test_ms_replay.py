@@ -161,6 +161,7 @@ def test_pre_training_argv_is_a_train_command_sharing_one_extraction_cache():
     args = build_parser().parse_args(argv[3:])
     assert (args.split, args.test_network, args.cache_dir, args.out) == ("leave-network-out", "bert", "runs/x/cache",
                                                                          "runs/x/bert")
+    assert args.resume    # a killed pre-training continues from its checkpoint
 
 
 

@@ -173,10 +173,11 @@ def load_pools(databases: Sequence[str], tasks: Sequence[Dict[str, Any]]) -> Lis
 # ---------------------------------------------------------------- pre-training
 def pretrain_argv(data: str, network: str, out: str, cache: str) -> List[str]:
     """One leave-network-out pre-training; `cache` keeps the dataset's extracted samples
-    for the other networks' pre-trainings (extraction is most of each one's time)."""
+    for the other networks' pre-trainings (extraction is most of each one's time); a killed
+    one continues from its checkpoint (`--resume`)."""
     return [sys.executable, "-m", "simulator.train", "--data", data, "--split", "leave-network-out",
             "--test-network", network, "--model", "gcn", "--loss", "pairwise-hinge", "--epochs",
-            str(PRETRAIN_EPOCHS), "--seed", "0", "--threads", "1", "--cache-dir", cache, "--out", out]
+            str(PRETRAIN_EPOCHS), "--seed", "0", "--threads", "1", "--cache-dir", cache, "--out", out, "--resume"]
 
 
 def pretrained_dir(args) -> str:
@@ -184,11 +185,12 @@ def pretrained_dir(args) -> str:
 
 
 def checkpoints(args, networks: Sequence[str]) -> Dict[str, str]:
-    """network → the checkpoint its tasks start from (trained here when missing)."""
+    """network → the checkpoint its tasks start from (trained here when its run has not
+    finished: `simulator.train` writes metrics.json last)."""
     if args.checkpoint:
         return {n: args.checkpoint for n in networks}
     out = {}
-    missing = [n for n in networks if not os.path.exists(os.path.join(pretrained_dir(args), n, "checkpoint.pt"))]
+    missing = [n for n in networks if not os.path.exists(os.path.join(pretrained_dir(args), n, "metrics.json"))]
     for network in networks:
         run = os.path.join(pretrained_dir(args), network)
         if network in missing:
