@@ -64,8 +64,8 @@ from simulator.distributed import DEVICES
 
 from . import accuracy, cross_cpu, learning_curves, networks, speed, sweep, tuning, xla_layout
 from .metaschedule import networks as ms_networks, replay as ms_replay, tuning as ms_tuning
-from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, locked_outputs, log, machine,
-                     model_name, output_file, output_folder, run_many, write_json)
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, busy_measuring, cli, dies_with_parent, locked_outputs,
+                     log, machine, model_name, output_file, output_folder, run_many, write_json)
 from .transfer import analysis, families, matrix, specs
 
 STAGES = ["train", "accuracy", "sweep", "plots", "transfer", "ceiling", "tuning", "speed", "ms-tuning", "ms-replay",
@@ -227,7 +227,7 @@ def quiet_ceiling(args, acc_results) -> Dict[str, Any]:
             shutil.copyfileobj(src, dst)
     subprocess.run([sys.executable, "-m", "extract.measure", "--remeasure", first, "--count",
                     str(args.ceiling_count), "--seed", str(args.ceiling_seed), "--also", second, "--log", log_file],
-                   check=True, env=dict(os.environ, TQDM_DISABLE="1"))
+                   check=True, env=dict(os.environ, TQDM_DISABLE="1"), preexec_fn=dies_with_parent())
     with open(log_file, "rb") as src, atomic_write(third, "wb") as raw, \
             gzip.GzipFile(filename=third, mode="wb", fileobj=raw) as dst:
         shutil.copyfileobj(src, dst)

@@ -1,17 +1,20 @@
 """What the benchmark scripts share: training runs as subprocesses (cached, in parallel),
 reading their metrics, mean ± std tables, the machine description; checked flag values
-(`extract.cli`), one writer per output folder (`locked_outputs`) and the CLI
-wrapper that turns a user error into one line and exit code 2 (`cli`)."""
+(`extract.cli`), one writer per output folder (`locked_outputs`), children that end with the
+benchmark (`dies_with_parent`) and the CLI wrapper that turns a user error into one line and
+exit code 2 (`cli`)."""
 from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
 import contextlib
 import csv
+import ctypes
 import functools
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -100,6 +103,25 @@ def log(msg: str) -> None:
 
 
 # ---------------------------------------------------------------- training runs
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def dies_with_parent() -> Optional[Callable[[], None]]:
+    """A `preexec_fn` for a benchmark's long children (training, tuning, measuring): the child
+    gets SIGTERM when the thread that started it ends, so a killed benchmark leaves nothing
+    running behind it — measuring beside the next run, or holding the folder that run resumes.
+    Linux only (None elsewhere); start the child from a thread that waits for it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return functools.partial(_end_with, os.getpid(), ctypes.CDLL(None, use_errno=True).prctl)
+
+
+def _end_with(parent: int, prctl: Callable[..., int]) -> None:
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+
 def train_argv(model: str, seed: int, out: str, data: Sequence[str], epochs: Optional[int] = None,
                threads: int = 1, extra: Sequence[str] = ()) -> List[str]:
     argv = ["--model", model, "--seed", str(seed), "--out", out, "--threads", str(threads),
@@ -183,7 +205,7 @@ def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optio
     env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
     with atomic_write(os.path.join(out, "train.log"), "w") as logf:  # whole, or the old one
         proc = subprocess.run([sys.executable, "-m", "simulator.train", *argv, how, "--device", device],
-                              stdout=logf, stderr=subprocess.STDOUT, env=env)
+                              stdout=logf, stderr=subprocess.STDOUT, env=env, preexec_fn=dies_with_parent())
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         with open(os.path.join(out, "train.log"), encoding="utf-8") as f:

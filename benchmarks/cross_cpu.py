@@ -39,7 +39,8 @@ import numpy as np
 from extract.cli import Int
 from extract.tir.workload_key import computation
 
-from .common import COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, log, markdown_table, mean_std, write_json
+from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, dies_with_parent, log, markdown_table, mean_std,
+                     write_json)
 
 RESULT = "cross_cpu_{source}_{target}.json"   # one per (source CPU, target CPU)
 MODELS = ("pre-trained on A", "B alone")
@@ -62,7 +63,8 @@ def train_alone(target: str, test_keys: Sequence[str], out: str, epochs: int) ->
             "--test-workloads", *test_keys, "--model", "gcn", "--loss", "pairwise-hinge", "--epochs", str(epochs),
             "--seed", "0", "--threads", "1", "--out", out, "--overwrite"]
     log(f"cross-cpu: training on B alone ({len(test_keys)} tasks held out) → {out}")
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=dies_with_parent())
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise SystemExit(f"cross-cpu: training on B alone failed ({last}); command: {' '.join(argv[1:])}")

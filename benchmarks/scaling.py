@@ -53,7 +53,7 @@ import numpy as np
 
 from extract.fileio import atomic_write
 
-from .common import DEFAULT_RESULTS, log
+from .common import DEFAULT_RESULTS, dies_with_parent, log
 
 RAW_LAYOUT = Path(os.environ.get("TPUGRAPHS_RAW", Path(__file__).resolve().parents[2] / "shared/data/tpugraphs_raw")) \
     / "module_tuning_data_layout.pb"
@@ -77,7 +77,8 @@ def run_once(processes: int, folder: str, epochs: int, batch_size: int) -> Dict[
     from simulator.checkpoint import load_checkpoint
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.getcwd())
-    done = subprocess.run(train_command(processes, folder, epochs, batch_size), env=env, capture_output=True, text=True)
+    done = subprocess.run(train_command(processes, folder, epochs, batch_size), env=env, capture_output=True, text=True,
+                          preexec_fn=dies_with_parent())
     if done.returncode != 0:
         raise RuntimeError(f"{processes}-process run failed:\n{done.stderr[-3000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -1,6 +1,10 @@
 """The benchmark tables, plots and report work (tiny fake data; no timing assertions)."""
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -456,3 +460,47 @@ def test_rewriting_only_the_report_leaves_the_measuring_runs_record_alone(tmp_pa
     assert json.loads((results / "run_info.json").read_text()) == info
     text = report_path.read_text()
     assert "**Machine.** Some Other CPU, 2 CPUs" in text and "**This run** (2026-01-01 00:00 UTC)" in text
+
+
+_STARTER = """
+import subprocess, sys, threading
+from benchmarks.common import dies_with_parent
+child = "import os, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
+def start():
+    subprocess.run([sys.executable, "-c", "import sys; " + child, sys.argv[1]], preexec_fn=dies_with_parent())
+threading.Thread(target=start).start()  # as run_many starts training runs: from a worker thread
+threading.Event().wait()
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_killed_benchmark_leaves_no_child_running(tmp_path):
+    """A benchmark killed outright (SIGKILL: nothing of it runs to clean up) takes its training or
+    tuning child with it, instead of leaving it writing into the folder its next start resumes."""
+    pid_file = tmp_path / "child.pid"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parent = subprocess.Popen([sys.executable, "-c", _STARTER, str(pid_file)], cwd=root)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert _running(child)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(child), "the child outlived the benchmark that started it"
+    finally:
+        parent.kill()
+        if pid_file.exists() and pid_file.read_text() and _running(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -66,8 +66,8 @@ import numpy as np
 from extract.cli import Int
 from simulator.registry import SimulatorError
 
-from ..common import (COUNT, SEED, cli, cpu_counters, load_json, log, markdown_table, others_cpu_s, run_training,
-                      write_json)
+from ..common import (COUNT, SEED, cli, cpu_counters, dies_with_parent, load_json, log, markdown_table, others_cpu_s,
+                      run_training, write_json)
 from .kept import KEPT_PREFIX, copy_of, finished_budgets, keep, kept_folder, note_machine, restore
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 from .run_queue import RunQueueWait
@@ -236,7 +236,7 @@ def run_step(args, step: Dict[str, Any], checkpoint: Optional[str]) -> Dict[str,
 
     off_measuring = MeasureConfig.for_machine(-1 if args.measure_core is None else args.measure_core).build_cores
     since, start = cpu_counters(), time.perf_counter()
-    with (subprocess.Popen(tune_argv(args, step, checkpoint)) as proc,
+    with (subprocess.Popen(tune_argv(args, step, checkpoint), preexec_fn=dies_with_parent()) as proc,
           RunQueueWait(proc.pid, cores=off_measuring) as wait):
         returncode = proc.wait()
     if returncode != 0:

@@ -55,7 +55,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..common import COUNT, SEED, cli, log, markdown_table, write_json
+from ..common import COUNT, SEED, cli, dies_with_parent, log, markdown_table, write_json
 
 RESULT = "ms_replay.json"
 FIGURE = "ms_replay.png"
@@ -205,7 +205,7 @@ def pretrain(argv: Sequence[str], run: str) -> None:
     """Run one pre-training; a failed one stops the replay with a line naming it."""
     from simulator.registry import SimulatorError
 
-    code = subprocess.run(list(argv)).returncode
+    code = subprocess.run(list(argv), preexec_fn=dies_with_parent()).returncode
     if code:
         raise SimulatorError(f"pre-training {run} failed (exit status {code}; its output is above): "
                              f"{' '.join(argv[1:])}")
