@@ -48,13 +48,20 @@ def collect_cli(tmp_path, *args, wait=True):
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
+def spare_core():
+    """A core of this process's affinity besides the one it measures on (the last), or None."""
+    cores = sorted(os.sched_getaffinity(0))
+    return cores[0] if len(cores) > 1 else None
+
+
 @pytest.fixture(scope="module")
 def collection(tmp_path_factory):
     pytest.importorskip("jax")
     tmp = tmp_path_factory.mktemp("xla_collect")
     root = tmp / "root"
+    helper = [] if spare_core() is None else ["--compile-core", str(spare_core())]  # as measured here
     done = collect_cli(tmp, "function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(root),
-                       "--configs", "3", *BRIEF)
+                       "--configs", "3", *BRIEF, *helper)
     assert done.returncode == 0, done.stderr
     return root, done
 
@@ -300,6 +307,59 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path):
     plan = json.loads(plan_text)
     keys = set(plan["configs"]["random"] + plan["configs"]["default"])
     assert {r["config"] for r in after if r["pass"] == 1} == keys
+
+
+def test_a_helper_on_another_core_compiles_a_batch_for_the_measuring_process(tmp_path, monkeypatch):
+    """With a compile core, the configs of a batch the helper compiled are loaded from JAX's
+    cache instead of compiled again; outside a batch nothing is cached (the probe compiles
+    XLA's layout several times on purpose), and after it the helper and the cache are gone."""
+    pytest.importorskip("jax")
+    if spare_core() is None:
+        pytest.skip("needs two cores in this process's affinity")
+    import multiprocessing
+
+    import jax
+    from extract.xla.collection.compile_ahead import CompileAhead
+    from extract.xla.collection.functions import function_program
+    from extract.xla.collection.layouts import parse_config_key
+    from extract.xla.collection.runner import ProgramRunner
+
+    (tmp_path / "tinyprog.py").write_text(textwrap.dedent(TINY_PROGRAM))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), REPO]))  # the helper imports it too
+    program = function_program("tinyprog:mlp", SHAPES)
+    runner = ProgramRunner(program.fn, program.args())
+    keys = ["", "p0=1,0", "p1=1,0", "p0=1,0;p1=1,0"]
+    hits = []
+    listener = lambda event, **kw: hits.append(event) if event.endswith("/cache_hits") else None  # noqa: E731
+    jax.monitoring.register_event_listener(listener)
+    try:
+        folder = tmp_path / "cache"
+        with CompileAhead(program, spare_core(), folder).batch(keys):
+            deadline = time.monotonic() + 240
+            while len(list(folder.glob("*-cache"))) < len(keys) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            prepared = runner.prepare([parse_config_key(k) for k in keys])
+        assert len(hits) == len(keys)          # every config loaded, none compiled twice
+        for p in prepared:
+            np.testing.assert_allclose(np.asarray(p.call()), np.asarray(program.fn(*program.args())), rtol=1e-5)
+        assert not multiprocessing.active_children() and not list(folder.iterdir())
+        for _ in range(2):
+            runner.lower(parse_config_key(keys[1])).compile()
+        assert len(hits) == len(keys)          # no cache outside a batch: the second compiles anew
+    finally:
+        jax.monitoring.unregister_event_listener(listener)
+
+
+@pytest.mark.parametrize("core, message", [("-1", "the measuring core"), ("9999", "this machine has cores")])
+def test_a_compile_core_that_cannot_help_is_refused(tmp_path, core, message):
+    if core == "-1":
+        core = str(sorted(os.sched_getaffinity(0))[-1])  # the core it measures on
+    done = collect_cli(tmp_path, "function", "tinyprog:mlp", "--shapes", *SHAPES, "--out", str(tmp_path / "o"),
+                       "--compile-core", core)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: compile core") and message in lines[0], done.stderr
 
 
 @pytest.mark.parametrize("spec, shapes, message", [

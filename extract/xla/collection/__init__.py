@@ -8,6 +8,7 @@ layout configs, written as a TpuGraphs layout root (docs/xla_collection.md,
     layouts.py    configurable nodes (jaxpr interpreter + layout constraints), configs
     hlo_names.py  op names and layouts of HLO instructions, by graph node
     runner.py     compile and time one program under one config
+    compile_ahead.py  a helper on another core compiling half of each batch
     measure.py    the protocol: pinning, single thread, repeats, drift kernel
     plan.py       probe → configurable nodes (the selection rule) → sampled configs
     collect.py    plan, measure, resume, write npz; summaries

@@ -21,7 +21,8 @@ files under ROOT (collect.py here); then
     python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT
 
 Options: `--measure-core N` (default −1: the last core of the process's affinity, so
-`taskset -c 1 python -m …` measures on core 1), `--repeats` (rounds), `--batch` (configs
+`taskset -c 1 python -m …` measures on core 1), `--compile-core N` (another core compiles
+half of each batch meanwhile: compile_ahead.py), `--repeats` (rounds), `--batch` (configs
 timed in the same rounds), `--min-repeat-ms`,
 `--clock wall|cpu` (wall time on a core of its own, or the process's CPU time on a
 shared core), `--remeasure` (share of configs timed twice), `--configs`, `--seed`, `--max-probe`,
@@ -43,6 +44,10 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--measure-core", type=int, default=-1,
                         help="core to measure on (default: the last one this process may use)")
+    parser.add_argument("--compile-core", type=int, default=None,
+                        help="another core that compiles half of each batch while the measuring core "
+                             "compiles the other half (about half the compile time; nothing runs on it "
+                             "while a batch is timed); default: none")
     parser.add_argument("--repeats", type=int, default=50,
                         help="rounds: timed repeats per config (default 50)")
     parser.add_argument("--batch", type=int, default=200,
@@ -147,7 +152,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from extract.xla.collection.plan import PlanSettings
     try:
         settings = MeasureSettings(args.measure_core, args.repeats, args.min_repeat_ms,
-                                   args.batch, args.remeasure, clock=args.clock)
+                                   args.batch, args.remeasure, clock=args.clock, compile_core=args.compile_core)
         plan = PlanSettings(configs=args.configs, seed=args.seed, max_probe=args.max_probe,
                             min_effect=args.min_effect)
         check_root(args.out)

@@ -7,6 +7,7 @@ Folder `ROOT` (one collector at a time holds it, extract.fileio.output_lock):
     ROOT/measurements/<program>.jsonl       one row per timing: config, pass, every repeat
     ROOT/reference.jsonl                    the drift kernel's timings
     ROOT/runs.jsonl                         each run's command, settings and machine
+    ROOT/compile_cache/                     with --compile-core: JAX's cache during a batch's compiles
 
 so `python -m simulator.train --data tpugraphs:layout:xla:random --data-root ROOT`
 trains on it through the TpuGraphs source. A program's configs are compiled and then
@@ -23,6 +24,7 @@ recorded as failed instead of being tried forever.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -37,6 +39,7 @@ import numpy as np
 from extract.fileio import atomic_write
 from extract.metaschedule.jsonl import JsonlLog, read_jsonl
 from extract.metaschedule.progress import Counts, Progress
+from extract.xla.collection.compile_ahead import CACHE_FOLDER, CompileAhead
 from extract.xla.collection.layouts import parse_config_key
 from extract.xla.collection.measure import MeasureSettings, Reference
 from extract.xla.collection.plan import SEARCHES, PlanSettings, make_plan, remeasured, same_program, space_of
@@ -143,9 +146,11 @@ def passes(todo: List[tuple]) -> List[List[tuple]]:
 
 
 def _measure_batch(runner: ProgramRunner, batch: List[tuple], rows: List[Dict], log: JsonlLog,
-                   settings: MeasureSettings, seed: str, show: Callable[[str], None]) -> Tuple[List[tuple], int]:
-    """Compile what of a batch the process can hold (journal markers around each), time it
-    in the same rounds and journal a row per config: which were measured, how many failed."""
+                   settings: MeasureSettings, seed: str, show: Callable[[str], None],
+                   ahead: Optional[CompileAhead] = None) -> Tuple[List[tuple], int]:
+    """Compile what of a batch the process can hold (journal markers around each; `ahead`:
+    with a helper on another core), time it in the same rounds and journal a row per
+    config: which were measured, how many failed."""
     given_up = [item for item in batch if _given_up(rows, *item)]
     todo = [item for item in batch if item not in given_up]
 
@@ -153,7 +158,8 @@ def _measure_batch(runner: ProgramRunner, batch: List[tuple], rows: List[Dict], 
         show(f"compiling {i + 1}/{len(todo)}")
         log.append({"config": todo[i][0], "pass": todo[i][1], event: time.time()})
 
-    prepared = runner.prepare([parse_config_key(k) for k, _ in todo], journal)
+    with ahead.batch([k for k, _ in todo]) if ahead else contextlib.nullcontext():
+        prepared = runner.prepare([parse_config_key(k) for k, _ in todo], journal)
     todo = todo[:len(prepared)]
     show(f"timing {len(todo)} configs in {settings.repeats} rounds")
     timed = runner.time_all(prepared, settings, seed)
@@ -164,7 +170,8 @@ def _measure_batch(runner: ProgramRunner, batch: List[tuple], rows: List[Dict], 
 
 
 def _measure_pass(name: str, pending: List[tuple], rows: List[Dict], runner: ProgramRunner, logs: tuple,
-                  settings: MeasureSettings, progress: Progress, reference: Reference) -> None:
+                  settings: MeasureSettings, progress: Progress, reference: Reference,
+                  ahead: Optional[CompileAhead] = None) -> None:
     """One pass of a program, a batch at a time (as many configs as `settings.batch` and
     the process's memory maps allow)."""
     log, ref_log = logs
@@ -172,7 +179,8 @@ def _measure_pass(name: str, pending: List[tuple], rows: List[Dict], runner: Pro
         if reference.due():
             ref_log.append(reference.measure())
         done, errors = _measure_batch(runner, pending[:settings.batch], rows, log, settings,
-                                      seed=f"{name}:{len(pending)}", show=lambda text: progress.show(f"{name} {text}"))
+                                      seed=f"{name}:{len(pending)}", show=lambda text: progress.show(f"{name} {text}"),
+                                      ahead=ahead)
         if len(done) < min(len(pending), settings.batch):
             progress.warning(f"{name}: {len(done)} compiled configs fill this process's memory maps "
                              f"(vm.max_map_count); configs timed in different batches are compared "
@@ -201,9 +209,10 @@ def collect_program(job: Job, root: Path, plan: PlanSettings, settings: MeasureS
     rows = read_jsonl(str(journal))
     todo = to_measure(saved, rows, settings.remeasure_fraction)
     progress.counts.planned += len(todo) - estimate(plan, settings)
+    ahead = CompileAhead(job.program, settings.compile_core, root / CACHE_FOLDER)
     with JsonlLog(str(journal)) as log, JsonlLog(str(root / "reference.jsonl")) as ref_log:
         for pending in passes(todo):
-            _measure_pass(name, pending, rows, runner, (log, ref_log), settings, progress, reference)
+            _measure_pass(name, pending, rows, runner, (log, ref_log), settings, progress, reference, ahead)
     rows = results(read_jsonl(str(journal)))
     write_program_npz(root, saved, rows, runner)
     summary = summarize(saved, rows)

@@ -73,4 +73,4 @@ def function_program(spec: str, shapes: Sequence[str], name: str = "", family: s
         raise ValueError(f"{spec}: does not run on {' '.join(shapes)} ({type(e).__name__}: "
                          f"{text[0] if text else ''})") from None
     label = name or spec.replace(":", ".")
-    return Program(label, family or label, fn, lambda: arrays)
+    return Program(label, family or label, fn, lambda: arrays, ("function", spec, name, family, *shapes))

@@ -5,9 +5,10 @@
   and sets XLA's CPU backend to one thread (`SINGLE_THREAD_FLAGS` in `XLA_FLAGS`) — before
   JAX starts its backend, so it must run before the first JAX computation. `settings.core`
   −1 is the last core of the process's affinity (so under `taskset -c 0` it is core 0).
-  Compiling and timing never overlap: a batch is compiled, then timed. (Compiling on
-  another core meanwhile would not help: with these flags XLA's CPU client compiles on one
-  thread of its own — two Python threads compiling at once were no faster.)
+  Compiling and timing never overlap: a batch is compiled, then timed. (Two Python threads
+  compiling at once are no faster — with these flags XLA's CPU client compiles on one thread
+  of its own — but a second process on another core halves a batch's compile time:
+  compile_ahead.py, `compile_core`.)
 * **Interleaved rounds, every repeat kept.** `time_interleaved` takes a batch of compiled
   configs (a program's whole pass, up to `batch`): each is run once to warm up and its
   `number` (runs per repeat) calibrated so a repeat lasts ≥ `min_repeat_ms`; then
@@ -42,7 +43,7 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 CLOCKS = ("wall", "cpu")
 NEIGHBOURS = 5  # timings on each side a timing is compared with
@@ -60,6 +61,7 @@ class MeasureSettings:
     remeasure_fraction: float = 0.1
     reference_every_s: float = 300.0
     clock: str = "wall"             # "wall", or "cpu": the process's CPU time (a shared core)
+    compile_core: Optional[int] = None  # another core compiling half of each batch (compile_ahead.py)
 
     def __post_init__(self) -> None:
         if self.repeats < 1 or self.batch < 1 or self.min_repeat_ms <= 0:
@@ -69,6 +71,9 @@ class MeasureSettings:
             raise ValueError(f"clock {self.clock!r}: one of {', '.join(CLOCKS)}")
         if not 0.0 <= self.remeasure_fraction <= 1.0:
             raise ValueError(f"remeasure fraction {self.remeasure_fraction} is not in 0..1")
+        cores = os.cpu_count() or 1
+        if self.compile_core is not None and self.compile_core not in range(cores):
+            raise ValueError(f"compile core {self.compile_core}: this machine has cores 0–{cores - 1}")
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -91,6 +96,8 @@ def pin_process(settings: MeasureSettings) -> Dict[str, Any]:
         if xla_bridge.backends_are_initialized():
             raise RuntimeError("JAX's backend is already running: pin_process must come first")
     core = measuring_core(settings.core)
+    if settings.compile_core == core:
+        raise ValueError(f"compile core {core} is the measuring core; name another one, or none")
     os.sched_setaffinity(0, {core})
     flags = os.environ.get("XLA_FLAGS", "").split()
     flags += [f for f in SINGLE_THREAD_FLAGS if f not in flags]

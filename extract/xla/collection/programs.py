@@ -24,6 +24,9 @@ class Program:
     family: str
     fn: Callable[..., Any]
     example: Callable[[], List[np.ndarray]]  # built on request (needs JAX)
+    # how another process builds the same program (compile_ahead.py): ("zoo", name) or
+    # ("function", spec, name, family, *shapes); () where it cannot
+    recipe: Tuple[str, ...] = ()
 
     def args(self) -> List[np.ndarray]:
         return [np.asarray(a) for a in self.example()]
@@ -94,7 +97,8 @@ def zoo() -> Dict[str, Program]:
         for step, make in (("infer", _inference), ("train", _training)):
             fn, example = make(model)
             fn.__name__ = f"{model.name}_{step}"
-            programs[f"{model.name}.{step}"] = Program(f"{model.name}.{step}", model.family, fn, example)
+            name = f"{model.name}.{step}"
+            programs[name] = Program(name, model.family, fn, example, ("zoo", name))
     return programs
 
 

@@ -45,9 +45,9 @@ class Prepared:
     info: Dict[str, Any] = field(default_factory=dict)
 
 
-class ProgramRunner:
-    """A program's configurable results (`candidates`), its graph's HLO, and measuring
-    configs (compile each with its layouts pinned, then time them in the same rounds)."""
+class Lowering:
+    """A program lowered under a config: its layout constraints applied, its parameters'
+    layouts pinned (what `ProgramRunner` compiles, and compile_ahead.py's helper with it)."""
 
     def __init__(self, fn: Any, args: Sequence[np.ndarray]) -> None:
         import jax
@@ -55,17 +55,6 @@ class ProgramRunner:
         self.args = [np.asarray(a) for a in args]
         self.constrained = Constrained(fn, self.args)
         self.device = jax.devices()[0]
-        lowered = self.lower({})
-        hlo = lowered.compiler_ir("hlo")
-        self.pre_fusion = hlo.as_serialized_hlo_module_proto()
-        self.pre_fusion_text = hlo.as_hlo_text()
-        modules = lowered.compile().runtime_executable().hlo_modules()
-        compiled = modules[0].as_serialized_hlo_module_proto()
-        self.candidates: Dict[str, Candidate] = dict(self.constrained.candidates)
-        self.dropped = locate(self.candidates, node_names(self.pre_fusion), node_names(compiled))
-
-    def nodes(self) -> List[NodeName]:
-        return node_names(self.pre_fusion)
 
     def _formats(self, config: Config) -> Tuple[Any, ...]:
         from jax.experimental.layout import Format, Layout
@@ -80,6 +69,25 @@ class ProgramRunner:
 
         return jax.jit(self.constrained.function(config), in_shardings=self._formats(config),
                        keep_unused=True).lower(*self.args)
+
+
+class ProgramRunner(Lowering):
+    """A program's configurable results (`candidates`), its graph's HLO, and measuring
+    configs (compile each with its layouts pinned, then time them in the same rounds)."""
+
+    def __init__(self, fn: Any, args: Sequence[np.ndarray]) -> None:
+        super().__init__(fn, args)
+        lowered = self.lower({})
+        hlo = lowered.compiler_ir("hlo")
+        self.pre_fusion = hlo.as_serialized_hlo_module_proto()
+        self.pre_fusion_text = hlo.as_hlo_text()
+        modules = lowered.compile().runtime_executable().hlo_modules()
+        compiled = modules[0].as_serialized_hlo_module_proto()
+        self.candidates: Dict[str, Candidate] = dict(self.constrained.candidates)
+        self.dropped = locate(self.candidates, node_names(self.pre_fusion), node_names(compiled))
+
+    def nodes(self) -> List[NodeName]:
+        return node_names(self.pre_fusion)
 
     def prepare(self, configs: Sequence[Config],
                 journal: Callable[[int, str], None] = lambda i, event: None) -> List[Prepared]:

@@ -133,13 +133,18 @@ def protocol(run: Dict[str, Any]) -> str:
     m, flags = run["measure"], run["pinned"]["xla_flags"]
     return (f"**Protocol.** Single-threaded XLA CPU (`{flags}`), the measuring core ({m['core']}) "
             f"pinned, {m['clock']} clock. A program's configs are compiled (up to {m['batch']} at a "
-            f"time), then timed together in {m['repeats']} shuffled rounds of repeats of ≥ "
+            f"time{_compiled_on(m)}), then timed together in {m['repeats']} shuffled rounds of repeats of ≥ "
             f"{m['min_repeat_ms']:g} ms; a config's runtime is the median of its timings, each "
             f"divided by the median of the {NEIGHBOURS} timings on either side of it in time, times "
             f"the batch's median timing (the raw median and minimum beside it). "
             f"{100 * m['remeasure_fraction']:g}% of every program's configs are timed again in a "
             f"pass of their own (the noise ceiling); the drift kernel every "
             f"{m['reference_every_s']:g} s. Compile failures are kept as rows with an `error`.")
+
+
+def _compiled_on(m: Dict[str, Any]) -> str:
+    core = m.get("compile_core")
+    return "" if core is None else f", half of them by a helper on core {core}, stopped before the timing"
 
 
 def readme(root: Path, out: Path, runs: List[Dict[str, Any]], summaries: List[Dict[str, Any]], lines: List[str]) -> str:
