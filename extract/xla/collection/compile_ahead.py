@@ -65,7 +65,8 @@ class CompileAhead:
             return
         _empty(self.folder)
         helper = multiprocessing.get_context("spawn").Process(
-            target=_compile_backwards, args=(self.recipe, list(keys), str(self.folder), self.core), daemon=True)
+            target=_compile_backwards, args=(self.recipe, list(keys), str(self.folder), self.core, os.getpid()),
+            daemon=True)
         helper.start()
         use_cache(str(self.folder))
         try:
@@ -95,14 +96,17 @@ def _empty(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
 
 
-def _compile_backwards(recipe: Tuple[str, ...], keys: Sequence[str], folder: str, core: int) -> None:
+def _compile_backwards(recipe: Tuple[str, ...], keys: Sequence[str], folder: str, core: int, parent: int) -> None:
     """The helper: compile `keys` from the last one back into the cache (XLA_FLAGS are the
-    measuring process's: the environment is inherited, and the cache's keys include them)."""
+    measuring process's: the environment is inherited, and the cache's keys include them);
+    it stops if the measuring process is killed."""
     os.sched_setaffinity(0, {core})
     use_cache(folder)
     program = rebuild(recipe)
     lowering = Lowering(program.fn, program.args())
     for key in reversed(keys):
+        if os.getppid() != parent:
+            return
         try:
             lowering.lower(parse_config_key(key)).compile()
         except Exception:  # noqa: BLE001 - the measuring process compiles it too, and records the error
