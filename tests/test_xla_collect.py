@@ -309,16 +309,16 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path):
     assert {r["config"] for r in after if r["pass"] == 1} == keys
 
 
-def test_a_helper_on_another_core_compiles_a_batch_for_the_measuring_process(tmp_path, monkeypatch):
+def test_a_helper_on_another_core_compiles_a_batch_for_the_measuring_process(tmp_path, monkeypatch, caplog):
     """With a compile core, the configs of a batch the helper compiled are loaded from JAX's
     cache instead of compiled again; outside a batch nothing is cached (the probe compiles
     XLA's layout several times on purpose), and after it the helper and the cache are gone."""
     pytest.importorskip("jax")
     if spare_core() is None:
         pytest.skip("needs two cores in this process's affinity")
+    import logging
     import multiprocessing
 
-    import jax
     from extract.xla.collection.compile_ahead import CompileAhead
     from extract.xla.collection.functions import function_program
     from extract.xla.collection.layouts import parse_config_key
@@ -330,25 +330,24 @@ def test_a_helper_on_another_core_compiles_a_batch_for_the_measuring_process(tmp
     program = function_program("tinyprog:mlp", SHAPES)
     runner = ProgramRunner(program.fn, program.args())
     keys = ["", "p0=1,0", "p1=1,0", "p0=1,0;p1=1,0"]
-    hits = []
-    listener = lambda event, **kw: hits.append(event) if event.endswith("/cache_hits") else None  # noqa: E731
-    jax.monitoring.register_event_listener(listener)
-    try:
-        folder = tmp_path / "cache"
-        with CompileAhead(program, spare_core(), folder).batch(keys):
-            deadline = time.monotonic() + 240
-            while len(list(folder.glob("*-cache"))) < len(keys) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            prepared = runner.prepare([parse_config_key(k) for k in keys])
-        assert len(hits) == len(keys)          # every config loaded, none compiled twice
-        for p in prepared:
-            np.testing.assert_allclose(np.asarray(p.call()), np.asarray(program.fn(*program.args())), rtol=1e-5)
-        assert not multiprocessing.active_children() and not list(folder.iterdir())
-        for _ in range(2):
-            runner.lower(parse_config_key(keys[1])).compile()
-        assert len(hits) == len(keys)          # no cache outside a batch: the second compiles anew
-    finally:
-        jax.monitoring.unregister_event_listener(listener)
+    caplog.set_level(logging.DEBUG, logger="jax._src.compiler")
+
+    def loaded() -> int:  # the program's compiles JAX took from the cache (not its arguments' relayouts)
+        return sum("cache hit for 'jit_program'" in r.getMessage() for r in caplog.records)
+
+    folder = tmp_path / "cache"
+    with CompileAhead(program, spare_core(), folder).batch(keys):
+        deadline = time.monotonic() + 240
+        while len(list(folder.glob("jit_program-*-cache"))) < len(keys) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        prepared = runner.prepare([parse_config_key(k) for k in keys])
+    assert loaded() == len(keys)          # every config loaded, none compiled twice
+    for p in prepared:
+        np.testing.assert_allclose(np.asarray(p.call()), np.asarray(program.fn(*program.args())), rtol=1e-5)
+    assert not multiprocessing.active_children() and not list(folder.iterdir())
+    for _ in range(2):
+        runner.lower(parse_config_key(keys[1])).compile()
+    assert loaded() == len(keys)          # no cache outside a batch: the second compiles anew
 
 
 @pytest.mark.parametrize("core, message", [("-1", "the measuring core"), ("9999", "this machine has cores")])
