@@ -131,11 +131,15 @@ def train_argv(model: str, seed: int, out: str, data: Sequence[str], epochs: Opt
     return argv + list(extra)
 
 
-def _run_done(out: str, argv: Sequence[str]) -> bool:
-    """A finished run with the same command line (recorded beside it) is reused."""
+DATA_NAME = "bench_data.json"   # beside a run: the digest of the data it trained on, where given
+
+
+def _run_done(out: str, argv: Sequence[str], data: Optional[str] = None) -> bool:
+    """A finished run with the same command line (recorded beside it), trained on the same
+    data where the benchmark gives its digest, is reused."""
     path = os.path.join(out, "metrics.json")
     cmd = os.path.join(out, "bench_argv.json")
-    if not (os.path.exists(path) and os.path.exists(cmd)):
+    if not (os.path.exists(path) and os.path.exists(cmd)) or _data_of(out) != data:
         return False
     with open(cmd, encoding="utf-8") as f:
         if json.load(f) != list(argv):
@@ -160,6 +164,15 @@ def _same_config(recorded: Dict[str, Any], argv: Sequence[str]) -> bool:
     return all(recorded.get(key, plain[key]) == value for key, value in config.items())
 
 
+def _data_of(out: str) -> Optional[str]:
+    """The data digest recorded beside a run (`DATA_NAME`), None without one."""
+    path = os.path.join(out, DATA_NAME)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("digest")
+
+
 def _resumable(out: str, argv: Sequence[str]) -> bool:
     """Whether OUT holds the checkpoint of an unfinished epoch-trained run of ARGV's config
     (a killed benchmark continues it rather than training it again from the start)."""
@@ -176,31 +189,32 @@ def _resumable(out: str, argv: Sequence[str]) -> bool:
     return "epoch" in state and _same_config(state["config"], argv)
 
 
-def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optional[str] = None) -> Dict[str, Any]:
+def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optional[str] = None,
+                 data: Optional[str] = None) -> Dict[str, Any]:
     """`python -m simulator.train ARGV` in a subprocess (output to OUT/train.log) on
     `device` (not part of the run's identity: a run trained on a GPU is reused on a CPU);
     returns its metrics.json plus wall seconds. Reused if OUT already holds the same
     finished run, or, with `kept`, if that folder keeps it (`benchmarks.kept_runs`: for
     benchmarks that read only the metrics; every finished run is kept there too); an
     unfinished one of the same config is resumed from its checkpoint (the seconds are
-    then those of the last part)."""
-    if _run_done(out, argv):
+    then those of the last part). `data`: a digest of the files the run trains on, for a
+    benchmark whose data can change under the same command line (a collection measured
+    again); a run recorded with another digest, or none, is trained again."""
+    if _run_done(out, argv, data):
         with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
             metrics = json.load(f)
         if kept:    # also a run trained before runs were kept
-            keep(kept, out, argv, metrics, seconds_of(out))
+            keep(kept, out, argv, metrics, seconds_of(out), data)
         metrics.setdefault("bench", {})["reused"] = True
         metrics["bench"]["seconds"] = seconds_of(out)
         return metrics
     earlier = read_kept(kept, out, argv) if kept else None
-    if earlier and earlier["argv"] == command_key(argv) and _same_config(earlier["metrics"].get("config", {}), argv):
+    if (earlier and earlier["argv"] == command_key(argv) and earlier.get("data") == data
+            and _same_config(earlier["metrics"].get("config", {}), argv)):
         earlier["metrics"].setdefault("bench", {}).update(reused=True, kept=True, seconds=earlier["seconds"])
         return earlier["metrics"]
-    os.makedirs(out, exist_ok=True)
-    for stale in ("bench_argv.json", "bench_seconds.json"):  # they describe the run being replaced
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(out, stale))
-    how = "--resume" if _resumable(out, argv) else "--overwrite"
+    how = "--resume" if _data_of(out) == data and _resumable(out, argv) else "--overwrite"
+    _start_folder(out, data)
     start = time.perf_counter()
     env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
     with atomic_write(os.path.join(out, "train.log"), "w") as logf:  # whole, or the old one
@@ -218,18 +232,31 @@ def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optio
     write_json(os.path.join(out, "bench_seconds.json"), {"seconds": seconds, "device": device})
     metrics.setdefault("bench", {})["seconds"] = seconds
     if kept:
-        keep(kept, out, argv, metrics, seconds)
+        keep(kept, out, argv, metrics, seconds, data)
     return metrics
+
+
+def _start_folder(out: str, data: Optional[str]) -> None:
+    """OUT without the records of the run being replaced, and with the digest of the data
+    the new one trains on (before it starts: a killed run resumes only on the same data)."""
+    os.makedirs(out, exist_ok=True)
+    for stale in ("bench_argv.json", "bench_seconds.json", DATA_NAME):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(out, stale))
+    if data is not None:
+        write_json(os.path.join(out, DATA_NAME), {"digest": data})
 
 
 def run_many(jobs: Sequence[Dict[str, Any]], parallel: int = 2, device: str = "cpu",
              kept: Optional[str] = None) -> List[Dict[str, Any]]:
-    """Run training jobs ({"argv", "out", ...}) `parallel` at a time on `device`; results
-    in job order, each job dict with "metrics" added. `kept`: see `run_training`."""
+    """Run training jobs ({"argv", "out", ...}, optionally "data": the data's digest)
+    `parallel` at a time on `device`; results in job order, each job dict with "metrics"
+    added. `kept`, "data": see `run_training`."""
     results: List[Optional[Dict[str, Any]]] = [None] * len(jobs)
     start = time.perf_counter()
     with cf.ThreadPoolExecutor(max(1, parallel)) as pool:
-        futures = {pool.submit(run_training, j["argv"], j["out"], device, kept): i for i, j in enumerate(jobs)}
+        futures = {pool.submit(run_training, j["argv"], j["out"], device, kept, j.get("data")): i
+                   for i, j in enumerate(jobs)}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             i = futures[fut]
             results[i] = dict(jobs[i], metrics=fut.result())

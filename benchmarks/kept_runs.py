@@ -6,7 +6,9 @@ A benchmark that reads only each run's metrics passes `kept=FOLDER` to
 `benchmarks.common.run_many` (`RESULTS/<its result name>_runs/`): every finished run is
 then also written to `FOLDER/<run folder's name>-<digest of its command line>.json.gz` —
 its command line, its metrics without the validation set's per-task rows (the commit of
-the code that trained it among them, `code`), its training seconds; gzipped without a
+the code that trained it among them, `code`), its training seconds, and the digest of its
+data where the benchmark gives one (`benchmarks.xla_layout`: a collection measured again
+trains every run again); gzipped without a
 timestamp, so a run kept again unchanged is unchanged bytes — and a run whose folder is
 missing is taken from there when its command line (the `--out` folder aside) and its
 resolved config are today's (`benchmarks.common.run_training`). The digest keeps runs of
@@ -57,8 +59,12 @@ def compact(metrics: Dict[str, Any]) -> Dict[str, Any]:
     return {**{k: v for k, v in metrics.items() if k != "bench"}, "val": val}
 
 
-def keep(kept: str, out: str, argv: Sequence[str], metrics: Dict[str, Any], seconds: Optional[float]) -> None:
-    record = {"argv": command_key(argv), "metrics": compact(metrics), "seconds": seconds}
+def keep(kept: str, out: str, argv: Sequence[str], metrics: Dict[str, Any], seconds: Optional[float],
+         data: Optional[str] = None) -> None:
+    """Keep a finished run; `data`, the digest of the data it trained on, where the benchmark
+    gives one (a run kept without it is reused only where none is asked for)."""
+    record = {"argv": command_key(argv), "metrics": compact(metrics), "seconds": seconds,
+              **({"data": data} if data is not None else {})}
     text = json.dumps(record, sort_keys=True).encode("utf-8")
     write_gzip(kept_file(kept, out, argv), text)
     old = unhashed_file(kept, out)
@@ -67,7 +73,8 @@ def keep(kept: str, out: str, argv: Sequence[str], metrics: Dict[str, Any], seco
 
 
 def read_kept(kept: str, out: str, argv: Sequence[str]) -> Optional[Dict[str, Any]]:
-    """The kept run of OUT with this command line ({"argv", "metrics", "seconds"}), None
+    """The kept run of OUT with this command line ({"argv", "metrics", "seconds"}, and "data"
+    where it was kept with its data's digest), None
     when none is kept; a one-line error naming the file when it is damaged."""
     path = kept_file(kept, out, argv)
     if os.path.exists(path):

@@ -40,7 +40,8 @@ measured config of the whole graph); beside them `minor-dim-rule`, which learns 
 (benchmarks/layout_rule.py: the elements whose most-minor dimension a config moves off XLA's
 choice). Each fold's root is RUNS/xla_layout/folds/<family> (links to the collection's
 files); runs go to RUNS/xla_layout/<family>-<search>-<model>-seed<S> (a finished run with
-the same command line is reused); results to RESULTS/xla_layout.json and .csv, and a section
+the same command line, trained on the same collection — `collection_digest` — is reused, from
+its folder or from those kept in RESULTS/xla_layout_runs); results to RESULTS/xla_layout.json and .csv, and a section
 of docs/RESULTS.md (`report_section`, through benchmarks.report).
 """
 from __future__ import annotations
@@ -152,6 +153,19 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
             "noise_rel": noise.get("noise_rel")}
 
 
+def collection_digest(root: Path) -> str:
+    """SHA-256 over the collection's npz files (their paths under ROOT and their bytes): what
+    every fold trains on. A collection measured again (or topped up) has another digest, and
+    every run of the benchmark is trained again (`benchmarks.common.run_training`'s `data`)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted((root / "npz").rglob("*.npz")):
+        digest.update(str(path.relative_to(root)).encode("utf-8") + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def collection_facts(root: Path) -> Dict[str, Any]:
     """Per search: the facts of every program."""
     return {search: {"programs": {p: program_facts(root, p, search) for p in search_programs(root, search)}}
@@ -209,6 +223,7 @@ def fold_root(runs: str, root: Path, facts: Dict[str, Any], fold: Dict[str, str]
 def jobs(args, facts: Dict[str, Any], chosen: Sequence[Dict[str, str]]) -> List[Dict[str, Any]]:
     """One training run per (fold of `chosen`, search, model, seed)."""
     runs = os.path.join(args.runs, "xla_layout")
+    data = collection_digest(Path(args.xla_root))
     out = []
     for fold in chosen:
         data_root = fold_root(args.runs, Path(args.xla_root), facts, fold)
@@ -221,7 +236,7 @@ def jobs(args, facts: Dict[str, Any], chosen: Sequence[Dict[str, str]]) -> List[
                                       extra=[*spec[2:], "--patience", str(args.xla_epochs),
                                              "--data-root", str(data_root)])
                     out.append({"fold": fold["test"], "search": search, "model": model, "seed": seed,
-                                "out": folder, "argv": argv})
+                                "out": folder, "argv": argv, "data": data})
     return out
 
 

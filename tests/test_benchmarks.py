@@ -504,3 +504,35 @@ def test_a_killed_benchmark_leaves_no_child_running(tmp_path):
         parent.kill()
         if pid_file.exists() and pid_file.read_text() and _running(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_a_run_given_its_datas_digest_is_reused_only_on_the_same_data(tmp_path, monkeypatch):
+    import shutil
+
+    from benchmarks import common
+
+    networks = os.path.join(os.path.dirname(__file__), "data", "networks_tiny")
+    kept = str(tmp_path / "results" / "tiny_runs")
+    out = str(tmp_path / "runs" / "random-gcn-seed0")
+    argv = ["--model", "gcn", "--seed", "0", "--out", out, "--data", networks, "--epochs", "1", "--threads", "1",
+            "--split", "random"]
+    trained = common.run_training(argv, out, kept=kept, data="digest-a")
+    assert "reused" not in trained["bench"]
+    trainings = []
+    real_run = common.subprocess.run
+
+    def counted(*a, **k):
+        trainings.append(a)
+        return real_run(*a, **k)
+    monkeypatch.setattr(common.subprocess, "run", counted)
+    assert common.run_training(argv, out, kept=kept, data="digest-a")["bench"]["reused"]       # same data
+    assert not trainings
+    shutil.rmtree(tmp_path / "runs")
+    assert common.run_training(argv, out, kept=kept, data="digest-a")["bench"]["kept"]         # kept, same data
+    assert not trainings
+    again = common.run_training(argv, out, kept=kept, data="digest-b")                         # measured again
+    assert len(trainings) == 1 and "reused" not in again["bench"]
+    assert common.run_training(argv, out, kept=kept, data="digest-b")["bench"]["reused"]
+    shutil.rmtree(tmp_path / "runs")
+    common.run_training(argv, out, kept=kept, data="digest-a")     # the kept run is digest-b's now: trained
+    assert len(trainings) == 2

@@ -590,3 +590,18 @@ def test_timings_too_short_to_see_stay_finite():
     ratios = relative_to_neighbours([(0, 0.0), (1, 0.0), (0, 1e-6), (1, 0.0)], 2)
     assert all(np.isfinite(r) for rs in ratios for r in rs)
     assert relative_to_neighbours([(0, 2e-3)], 1) == [[1.0]]  # a lone timing is its own scale
+
+
+def test_the_readme_says_in_how_many_runs_a_helper_compiled():
+    from extract.xla.collection.ship import protocol
+    measure = {"core": 1, "clock": "wall", "batch": 200, "repeats": 50, "min_repeat_ms": 20.0,
+               "remeasure_fraction": 0.25, "reference_every_s": 300.0}
+
+    def run(compile_core):
+        return {"measure": dict(measure, compile_core=compile_core), "pinned": {"xla_flags": "--flags"}}
+    alone, helped = run(None), run(0)
+    assert "helper" not in protocol([alone, alone])
+    assert "half of them by a helper on core 0, stopped before the timing" in protocol([helped, helped])
+    assert "by a helper on core 0 in 1 of the 3 runs, stopped" in protocol([alone, alone, helped])
+    older = {"measure": measure, "pinned": {"xla_flags": "--flags"}}   # recorded before the option existed
+    assert "in 1 of the 2 runs" in protocol([older, helped])

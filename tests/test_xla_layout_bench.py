@@ -243,6 +243,31 @@ def test_rerun_reuses_every_finished_run(results, collection, capsys):
         assert json.load(f)["programs"] == res["programs"]
 
 
+def test_a_collection_measured_again_trains_every_run_again(collection, tmp_path):
+    import shutil
+
+    from benchmarks import xla_layout
+    again = tmp_path / "again"
+    shutil.copytree(collection, again)
+    runs = tmp_path / "runs" / "xla_layout"
+    argv = ["--xla-root", str(again), "--xla-seeds", "0", "--xla-epochs", "1", "--xla-models", "xgb",
+            "--xla-families", "delta", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")]
+
+    def stamps():
+        return {p.name: os.path.getmtime(p / "metrics.json") for p in runs.iterdir() if p.name != "folds"}
+    assert xla_layout.main(argv) == 0
+    first = stamps()
+    assert len(first) == 2 and xla_layout.main(argv) == 0 and stamps() == first     # reused
+    npz = again / "npz" / "layout" / "xla" / "random" / "train" / "alpha.infer.npz"  # a training program
+    arrays = dict(np.load(npz))
+    arrays["config_runtime"] = arrays["config_runtime"][::-1].copy()
+    np.savez(npz, **arrays)
+    assert xla_layout.main(argv) == 0
+    assert all(stamps()[name] != stamp for name, stamp in first.items())           # both searches trained again
+    shutil.rmtree(runs)
+    assert xla_layout.main(argv) == 0 and not any(p.name != "folds" for p in runs.iterdir())  # kept: reused
+
+
 def test_bad_or_unfinished_root_is_one_line_naming_it(tmp_path, collection):
     with pytest.raises(SystemExit, match="not a measured layout collection"):
         bench(tmp_path / "nothing", tmp_path)

@@ -129,11 +129,13 @@ def _day(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
 
 
-def protocol(run: Dict[str, Any]) -> str:
+def protocol(runs: List[Dict[str, Any]]) -> str:
+    """The last run's measuring protocol, and in how many runs a helper compiled."""
+    run = runs[-1]
     m, flags = run["measure"], run["pinned"]["xla_flags"]
     return (f"**Protocol.** Single-threaded XLA CPU (`{flags}`), the measuring core ({m['core']}) "
             f"pinned, {m['clock']} clock. A program's configs are compiled (up to {m['batch']} at a "
-            f"time{_compiled_on(m)}), then timed together in {m['repeats']} shuffled rounds of repeats of ≥ "
+            f"time{_compiled_on(runs)}), then timed together in {m['repeats']} shuffled rounds of repeats of ≥ "
             f"{m['min_repeat_ms']:g} ms; a config's runtime is the median of its timings, each "
             f"divided by the median of the {NEIGHBOURS} timings on either side of it in time, times "
             f"the batch's median timing (the raw median and minimum beside it). "
@@ -142,9 +144,16 @@ def protocol(run: Dict[str, Any]) -> str:
             f"{m['reference_every_s']:g} s. Compile failures are kept as rows with an `error`.")
 
 
-def _compiled_on(m: Dict[str, Any]) -> str:
-    core = m.get("compile_core")
-    return "" if core is None else f", half of them by a helper on core {core}, stopped before the timing"
+def _compiled_on(runs: List[Dict[str, Any]]) -> str:
+    """Where a helper compiled half of each batch (`--compile-core`), and in how many of the
+    runs when not in all (a collection topped up later, with the helper)."""
+    cores = sorted({r["measure"]["compile_core"] for r in runs if r["measure"].get("compile_core") is not None})
+    if not cores:
+        return ""
+    helped = sum(r["measure"].get("compile_core") is not None for r in runs)
+    where = "" if helped == len(runs) else f" in {helped} of the {len(runs)} runs"
+    return (f", half of them by a helper on core {', '.join(map(str, cores))}{where}, stopped before the "
+            f"timing")
 
 
 def readme(root: Path, out: Path, runs: List[Dict[str, Any]], summaries: List[Dict[str, Any]], lines: List[str]) -> str:
@@ -166,7 +175,7 @@ def readme(root: Path, out: Path, runs: List[Dict[str, Any]], summaries: List[Di
         "docs/xla_collection.md.", "",
         f"**Machine.** {cpu_of(machine)}, {machine['cores']} cores; Python {machine['python']}, "
         f"jax/jaxlib {machine['jax']}. One CPU model only.", "",
-        protocol(runs[-1]), "",
+        protocol(runs), "",
         f"**Commands** ({_day(runs[0]['time'])} to {_day(runs[-1]['time'])}, {len(runs)} runs):", "",
         *[f"    {c}" for c in commands],
         f"    python -m extract.xla_collect ship {root} --out {out}", "",
