@@ -159,10 +159,12 @@ def collection_digest(root: Path) -> str:
     every run of the benchmark is trained again (`benchmarks.common.run_training`'s `data`)."""
     import hashlib
 
+    from extract.fileio import sha256_of
+
     digest = hashlib.sha256()
     for path in sorted((root / "npz").rglob("*.npz")):
         digest.update(str(path.relative_to(root)).encode("utf-8") + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(bytes.fromhex(sha256_of(path)))
     return digest.hexdigest()
 
 

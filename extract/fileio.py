@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -134,3 +135,12 @@ def output_lock(folder: PathLike) -> Iterator[Path]:
         yield folder
     finally:
         lock.release()
+
+
+def sha256_of(path: Union[str, Path]) -> str:
+    """The file's SHA-256, hex, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -56,7 +56,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .autotvm.records import REPORT_NAME, MeasureRecord, RecordFormatError, is_output_report, read_records, target_kind
 from .autotvm.templates import UnknownTemplateError, get_template
 from .cli import NONNEGATIVE
-from .fileio import OutputBusyError, atomic_write, output_lock
+from .fileio import OutputBusyError, atomic_write, output_lock, sha256_of
 from .inputs import find_all, passed_over_lines
 from .log_report import LogReport
 from .sample import GraphSample, save_samples
@@ -189,14 +189,6 @@ def refuse_earlier_output(folder: str, overwrite: bool) -> None:
         held = ", ".join(([REPORT_NAME] if REPORT_NAME in names else []) + ([f"{npz} .npz"] if npz else []))
         raise OutputFolderError(f"{folder}: holds the output of an earlier run ({held}); pass --overwrite "
                                 f"to replace it, or choose an empty folder")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _write_report(out: Path, body: Dict[str, Any]) -> None:

@@ -147,13 +147,12 @@ def protocol(runs: List[Dict[str, Any]]) -> str:
 def _compiled_on(runs: List[Dict[str, Any]]) -> str:
     """Where a helper compiled half of each batch (`--compile-core`), and in how many of the
     runs when not in all (a collection topped up later, with the helper)."""
-    cores = sorted({r["measure"]["compile_core"] for r in runs if r["measure"].get("compile_core") is not None})
-    if not cores:
+    helped = [r["measure"]["compile_core"] for r in runs if r["measure"].get("compile_core") is not None]
+    if not helped:
         return ""
-    helped = sum(r["measure"].get("compile_core") is not None for r in runs)
-    where = "" if helped == len(runs) else f" in {helped} of the {len(runs)} runs"
-    return (f", half of them by a helper on core {', '.join(map(str, cores))}{where}, stopped before the "
-            f"timing")
+    where = "" if len(helped) == len(runs) else f" in {len(helped)} of the {len(runs)} runs"
+    cores = ", ".join(map(str, sorted(set(helped))))
+    return f", half of them by a helper on core {cores}{where}, stopped before the timing"
 
 
 def readme(root: Path, out: Path, runs: List[Dict[str, Any]], summaries: List[Dict[str, Any]], lines: List[str]) -> str:
