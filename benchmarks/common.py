@@ -24,7 +24,7 @@ import numpy as np
 
 from extract.cli import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
                                 output_folder)
-from extract.fileio import atomic_write
+from extract.fileio import atomic_write, sha256_of
 from simulator.distributed import DEVICES
 from simulator.engine import locked_output
 from simulator.registry import SimulatorError
@@ -162,6 +162,19 @@ def _same_config(recorded: Dict[str, Any], argv: Sequence[str]) -> bool:
         return False
     plain = TrainConfig().to_dict()
     return all(recorded.get(key, plain[key]) == value for key, value in config.items())
+
+
+def files_digest(root: str, files: Iterable[str]) -> str:
+    """SHA-256 over `files` (each one's path under `root` and its bytes' SHA-256): the
+    digest of what a benchmark's runs train on, for `run_training`'s `data`. Data measured
+    again, topped up or grown gives another digest."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(files, key=lambda p: os.path.relpath(p, root).split(os.sep)):
+        digest.update(os.path.relpath(path, root).encode("utf-8") + b"\0")
+        digest.update(bytes.fromhex(sha256_of(path)))
+    return digest.hexdigest()
 
 
 def _data_of(out: str) -> Optional[str]:

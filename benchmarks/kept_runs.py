@@ -7,8 +7,8 @@ A benchmark that reads only each run's metrics passes `kept=FOLDER` to
 then also written to `FOLDER/<run folder's name>-<digest of its command line>.json.gz` —
 its command line, its metrics without the validation set's per-task rows (the commit of
 the code that trained it among them, `code`), its training seconds, and the digest of its
-data where the benchmark gives one (`benchmarks.xla_layout`: a collection measured again
-trains every run again); gzipped without a
+data where the benchmark gives one (`benchmarks.xla_layout`, `benchmarks.networks`,
+`benchmarks.learning_curves`: data measured again or grown trains every run again); gzipped without a
 timestamp, so a run kept again unchanged is unchanged bytes — and a run whose folder is
 missing is taken from there when its command line (the `--out` folder aside) and its
 resolved config are today's (`benchmarks.common.run_training`). The digest keeps runs of

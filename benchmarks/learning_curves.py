@@ -82,7 +82,8 @@ def run(args) -> Dict[str, Any]:
 
         args.networks_data = os.path.relpath(default_dataset())
     summary = bench_networks.dataset_summary(args.networks_data)
-    planned = jobs(args)
+    digest = bench_networks.dataset_digest(args.networks_data)
+    planned = [dict(job, data=digest) for job in jobs(args)]
     log(f"learning curves: {len(planned)} training runs")
     stem = PREFIX + bench_networks.dataset_name(args.networks_data)
     results = run_many(planned, args.parallel, args.device, os.path.join(args.results, stem + KEPT_SUFFIX))

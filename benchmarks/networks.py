@@ -56,8 +56,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from .common import (COUNT, SEED, add_run_options, cli, fmt, log, markdown_table, mean_std, model_name,
-                     run_and_report, run_many, train_argv, write_csv, write_json)
+from .common import (COUNT, SEED, add_run_options, cli, files_digest, fmt, log, markdown_table, mean_std,
+                     model_name, run_and_report, run_many, train_argv, write_csv, write_json)
 from .kept_runs import KEPT_SUFFIX
 
 # the default, its base-column ablation, the rivals of docs/COSTMODEL.md and the size-invariant
@@ -168,6 +168,15 @@ def dataset_summary(data: str) -> Dict[str, Any]:
         raise SystemExit(f"{path}: missing (make the dataset folder with python -m datasets.ship)")
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def dataset_digest(data: str) -> str:
+    """The digest of what the runs train on (`benchmarks.common.files_digest`): every file of
+    the dataset folder but its README and its pre-trained checkpoints. A dataset grown by more
+    measuring has another, and every run is trained again rather than reused."""
+    files = [os.path.join(folder, name) for folder, _, names in os.walk(data) for name in names
+             if name != "README.md" and "pretrained" not in os.path.relpath(folder, data).split(os.sep)]
+    return files_digest(data, files)
 
 
 def default_kinds(summary: Dict[str, Any]) -> List[str]:
@@ -298,7 +307,8 @@ def run(args) -> Dict[str, Any]:
 
         args.networks_data = os.path.relpath(default_dataset())
     summary = dataset_summary(args.networks_data)
-    planned = jobs(args, summary)
+    digest = dataset_digest(args.networks_data)
+    planned = [dict(job, data=digest) for job in jobs(args, summary)]
     log(f"networks: {len(planned)} training runs")
     kept = os.path.join(args.results, result_stem(args.networks_data) + KEPT_SUFFIX)
     rows = add_scores(result_rows(run_many(planned, args.parallel, args.device, kept)), summary)

@@ -53,8 +53,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from .common import (COUNT, SEED, add_run_options, cli, finite_or_null, fmt, log, markdown_table, mean_std,
-                     run_and_report, run_many, train_argv, write_csv, write_json)
+from .common import (COUNT, SEED, add_run_options, cli, files_digest, finite_or_null, fmt, log, markdown_table,
+                     mean_std, run_and_report, run_many, train_argv, write_csv, write_json)
 from .kept_runs import KEPT_SUFFIX
 from .layout_rule import RULE_NAME, rule_metrics
 
@@ -154,18 +154,10 @@ def program_facts(root: Path, program: str, search: str) -> Dict[str, Any]:
 
 
 def collection_digest(root: Path) -> str:
-    """SHA-256 over the collection's npz files (their paths under ROOT and their bytes): what
+    """The digest of the collection's npz files (`benchmarks.common.files_digest`): what
     every fold trains on. A collection measured again (or topped up) has another digest, and
     every run of the benchmark is trained again (`benchmarks.common.run_training`'s `data`)."""
-    import hashlib
-
-    from extract.fileio import sha256_of
-
-    digest = hashlib.sha256()
-    for path in sorted((root / "npz").rglob("*.npz")):
-        digest.update(str(path.relative_to(root)).encode("utf-8") + b"\0")
-        digest.update(bytes.fromhex(sha256_of(path)))
-    return digest.hexdigest()
+    return files_digest(str(root), [str(p) for p in (root / "npz").rglob("*.npz")])
 
 
 def collection_facts(root: Path) -> Dict[str, Any]:

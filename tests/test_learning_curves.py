@@ -1,6 +1,7 @@
 """benchmarks.learning_curves: leave-one-network-out runs on shares of the training tasks or
 records, the full point shared with benchmarks.networks."""
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -43,7 +44,7 @@ def test_the_full_point_is_the_networks_benchmark_run():
 
 
 def test_curves_run_report_and_resume(tmp_path):
-    from benchmarks import learning_curves as curves
+    from benchmarks import learning_curves as curves, networks
 
     out = tmp_path / "results"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TPSIM_CACHE=str(tmp_path / "cache"), TQDM_DISABLE="1")
@@ -53,6 +54,8 @@ def test_curves_run_report_and_resume(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads((out / "learning_curves_networks_tiny.json").read_text())
+    kept = [json.loads(gzip.open(f).read()) for f in (out / "learning_curves_networks_tiny_runs").glob("*.json.gz")]
+    assert len(kept) == 3 and {k["data"] for k in kept} == {networks.dataset_digest(str(TINY))}
     by_share = {r["share"]: r for r in res["rows"]}
     assert set(by_share) == {"full", "tasks", "records"}
     full = by_share["full"]["train_samples"]

@@ -238,6 +238,8 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
            "--networks-seeds", "0", "1", "--runs", str(tmp_path / "runs"), "--results", str(out), "--parallel", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    run_data = json.loads((tmp_path / "runs/networks/leave-network-out-bert-mlp-seed0/bench_data.json").read_text())
+    assert run_data == {"digest": bench.dataset_digest(str(TINY))}          # a grown dataset trains again
     res = json.loads((out / "networks_tiny_1_epochs.json").read_text())   # one per dataset and epoch count
     (out / "networks_other.json").write_text(json.dumps(dict(res, dataset="elsewhere/networks_other", protocol=dict(
         res["protocol"], valid_records=res["protocol"]["valid_records"] + 1))))
@@ -272,6 +274,24 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     assert bench.LOSS == "pairwise-hinge" and "loss `pairwise-hinge`" in text
     run = json.loads((tmp_path / "runs" / "networks" / "leave-network-out-bert-mlp-seed0" / "metrics.json").read_text())
     assert run["config"]["loss"] == "pairwise-hinge" and row["command"].endswith("--loss pairwise-hinge")
+
+
+def test_the_dataset_digest_follows_the_measured_files_only(tmp_path):
+    import shutil
+
+    from benchmarks.networks import dataset_digest
+
+    data = tmp_path / "networks_tiny"
+    shutil.copytree(TINY, data)
+    before = dataset_digest(str(data))
+    assert before == dataset_digest(str(TINY))                           # the same files wherever they are
+    (data / "README.md").write_text("edited")
+    (data / "pretrained").mkdir(exist_ok=True)
+    (data / "pretrained" / "gcn.pt").write_bytes(b"a checkpoint")
+    assert dataset_digest(str(data)) == before                           # nothing a run trains on
+    with gzip.open(data / "pass1" / "records.jsonl.gz", "ab") as f:
+        f.write(b"\n")
+    assert dataset_digest(str(data)) != before                           # measured again or grown
 
 
 def test_benchmark_loss_is_checked_and_reaches_every_run():
