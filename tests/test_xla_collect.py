@@ -361,6 +361,16 @@ def test_a_compile_core_that_cannot_help_is_refused(tmp_path, core, message):
     assert len(lines) == 1 and lines[0].startswith("error: compile core") and message in lines[0], done.stderr
 
 
+def test_a_compile_core_for_a_program_no_other_process_can_build_is_refused(tmp_path):
+    from extract.xla.collection.compile_ahead import CompileAhead
+    from extract.xla.collection.programs import Program
+
+    program = Program("mine", "mine", lambda x: x, lambda: [np.ones((4, 4), np.float32)])   # no recipe
+    with pytest.raises(ValueError, match=r"^mine: a compile core \(0\) needs the program's recipe"):
+        CompileAhead(program, 0, tmp_path)
+    assert CompileAhead(program, None, tmp_path).core is None               # measured without a helper
+
+
 @pytest.mark.parametrize("spec, shapes, message", [
     ("nosuchmodule_xyz:f", SHAPES, "nosuchmodule_xyz:f: cannot import module nosuchmodule_xyz"),
     ("tinyprog:nothere", SHAPES, "tinyprog:nothere: module tinyprog has no attribute nothere"),

@@ -52,8 +52,12 @@ class CompileAhead:
     compiles alone), through the cache in `folder`."""
 
     def __init__(self, program: Program, core: Optional[int], folder: Path) -> None:
+        if core is not None and not program.recipe:
+            raise ValueError(f"{program.name}: a compile core ({core}) needs the program's recipe "
+                             f"(Program.recipe: how another process builds it, ('zoo', NAME) or "
+                             f"('function', …)); give it one, or measure without a compile core")
         self.recipe = program.recipe
-        self.core = core if program.recipe else None
+        self.core = core
         self.folder = Path(folder).resolve()
 
     @contextlib.contextmanager
