@@ -36,6 +36,7 @@ Stages (`--stages`, in this order):
             every task's records, gcn and tenset-mlp (benchmarks.learning_curves, `--curve-…` options)
   xla-layout  the cost models judged on the measured XLA layout collection (`--xla-root`, default:
             the shipped datasets/xla_layout_<cpu>; skipped, with one log line, when there is none):
+            model families held out, then programs held out (their model's other step trained on);
             per held-out program and search, τ and top-k slowdown beside the noise ceiling and
             XLA's default layout and a rule that learns nothing (benchmarks.xla_layout, `--xla-…` options)
   ms-replay the gnn's online phase replayed offline on the networks dataset's pools, each

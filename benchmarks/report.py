@@ -461,7 +461,8 @@ def build(results: str, out: str) -> str:
     for curves in curve_results(results):
         lines += curves_section(curves)
     from .xla_layout import load_results as xla_layout_results, report_section as xla_layout_section
-    lines += xla_layout_section(xla_layout_results(results))
+    for res in xla_layout_results(results):
+        lines += xla_layout_section(res)
     lines = with_summary(lines, results)
     text = "\n".join(lines).rstrip() + "\n"
     with atomic_write(out, "w") as f:

@@ -24,7 +24,8 @@ SECTIONS = {"tuning": "MetaSchedule tuning of held-out operators",
             "accuracy": "Accuracy: cross-workload split",
             "speed": "Speed and memory",
             "cross_cpu": "New hardware",
-            "xla_layout": "Measured XLA layout collection"}
+            "xla_layout": "Measured XLA layout collection (",
+            "xla_layout_programs": "Measured XLA layout collection, programs held out"}
 TUNING_POINT = 64   # trials: the first point of the tuning benchmark (its first round)
 
 
@@ -134,8 +135,9 @@ def kind_rows(nets: Dict[str, Any]) -> List[List[str]]:
 
 
 def xla_layout_rows(results: str) -> List[List[str]]:
-    """The measured XLA layout collection: the best model on the held-out model families."""
-    return xla_layout_row(xla_layout_results(results))
+    """The measured XLA layout collection: the best model on the held-out model families, and
+    on the held-out programs."""
+    return [row for res in xla_layout_results(results) for row in xla_layout_row(res)]
 
 
 def accuracy_rows(acc: Dict[str, Any]) -> List[List[str]]:

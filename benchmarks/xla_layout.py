@@ -2,20 +2,27 @@
 
     python -m benchmarks.xla_layout [--xla-root ROOT] [--xla-models gcn-early gcn-late sage-early sage-late
         config-mlp layout-sum xgb] [--xla-seeds 0 1 2] [--xla-epochs 100] [--xla-families FAMILY ...]
-        [--runs runs/bench]
+        [--xla-holdout family programs] [--runs runs/bench]
         [--results docs/results] [--parallel 1]
 
 ROOT is a collection root (`ROOT/npz/layout/xla/{random,default}/<split>/*.npz`,
 `ROOT/measurements/<program>.{plan.json,jsonl}`; docs/xla_collection.md); default: the
-shipped `datasets/xla_layout_<cpu>` with the most programs. The protocol is leave one model
-family out (a program's family is in its plan.json), every family in turn
-(`--xla-families` holds out only those): the held-out family's programs are scored, the
-next family's (alphabetically, cyclic) choose each model's epoch (`layout-sum` keeps its last:
-`--keep-weights last`, its own default), and the model trains on the rest, every one of
-`--xla-epochs` (no early stop: a patience of 15 epochs stopped most runs before their best,
-docs/xla_collection.md); so every program is scored once, by
-models that never saw its family (the collection's own train/valid/test folders are not
-used). Per search (`random`, `default`) and program:
+shipped `datasets/xla_layout_<cpu>` with the most programs. Two protocols (`--xla-holdout`,
+both by default), each fold scoring its held-out programs, another fold's choosing each
+model's epoch (`layout-sum` keeps its last: `--keep-weights last`, its own default), the
+rest training it, every one of `--xla-epochs` (no early stop: a patience of 15 epochs stopped
+most runs before their best, docs/xla_collection.md); every program is scored once (the
+collection's own train/valid/test folders are not used):
+
+* `family`: leave one model family out (a program's family is in its plan.json), every
+  family in turn (`--xla-families` holds out only those), the next family (alphabetically,
+  cyclic) validating: programs scored by models that never saw their family;
+* `programs`: leave programs out, `PROGRAM_FOLDS` folds of programs dealt in turn by family,
+  so no fold holds two programs of one family, the fold half-way round validating: a program
+  is scored by models that trained on the other steps of its model (its inference step, say,
+  when its training step is held out).
+
+Per protocol, search (`random`, `default`) and program:
 
 * Kendall τ (TpuGraphs' layout metric) and top-1 / top-5 slowdown (the best measured
   runtime among the model's k first configs against the program's best), mean ± std over
@@ -38,11 +45,13 @@ features (simulator/models/xgb.py), each with the TpuGraphs layout defaults of
 `simulator.train` (loss listmle, batch 2 graphs × 8 configs; xgb: rank:pairwise on every
 measured config of the whole graph); beside them `minor-dim-rule`, which learns nothing
 (benchmarks/layout_rule.py: the elements whose most-minor dimension a config moves off XLA's
-choice). Each fold's root is RUNS/xla_layout/folds/<family> (links to the collection's
-files); runs go to RUNS/xla_layout/<family>-<search>-<model>-seed<S> (a finished run with
-the same command line, trained on the same collection — `collection_digest` — is reused, from
-its folder or from those kept in RESULTS/xla_layout_runs); results to RESULTS/xla_layout.json and .csv, and a section
-of docs/RESULTS.md (`report_section`, through benchmarks.report).
+choice). Each fold's root is RUNS/xla_layout/folds/<fold> (links to the collection's
+files; a fold is named by its family, or `programs<i>of<k>`); runs go to
+RUNS/xla_layout/<fold>-<search>-<model>-seed<S> (a finished run with the same command line,
+trained on the same collection — `collection_digest` — is reused, from its folder or from
+those kept in RESULTS/xla_layout_runs); results to RESULTS/xla_layout.json and .csv (`family`),
+RESULTS/xla_layout_programs.json and .csv (`programs`), and a section of docs/RESULTS.md
+each (`report_section`, through benchmarks.report).
 """
 from __future__ import annotations
 
@@ -75,6 +84,8 @@ GOAL_MARGIN = 0.05        # "a measured layout beats XLA's default": by more tha
 # the npz holds runtimes rounded to whole ns, the measurements seconds: equal within this share
 SAME_RUNTIME = 1e-6
 RESULT_NAME = "xla_layout"
+HOLDOUTS = ("family", "programs")   # what a fold holds out: one model family, or programs
+PROGRAM_FOLDS = 6                   # `programs`: folds of about a sixth of the programs each
 SHIPPED_PREFIX = "xla_layout_"
 
 
@@ -85,7 +96,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--xla-seeds", nargs="+", type=SEED, default=[0, 1, 2])
     ap.add_argument("--xla-epochs", type=COUNT, default=100)
     ap.add_argument("--xla-families", nargs="+", default=None, metavar="FAMILY",
-                    help="hold out only these model families (default: every family in turn)")
+                    help="hold out only these model families (default: every family in turn; "
+                         "the `family` protocol only)")
+    ap.add_argument("--xla-holdout", nargs="+", choices=HOLDOUTS, default=list(HOLDOUTS),
+                    help="what a fold holds out: a model family, or programs, never two of one family "
+                         "(default: both, each its own results)")
 
 
 # ---------------------------------------------------------------- the collection
@@ -167,31 +182,56 @@ def collection_facts(root: Path) -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the folds
-def folds(facts: Dict[str, Any], held: Optional[Sequence[str]] = None) -> List[Dict[str, str]]:
+def families_of(facts: Dict[str, Any]) -> Dict[str, str]:
+    """{program: its model family} over both searches."""
+    return {p: f["family"] for search in facts.values() for p, f in search["programs"].items()}
+
+
+def folds(facts: Dict[str, Any], held: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     """Leave one model family out: per held-out family (`held`, default every one), the next
-    family in alphabetical order (cyclic) validates; the rest train."""
-    families = sorted({f["family"] for search in facts.values() for f in search["programs"].values()})
+    family in alphabetical order (cyclic) validates; the rest train. A fold: its name ("test"),
+    its validating family ("valid") and the programs of both ("programs")."""
+    family = families_of(facts)
+    families = sorted(set(family.values()))
     if len(families) < 3:
         raise SystemExit(f"the collection has programs of {len(families)} model families; leaving one out needs "
                          f"at least 3 (one held out, one to validate on, the rest to train on)")
     unknown = sorted(set(held or ()) - set(families))
     if unknown:
         raise SystemExit(f"--xla-families: {', '.join(unknown)} not in the collection ({', '.join(families)})")
-    return [{"test": f, "valid": families[(i + 1) % len(families)]} for i, f in enumerate(families)
-            if held is None or f in held]
+    members = {f: sorted(p for p in family if family[p] == f) for f in families}
+    return [{"test": f, "valid": families[(i + 1) % len(families)],
+             "programs": {"test": members[f], "valid": members[families[(i + 1) % len(families)]]}}
+            for i, f in enumerate(families) if held is None or f in held]
 
 
-def fold_links(root: Path, facts: Dict[str, Any], fold: Dict[str, str]) -> Dict[str, Path]:
+def program_folds(facts: Dict[str, Any], count: int = PROGRAM_FOLDS) -> List[Dict[str, Any]]:
+    """Leave programs out: the programs, ordered by family, dealt in turn into `count` folds
+    (fewer with fewer programs), so a family's programs fall in consecutive folds, one each;
+    fold i is scored and the fold half-way round, i + count // 2 (cyclic), validates, so the
+    siblings of a held-out program train (for families of up to count // 2 programs)."""
+    family = families_of(facts)
+    order = sorted(family, key=lambda p: (family[p], p))
+    count = min(count, len(order))
+    if count < 3:
+        raise SystemExit(f"the collection has {len(order)} programs; leaving programs out needs at least 3")
+    dealt = [order[i::count] for i in range(count)]
+    valid = [(i + count // 2) % count for i in range(count)]
+    return [{"test": f"programs{i + 1}of{count}", "valid": f"programs{valid[i] + 1}of{count}",
+             "programs": {"test": dealt[i], "valid": dealt[valid[i]]}} for i in range(count)]
+
+
+def fold_links(root: Path, facts: Dict[str, Any], fold: Dict[str, Any]) -> Dict[str, Path]:
     """{path in the fold's root: the collection's npz file it links to}."""
     out = {}
     for search, found in facts.items():
         for program, f in found["programs"].items():
-            split = next((s for s in ("test", "valid") if fold[s] == f["family"]), "train")
+            split = next((s for s in ("test", "valid") if program in fold["programs"][s]), "train")
             out[f"npz/layout/xla/{search}/{split}/{program}.npz"] = npz_path(root, search, program).resolve()
     return out
 
 
-def fold_root(runs: str, root: Path, facts: Dict[str, Any], fold: Dict[str, str]) -> Path:
+def fold_root(runs: str, root: Path, facts: Dict[str, Any], fold: Dict[str, Any]) -> Path:
     """A layout collection root for one fold, RUNS/xla_layout/folds/<held-out family>: its
     npz/…/{train,valid,test} folders hold links to the collection's files, by family. Kept when
     it already holds exactly these links, else built beside it and swapped in."""
@@ -214,7 +254,7 @@ def fold_root(runs: str, root: Path, facts: Dict[str, Any], fold: Dict[str, str]
 
 
 # ---------------------------------------------------------------- training runs
-def jobs(args, facts: Dict[str, Any], chosen: Sequence[Dict[str, str]]) -> List[Dict[str, Any]]:
+def jobs(args, facts: Dict[str, Any], chosen: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """One training run per (fold of `chosen`, search, model, seed)."""
     runs = os.path.join(args.runs, "xla_layout")
     data = collection_digest(Path(args.xla_root))
@@ -229,36 +269,36 @@ def jobs(args, facts: Dict[str, Any], chosen: Sequence[Dict[str, str]]) -> List[
                     argv = train_argv(spec[1], seed, folder, [f"tpugraphs:layout:xla:{search}"], args.xla_epochs,
                                       extra=[*spec[2:], "--patience", str(args.xla_epochs),
                                              "--data-root", str(data_root)])
-                    out.append({"fold": fold["test"], "search": search, "model": model, "seed": seed,
-                                "out": folder, "argv": argv, "data": data})
+                    out.append({"fold": fold["test"], "held": fold["programs"]["test"], "search": search,
+                                "model": model, "seed": seed, "out": folder, "argv": argv, "data": data})
     return out
 
 
 def run_rows(results: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """One row per (run, program of its held-out family): its metrics, and whether its first
-    pick beats XLA's default."""
+    """One row per (run, program it held out): its metrics, and whether its first pick beats
+    XLA's default."""
     rows = []
     for r in results:
         test = r["metrics"].get("test", {})
         for name, program in facts[r["search"]]["programs"].items():
-            if program["family"] != r["fold"]:
+            if name not in r["held"]:
                 continue
             values = {m: finite_or_null(test.get(m, {}).get("per_workload", {}).get(name)) for m in METRICS}
             rows.append({"search": r["search"], "model": r["model"], "seed": r["seed"], "program": name,
-                         "family": r["fold"], **values,
+                         "family": program["family"], **values,
                          "pick_beats_default": pick_beats_default(values["top1_slowdown"], program["default_slowdown"]),
                          "command": "python -m simulator.train " + " ".join(r["argv"])})
     return rows
 
 
-def rule_rows(root: Path, facts: Dict[str, Any], families: Sequence[str]) -> List[Dict[str, Any]]:
-    """The no-learning reference (`layout_rule`) on every program of the held-out `families`,
+def rule_rows(root: Path, facts: Dict[str, Any], held: Sequence[str]) -> List[Dict[str, Any]]:
+    """The no-learning reference (`layout_rule`) on every held-out program (`held`),
     in `run_rows`' form (no seed: it is deterministic); programs without XLA's own config
     measured are left out."""
     rows = []
     for search, found in facts.items():
         for name, program in found["programs"].items():
-            if program["family"] not in families or program["default_row"] is None:
+            if name not in held or program["default_row"] is None:
                 continue
             values = {m: finite_or_null(v) for m, v in
                       rule_metrics(npz_path(root, search, name), program["default_row"], METRICS).items()}
@@ -308,26 +348,37 @@ def goal_counts(rows: Sequence[Dict[str, Any]], facts: Dict[str, Any]) -> List[D
     return list(out.values())
 
 
-def run(args) -> Dict[str, Any]:
+def run(args) -> List[Dict[str, Any]]:
+    """Every protocol of `--xla-holdout` in turn: their results."""
     root = Path(args.xla_root)
     if not (root / "measurements").is_dir():
         raise SystemExit(f"{root}: not a measured layout collection (no measurements/ folder; "
                          f"python -m extract.xla_collect makes one)")
     facts = collection_facts(root)
-    chosen = folds(facts, args.xla_families)
+    return [run_holdout(args, root, facts, holdout) for holdout in args.xla_holdout]
+
+
+def result_name(holdout: str) -> str:
+    return RESULT_NAME if holdout == "family" else f"{RESULT_NAME}_{holdout}"
+
+
+def run_holdout(args, root: Path, facts: Dict[str, Any], holdout: str) -> Dict[str, Any]:
+    """One protocol's runs, rows and results files."""
+    chosen = folds(facts, args.xla_families) if holdout == "family" else program_folds(facts)
     planned = jobs(args, facts, chosen)
-    log(f"xla-layout: {len(planned)} training runs on {root}")
+    log(f"xla-layout ({holdout} held out): {len(planned)} training runs on {root}")
     kept = os.path.join(args.results, RESULT_NAME + KEPT_SUFFIX)
     rows = run_rows(run_many(planned, args.parallel, args.device, kept), facts)
-    rows += rule_rows(root, facts, [fold["test"] for fold in chosen])
+    rows += rule_rows(root, facts, [p for fold in chosen for p in fold["programs"]["test"]])
     out = {"root": str(args.xla_root), "facts": facts, "rows": rows, "programs": program_means(rows, facts),
            "goal": goal_counts(rows, facts), "machine": collection_machine(root),
-           "protocol": {"epochs": args.xla_epochs, "seeds": list(args.xla_seeds), "models": list(args.xla_models),
-                        "folds": chosen, "goal_margin": GOAL_MARGIN}}
+           "protocol": {"holdout": holdout, "epochs": args.xla_epochs, "seeds": list(args.xla_seeds),
+                        "models": list(args.xla_models), "folds": chosen, "goal_margin": GOAL_MARGIN}}
     os.makedirs(args.results, exist_ok=True)
-    write_json(os.path.join(args.results, f"{RESULT_NAME}.json"), out)
+    write_json(os.path.join(args.results, f"{result_name(holdout)}.json"), out)
     columns = ["search", "family", "program", "model", "seed", *METRICS, "pick_beats_default"]
-    write_csv(os.path.join(args.results, f"{RESULT_NAME}.csv"), columns, [[r[k] for k in columns] for r in rows])
+    write_csv(os.path.join(args.results, f"{result_name(holdout)}.csv"), columns,
+              [[r[k] for k in columns] for r in rows])
     return out
 
 
@@ -340,12 +391,19 @@ def collection_machine(root: Path) -> Optional[Dict[str, Any]]:
     return runs[-1].get("machine") if runs else None
 
 
-def load_results(results: str) -> Optional[Dict[str, Any]]:
-    path = os.path.join(results, f"{RESULT_NAME}.json")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def load_results(results: str) -> List[Dict[str, Any]]:
+    """The results of each protocol that has them, in `HOLDOUTS` order."""
+    out = []
+    for holdout in HOLDOUTS:
+        path = os.path.join(results, f"{result_name(holdout)}.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                out.append(json.load(f))
+    return out
+
+
+def holdout_of(res: Dict[str, Any]) -> str:
+    return res["protocol"].get("holdout", "family")   # results made before the second protocol
 
 
 def out_of_date(res: Dict[str, Any]) -> bool:
@@ -480,8 +538,28 @@ def summary_row(res: Optional[Dict[str, Any]]) -> List[List[str]]:
         return []
     name = os.path.basename(os.path.normpath(res["root"]))
     stale = "; out of date: the collection was measured again since" if out_of_date(res) else ""
-    return [[f"ranking layouts of XLA programs of model families never trained on (`{name}`, every family "
-             f"held out in turn, mean{stale})", "; ".join(cells), "xla_layout"]]
+    if holdout_of(res) == "family":
+        return [[f"ranking layouts of XLA programs of model families never trained on (`{name}`, every family "
+                 f"held out in turn, mean{stale})", "; ".join(cells), "xla_layout"]]
+    return [[f"ranking layouts of XLA programs never trained on, the other steps of their model trained on "
+             f"(`{name}`, programs held out in {len(res['protocol']['folds'])} folds, mean{stale})",
+             "; ".join(cells), "xla_layout_programs"]]
+
+
+HEADINGS = {"family": "", "programs": ", programs held out"}   # after "## Measured XLA layout collection"
+
+
+def _protocol_text(holdout: str, folds_count: int) -> str:
+    if holdout == "family":
+        return (f"Leave one model family out, every family in turn ({folds_count} folds): the held-out "
+                f"family's programs are scored, the next family's (alphabetically) chose each model's epoch "
+                f"(`layout-sum`: its last epoch, an ensemble of its default `--members`), the rest trained it; so "
+                f"every program below is scored by models that never saw its family.")
+    return (f"Leave programs out: the programs, ordered by family, dealt in turn into {folds_count} folds, so no "
+            f"fold holds two programs of one family; each fold's programs are scored, those of the fold half-way "
+            f"round (whose programs' siblings train) chose each model's epoch (`layout-sum`: its last epoch, an ensemble of its default `--members`), the rest "
+            f"trained it; so every program below is scored by models that trained on the other step of its model "
+            f"(its inference step where the training step is scored, and the other way round) but never on it.")
 
 
 def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
@@ -489,15 +567,11 @@ def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
     if not res:
         return []
     p, m = res["protocol"], res.get("machine") or {}
-    lines = [f"## Measured XLA layout collection (`{os.path.basename(os.path.normpath(res['root']))}`)", "",
-             f"`python -m benchmarks.xla_layout --xla-root {res['root']}` (every command in "
-             f"`docs/results/{RESULT_NAME}.json`); collection measured on {m.get('cpu', '?')} "
-             f"(jax {m.get('jax', '?')}). "
-             f"Leave one model family out, every family in turn ({len(p['folds'])} folds): the held-out "
-             f"family's programs are scored, the next family's (alphabetically) chose each model's epoch "
-             f"(`layout-sum`: its last epoch, an ensemble of its default `--members`), the rest trained it; so "
-             f"every program below is scored by models that never "
-             f"saw its family. Seeds "
+    holdout, name = holdout_of(res), os.path.basename(os.path.normpath(res["root"]))
+    lines = [f"## Measured XLA layout collection{HEADINGS[holdout]} (`{name}`)", "",
+             f"`python -m benchmarks.xla_layout --xla-root {res['root']} --xla-holdout {holdout}` (every command in "
+             f"`docs/results/{result_name(holdout)}.json`); collection measured on {m.get('cpu', '?')} "
+             f"(jax {m.get('jax', '?')}). {_protocol_text(holdout, len(p['folds']))} Seeds "
              f"{', '.join(map(str, p['seeds']))} (mean ± std), {p['epochs']} epochs. τ is Kendall's τ over a "
              f"program's measured configs; the ceiling is τ between the two measuring passes of the search's "
              f"re-measured configs (pairs in brackets), and a mean row's share of it is the ratio of the means over "
@@ -526,7 +600,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.xla_root = root_of(args)
     if args.xla_root is None:
         raise SystemExit(f"no --xla-root given and no datasets/{SHIPPED_PREFIX}<cpu> collection is shipped")
-    return run_and_report(args, run, report_section)
+    return run_and_report(args, run, lambda results: [line for res in results for line in report_section(res)])
 
 
 if __name__ == "__main__":

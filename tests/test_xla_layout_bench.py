@@ -89,7 +89,7 @@ BENCH_MODELS = ["gcn-early", "config-mlp", "xgb"]
 def bench(root, out, *extra):
     from benchmarks import xla_layout
     return xla_layout.main(["--xla-root", str(root), "--xla-seeds", "0", "--xla-epochs", "1", "--xla-models",
-                            *BENCH_MODELS, "--xla-families", *HELD, "--runs", str(out / "runs"),
+                            *BENCH_MODELS, "--xla-families", *HELD, "--xla-holdout", "family", "--runs", str(out / "runs"),
                             "--results", str(out / "results"), "--parallel", "2", *extra])
 
 
@@ -105,7 +105,10 @@ def test_every_held_out_program_model_and_search_is_scored(results):
     _, res = results
     assert {p: f["family"] for p, f in res["facts"]["random"]["programs"].items()} == \
         {p: p.split(".")[0] for p in PROGRAMS}
-    assert res["protocol"]["folds"] == [{"test": "delta", "valid": "gamma"}, {"test": "gamma", "valid": "alpha"}]
+    assert res["protocol"]["folds"] == [
+        {"test": "delta", "valid": "gamma", "programs": {"test": ["delta.infer"], "valid": ["gamma.infer"]}},
+        {"test": "gamma", "valid": "alpha", "programs": {"test": ["gamma.infer"], "valid": ["alpha.infer"]}}]
+    assert res["protocol"]["holdout"] == "family"
     seen = {(r["search"], r["program"], r["model"], r["family"]) for r in res["programs"]}
     assert seen == {(s, p, m, p.split(".")[0]) for s in ("random", "default") for p in ("gamma.infer", "delta.infer")
                     for m in BENCH_MODELS + [RULE_NAME]}
@@ -150,7 +153,7 @@ def test_report_section_and_csv(results):
     from benchmarks.xla_layout import load_results, report_section
 
     out, res = results
-    lines = report_section(load_results(str(out / "results")))
+    lines = report_section(load_results(str(out / "results"))[0])
     text = "\n".join(lines)
     assert "## Measured XLA layout collection (`root`)" in text and "Test CPU" in text
     assert "| delta.infer | delta | 8 | 1.000 (4) | 20.0% |" in text
@@ -219,7 +222,7 @@ def test_results_of_a_collection_measured_again_say_they_are_out_of_date(results
 
     from benchmarks.xla_layout import load_results, report_section, summary_row
     out, _ = results
-    res = load_results(str(out / "results"))
+    res = load_results(str(out / "results"))[0]
     assert "Out of date" not in "\n".join(report_section(res)) and "out of date" not in summary_row(res)[0][0]
     again = tmp_path / "again"
     shutil.copytree(collection, again)
@@ -251,7 +254,8 @@ def test_a_collection_measured_again_trains_every_run_again(collection, tmp_path
     shutil.copytree(collection, again)
     runs = tmp_path / "runs" / "xla_layout"
     argv = ["--xla-root", str(again), "--xla-seeds", "0", "--xla-epochs", "1", "--xla-models", "xgb",
-            "--xla-families", "delta", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")]
+            "--xla-families", "delta", "--xla-holdout", "family", "--runs", str(tmp_path / "runs"),
+            "--results", str(tmp_path / "results")]
 
     def stamps():
         return {p.name: os.path.getmtime(p / "metrics.json") for p in runs.iterdir() if p.name != "folds"}
@@ -284,7 +288,8 @@ def test_folds_need_three_families_and_known_ones(tmp_path, collection):
 
     facts = collection_facts(collection)
     assert [f["test"] for f in folds(facts)] == ["alpha", "beta", "delta", "gamma"]
-    assert folds(facts)[-1] == {"test": "gamma", "valid": "alpha"}
+    assert folds(facts)[-1] == {"test": "gamma", "valid": "alpha",
+                                "programs": {"test": ["gamma.infer"], "valid": ["alpha.infer"]}}
     with pytest.raises(SystemExit, match="--xla-families: omega not in the collection"):
         folds(facts, ["delta", "omega"])
     two = {s: {"programs": {p: f for p, f in v["programs"].items() if f["family"] in ("alpha", "beta")}}
@@ -300,11 +305,16 @@ def test_folds_need_three_families_and_known_ones(tmp_path, collection):
         bench(unnamed, tmp_path)
 
 
+def _fold(test, valid):
+    return {"test": test, "valid": valid, "programs": {"test": [f"{test}.infer"],
+                                                       "valid": [f"{valid}.{'train' if valid == 'beta' else 'infer'}"]}}
+
+
 def test_fold_root_links_by_family_and_is_rebuilt_when_stale(tmp_path, collection):
     from benchmarks.xla_layout import collection_facts, fold_root
 
     facts = collection_facts(collection)
-    root = fold_root(str(tmp_path), collection, facts, {"test": "delta", "valid": "alpha"})
+    root = fold_root(str(tmp_path), collection, facts, _fold("delta", "alpha"))
     assert root == tmp_path / "xla_layout" / "folds" / "delta"
     for search in ("random", "default"):
         layout = {p.parent.name: sorted(q.name for q in p.parent.glob("*.npz"))
@@ -314,9 +324,9 @@ def test_fold_root_links_by_family_and_is_rebuilt_when_stale(tmp_path, collectio
     link = root / "npz" / "layout" / "xla" / "random" / "test" / "delta.infer.npz"
     assert link.resolve() == (collection / "npz/layout/xla/random/test/delta.infer.npz").resolve()
     stamp = link.lstat().st_mtime_ns
-    assert fold_root(str(tmp_path), collection, facts, {"test": "delta", "valid": "alpha"}) == root
+    assert fold_root(str(tmp_path), collection, facts, _fold("delta", "alpha")) == root
     assert link.lstat().st_mtime_ns == stamp   # unchanged: kept
-    again = fold_root(str(tmp_path), collection, facts, {"test": "delta", "valid": "beta"})
+    again = fold_root(str(tmp_path), collection, facts, _fold("delta", "beta"))
     assert sorted(p.name for p in (again / "npz/layout/xla/random/valid").glob("*.npz")) == ["beta.train.npz"]
     assert not (again / "npz/layout/xla/random/valid/alpha.infer.npz").exists()
     assert [p.name for p in again.parent.iterdir()] == ["delta"]   # no half-built root left beside it
@@ -340,6 +350,49 @@ def test_picking_xlas_own_config_does_not_beat_it():
     assert pick_beats_default(None, 0.2) is None
 
 
+def test_program_folds_keep_a_familys_programs_apart_and_score_each_once():
+    from benchmarks.xla_layout import program_folds
+
+    family = {f"{f}.{step}": f for f in ("bert", "dlrm", "lstm", "mlp", "vit") for step in ("infer", "train")}
+    family["wavenet.infer"] = "wavenet"
+    facts = {s: {"programs": {p: {"family": f} for p, f in family.items()}} for s in ("random", "default")}
+    chosen = program_folds(facts)
+    assert [f["test"] for f in chosen] == [f"programs{i}of6" for i in range(1, 7)]
+    held = [p for f in chosen for p in f["programs"]["test"]]
+    assert sorted(held) == sorted(family)                                        # each scored once
+    for f in chosen:
+        assert len({family[p] for p in f["programs"]["test"]}) == len(f["programs"]["test"])   # no siblings
+        siblings = {q for p in f["programs"]["test"] for q in family if family[q] == family[p]} - {*f["programs"]["test"]}
+        assert siblings and not siblings & set(f["programs"]["valid"])          # they train
+        assert not set(f["programs"]["test"]) & set(f["programs"]["valid"])
+    assert chosen[0]["valid"] == "programs4of6" and chosen[4]["valid"] == "programs2of6"  # half-way round
+    assert [f["test"] for f in program_folds(facts, 20)][-1] == "programs11of11"  # no more folds than programs
+    with pytest.raises(SystemExit, match="has 2 programs; leaving programs out needs at least 3"):
+        program_folds({s: {"programs": {"a.x": {"family": "a"}, "b.x": {"family": "b"}}} for s in facts})
+
+
+def test_programs_held_out_are_scored_each_by_the_fold_that_held_it_out(collection, tmp_path):
+    from benchmarks import xla_layout
+
+    assert xla_layout.main(["--xla-root", str(collection), "--xla-seeds", "0", "--xla-epochs", "1",
+                            "--xla-models", "xgb", "--xla-holdout", "programs", "--runs", str(tmp_path / "runs"),
+                            "--results", str(tmp_path / "results"), "--parallel", "2"]) == 0
+    [res] = xla_layout.load_results(str(tmp_path / "results"))
+    assert res["protocol"]["holdout"] == "programs" and len(res["protocol"]["folds"]) == len(PROGRAMS)
+    assert not (tmp_path / "results" / "xla_layout.json").exists()               # the family results stay
+    for r in res["rows"]:
+        if r["model"] == "xgb":
+            fold = next(f for f in res["protocol"]["folds"] if r["program"] in f["programs"]["test"])
+            assert f"/xla_layout/folds/{fold['test']} " in r["command"] + " "
+    assert {(r["search"], r["program"]) for r in res["programs"] if r["model"] == "xgb"} == {
+        (s, p) for s in ("random", "default") for p in PROGRAMS}
+    text = "\n".join(xla_layout.report_section(res))
+    assert "## Measured XLA layout collection, programs held out (`root`)" in text and "--xla-holdout programs" in text
+    row = xla_layout.summary_row(res)[0]
+    assert row[0].startswith("ranking layouts of XLA programs never trained on, the other steps") and \
+        row[2] == "xla_layout_programs"
+
+
 def _all_stages(tmp_path, runs, results, *extra):
     from benchmarks import all as bench_all
     return bench_all.main(["--results", str(results), "--runs", str(runs), "--tuning-runs", str(tmp_path / "t"),
@@ -358,7 +411,7 @@ def test_all_runs_the_stage_and_reports_it(tmp_path, results, collection):
     out, res = results   # the same runs: reused, so the stage only scores them
     assert _all_stages(tmp_path, out / "runs", tmp_path / "r", "--stages", "xla-layout", "report",
                        "--xla-root", str(collection), "--xla-seeds", "0", "--xla-epochs", "1",
-                       "--xla-models", *BENCH_MODELS, "--xla-families", *HELD) == 0
+                       "--xla-models", *BENCH_MODELS, "--xla-families", *HELD, "--xla-holdout", "family") == 0
     with open(tmp_path / "r" / "xla_layout.json", encoding="utf-8") as f:
         assert json.load(f)["programs"] == res["programs"]
     report = (tmp_path / "RESULTS.md").read_text()
