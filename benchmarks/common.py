@@ -11,6 +11,7 @@ import contextlib
 import csv
 import ctypes
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -168,8 +169,6 @@ def files_digest(root: str, files: Iterable[str]) -> str:
     """SHA-256 over `files` (each one's path under `root` and its bytes' SHA-256): the
     digest of what a benchmark's runs train on, for `run_training`'s `data`. Data measured
     again, topped up or grown gives another digest."""
-    import hashlib
-
     digest = hashlib.sha256()
     for path in sorted(files, key=lambda p: os.path.relpath(p, root).split(os.sep)):
         digest.update(os.path.relpath(path, root).encode("utf-8") + b"\0")

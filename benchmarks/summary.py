@@ -24,7 +24,7 @@ SECTIONS = {"tuning": "MetaSchedule tuning of held-out operators",
             "accuracy": "Accuracy: cross-workload split",
             "speed": "Speed and memory",
             "cross_cpu": "New hardware",
-            "xla_layout": "Measured XLA layout collection (",
+            "xla_layout": "Measured XLA layout collection (",   # not its ", programs held out" section
             "xla_layout_programs": "Measured XLA layout collection, programs held out"}
 TUNING_POINT = 64   # trials: the first point of the tuning benchmark (its first round)
 

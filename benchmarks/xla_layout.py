@@ -200,9 +200,9 @@ def folds(facts: Dict[str, Any], held: Optional[Sequence[str]] = None) -> List[D
     if unknown:
         raise SystemExit(f"--xla-families: {', '.join(unknown)} not in the collection ({', '.join(families)})")
     members = {f: sorted(p for p in family if family[p] == f) for f in families}
-    return [{"test": f, "valid": families[(i + 1) % len(families)],
-             "programs": {"test": members[f], "valid": members[families[(i + 1) % len(families)]]}}
-            for i, f in enumerate(families) if held is None or f in held]
+    valid = {f: families[(i + 1) % len(families)] for i, f in enumerate(families)}
+    return [{"test": f, "valid": valid[f], "programs": {"test": members[f], "valid": members[valid[f]]}}
+            for f in families if held is None or f in held]
 
 
 def program_folds(facts: Dict[str, Any], count: int = PROGRAM_FOLDS) -> List[Dict[str, Any]]:
@@ -539,27 +539,28 @@ def summary_row(res: Optional[Dict[str, Any]]) -> List[List[str]]:
     name = os.path.basename(os.path.normpath(res["root"]))
     stale = "; out of date: the collection was measured again since" if out_of_date(res) else ""
     if holdout_of(res) == "family":
-        return [[f"ranking layouts of XLA programs of model families never trained on (`{name}`, every family "
-                 f"held out in turn, mean{stale})", "; ".join(cells), "xla_layout"]]
-    return [[f"ranking layouts of XLA programs never trained on, the other steps of their model trained on "
-             f"(`{name}`, programs held out in {len(res['protocol']['folds'])} folds, mean{stale})",
-             "; ".join(cells), "xla_layout_programs"]]
+        question, topic = (f"ranking layouts of XLA programs of model families never trained on (`{name}`, every "
+                           f"family held out in turn, mean{stale})"), "xla_layout"
+    else:
+        question, topic = (f"ranking layouts of XLA programs never trained on, the other steps of their model "
+                           f"trained on (`{name}`, programs held out in {len(res['protocol']['folds'])} folds, "
+                           f"mean{stale})"), "xla_layout_programs"
+    return [[question, "; ".join(cells), topic]]
 
 
 HEADINGS = {"family": "", "programs": ", programs held out"}   # after "## Measured XLA layout collection"
 
 
 def _protocol_text(holdout: str, folds_count: int) -> str:
+    epoch = ("chose each model's epoch (`layout-sum`: its last epoch, an ensemble of its default `--members`), "
+             "the rest trained it; so every program below is scored by models that")
     if holdout == "family":
         return (f"Leave one model family out, every family in turn ({folds_count} folds): the held-out "
-                f"family's programs are scored, the next family's (alphabetically) chose each model's epoch "
-                f"(`layout-sum`: its last epoch, an ensemble of its default `--members`), the rest trained it; so "
-                f"every program below is scored by models that never saw its family.")
+                f"family's programs are scored, the next family's (alphabetically) {epoch} never saw its family.")
     return (f"Leave programs out: the programs, ordered by family, dealt in turn into {folds_count} folds, so no "
             f"fold holds two programs of one family; each fold's programs are scored, those of the fold half-way "
-            f"round (whose programs' siblings train) chose each model's epoch (`layout-sum`: its last epoch, an ensemble of its default `--members`), the rest "
-            f"trained it; so every program below is scored by models that trained on the other step of its model "
-            f"(its inference step where the training step is scored, and the other way round) but never on it.")
+            f"round (whose programs' siblings train) {epoch} trained on the other step of its model (its "
+            f"inference step where the training step is scored, and the other way round) but never on it.")
 
 
 def report_section(res: Optional[Dict[str, Any]]) -> List[str]:
