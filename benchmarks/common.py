@@ -30,7 +30,7 @@ from simulator.distributed import DEVICES
 from simulator.engine import locked_output
 from simulator.registry import SimulatorError
 
-from .kept_runs import command_key, keep, read_kept
+from .kept_runs import command_key, keep, place_free_root, read_kept
 
 MODELS = ["gcn", "sage", "gat", "cheb", "mlp", "curve-mlp", "xgb"]
 METRICS = ["kendall_tau", "top1_slowdown", "top5_slowdown", "l1_log", "mape"]
@@ -162,7 +162,13 @@ def _same_config(recorded: Dict[str, Any], argv: Sequence[str]) -> bool:
     except (SimulatorError, SystemExit):  # the rerun reports it
         return False
     plain = TrainConfig().to_dict()
-    return all(recorded.get(key, plain[key]) == value for key, value in config.items())
+    return all(_placed(key, recorded.get(key, plain[key])) == _placed(key, value) for key, value in config.items())
+
+
+def _placed(key: str, value: Any) -> Any:
+    """A config value as a run's identity sees it: the data root by its folder's name
+    (`kept_runs.command_key`)."""
+    return place_free_root(value) if key == "data_root" and value else value
 
 
 def files_digest(root: str, files: Iterable[str]) -> str:
@@ -221,7 +227,7 @@ def run_training(argv: Sequence[str], out: str, device: str = "cpu", kept: Optio
         metrics["bench"]["seconds"] = seconds_of(out)
         return metrics
     earlier = read_kept(kept, out, argv) if kept else None
-    if (earlier and earlier["argv"] == command_key(argv) and earlier.get("data") == data
+    if (earlier and command_key(earlier["argv"]) == command_key(argv) and earlier.get("data") == data
             and _same_config(earlier["metrics"].get("config", {}), argv)):
         earlier["metrics"].setdefault("bench", {}).update(reused=True, kept=True, seconds=earlier["seconds"])
         return earlier["metrics"]

@@ -10,8 +10,8 @@ the code that trained it among them, `code`), its training seconds, and the dige
 data where the benchmark gives one (`benchmarks.xla_layout`, `benchmarks.networks`,
 `benchmarks.learning_curves`: data measured again or grown trains every run again); gzipped without a
 timestamp, so a run kept again unchanged is unchanged bytes — and a run whose folder is
-missing is taken from there when its command line (the `--out` folder aside) and its
-resolved config are today's (`benchmarks.common.run_training`). The digest keeps runs of
+missing is taken from there when its command line (where its files are on the machine
+that trained it aside: `command_key`) and its resolved config are today's (`benchmarks.common.run_training`). The digest keeps runs of
 one folder name but another command (a 10-epoch and a 60-epoch table) side by side; a file
 kept under the run's name alone, as before, is still read when its command is the run's,
 and renamed when the run is kept again.
@@ -42,13 +42,23 @@ def unhashed_file(kept: str, out: str) -> str:
 
 
 def command_key(argv: Sequence[str]) -> List[str]:
-    """The command line without its `--out` folder (where the runs folder is differs
-    between machines; the run does not)."""
+    """The command line without where its files are on this machine (where the runs folder
+    is differs between machines; the run does not): no `--out` folder, and the `--data-root`
+    folder by its name alone (a benchmark's fold of links under its runs folder, e.g.
+    `folds/bert`; the data it links to is the run's data digest)."""
     argv = list(argv)
     if "--out" in argv:
         at = argv.index("--out")
         del argv[at:at + 2]
+    if "--data-root" in argv[:-1]:
+        at = argv.index("--data-root") + 1
+        argv[at] = place_free_root(argv[at])
     return argv
+
+
+def place_free_root(data_root: str) -> str:
+    """A `--data-root` folder by its name alone (see `command_key`)."""
+    return os.path.basename(os.path.normpath(data_root))
 
 
 def compact(metrics: Dict[str, Any]) -> Dict[str, Any]:
@@ -68,7 +78,7 @@ def keep(kept: str, out: str, argv: Sequence[str], metrics: Dict[str, Any], seco
     text = json.dumps(record, sort_keys=True).encode("utf-8")
     write_gzip(kept_file(kept, out, argv), text)
     old = unhashed_file(kept, out)
-    if os.path.exists(old) and _read(old)["argv"] == record["argv"]:
+    if os.path.exists(old) and command_key(_read(old)["argv"]) == record["argv"]:
         os.remove(old)    # the same run, kept under its new name
 
 
@@ -82,7 +92,7 @@ def read_kept(kept: str, out: str, argv: Sequence[str]) -> Optional[Dict[str, An
     old = unhashed_file(kept, out)
     if os.path.exists(old):
         record = _read(old)
-        return record if record["argv"] == command_key(argv) else None
+        return record if command_key(record["argv"]) == command_key(argv) else None
     return None
 
 

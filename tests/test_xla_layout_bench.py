@@ -270,6 +270,10 @@ def test_a_collection_measured_again_trains_every_run_again(collection, tmp_path
     assert all(stamps()[name] != stamp for name, stamp in first.items())           # both searches trained again
     shutil.rmtree(runs)
     assert xla_layout.main(argv) == 0 and not any(p.name != "folds" for p in runs.iterdir())  # kept: reused
+    elsewhere = tmp_path / "elsewhere"      # a fresh clone's runs folder: the kept runs still serve
+    argv[argv.index("--runs") + 1] = str(elsewhere)
+    assert xla_layout.main(argv) == 0
+    assert [p.name for p in (elsewhere / "xla_layout").iterdir()] == ["folds"]
 
 
 def test_bad_or_unfinished_root_is_one_line_naming_it(tmp_path, collection):
