@@ -10,8 +10,9 @@ the code that trained it among them, `code`), its training seconds, and the dige
 data where the benchmark gives one (`benchmarks.xla_layout`, `benchmarks.networks`,
 `benchmarks.learning_curves`: data measured again or grown trains every run again); gzipped without a
 timestamp, so a run kept again unchanged is unchanged bytes — and a run whose folder is
-missing is taken from there when its command line (where its files are on the machine
-that trained it aside: `command_key`) and its resolved config are today's (`benchmarks.common.run_training`). The digest keeps runs of
+missing is taken from there when its command line (where its files were on the machine
+that trained it aside: `command_key`) and its resolved config are today's
+(`benchmarks.common.run_training`), whatever runs folder asks. The digest keeps runs of
 one folder name but another command (a 10-epoch and a 60-epoch table) side by side; a file
 kept under the run's name alone, as before, is still read when its command is the run's,
 and renamed when the run is kept again.
