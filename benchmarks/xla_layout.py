@@ -232,8 +232,9 @@ def fold_links(root: Path, facts: Dict[str, Any], fold: Dict[str, Any]) -> Dict[
 
 
 def fold_root(runs: str, root: Path, facts: Dict[str, Any], fold: Dict[str, Any]) -> Path:
-    """A layout collection root for one fold, RUNS/xla_layout/folds/<held-out family>: its
-    npz/…/{train,valid,test} folders hold links to the collection's files, by family. Kept when
+    """A layout collection root for one fold, RUNS/xla_layout/folds/<fold's name>: its
+    npz/…/{train,valid,test} folders hold links to the collection's files, by the fold's
+    programs (`fold_links`). Kept when
     it already holds exactly these links, else built beside it and swapped in."""
     import shutil
     import tempfile
