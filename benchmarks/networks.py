@@ -51,10 +51,13 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import json
 import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
+
+from extract.fileio import sha256_of
 
 from .common import (COUNT, SEED, add_run_options, cli, files_digest, fmt, log, markdown_table, mean_std,
                      model_name, run_and_report, run_many, train_argv, write_csv, write_json)
@@ -177,6 +180,17 @@ def dataset_digest(data: str) -> str:
     files = [os.path.join(folder, name) for folder, _, names in os.walk(data) for name in names
              if name != "README.md" and "pretrained" not in os.path.relpath(folder, data).split(os.sep)]
     return files_digest(data, files)
+
+
+def run_data(digest: str, shipped: bool) -> str:
+    """The digest a run records of what it trains on: the networks dataset's (`digest`), and
+    for a run with the shipped conv2d-template dataset added (`--combined-models`) that
+    dataset's log as well, so that either one measured again trains the run again."""
+    if not shipped:
+        return digest
+    from datasets import SHIPPED_LOG
+
+    return hashlib.sha256(f"{digest}:{sha256_of(SHIPPED_LOG)}".encode("utf-8")).hexdigest()
 
 
 def default_kinds(summary: Dict[str, Any]) -> List[str]:
@@ -308,7 +322,7 @@ def run(args) -> Dict[str, Any]:
         args.networks_data = os.path.relpath(default_dataset())
     summary = dataset_summary(args.networks_data)
     digest = dataset_digest(args.networks_data)
-    planned = [dict(job, data=digest) for job in jobs(args, summary)]
+    planned = [dict(job, data=run_data(digest, job["shipped"])) for job in jobs(args, summary)]
     log(f"networks: {len(planned)} training runs")
     kept = os.path.join(args.results, result_stem(args.networks_data) + KEPT_SUFFIX)
     rows = add_scores(result_rows(run_many(planned, args.parallel, args.device, kept)), summary)

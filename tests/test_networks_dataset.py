@@ -294,6 +294,21 @@ def test_the_dataset_digest_follows_the_measured_files_only(tmp_path):
     assert dataset_digest(str(data)) != before                           # measured again or grown
 
 
+def test_a_run_with_the_shipped_data_added_follows_that_data_too(tmp_path, monkeypatch):
+    import datasets
+
+    from benchmarks.networks import run_data
+
+    log = tmp_path / "pass1.jsonl.gz"
+    log.write_bytes(b"one measuring pass")
+    monkeypatch.setattr(datasets, "SHIPPED_LOG", log)
+    assert run_data("abc", shipped=False) == "abc"                       # the networks dataset alone
+    with_shipped = run_data("abc", shipped=True)
+    assert with_shipped not in ("abc", run_data("abd", shipped=True))    # either dataset grown: another
+    log.write_bytes(b"another measuring pass")
+    assert run_data("abc", shipped=True) != with_shipped                 # the shipped log measured again
+
+
 def test_benchmark_loss_is_checked_and_reaches_every_run():
     from benchmarks import networks as bench
 
