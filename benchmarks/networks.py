@@ -125,6 +125,15 @@ def _flag(argv: Sequence[str], name: str) -> Optional[str]:
     return found[-1] if found else None
 
 
+def epochs_phrase(epochs: Any, models: Sequence[str]) -> str:
+    """`10 epochs`, naming the models whose recipe trains its own count (its `--epochs` comes
+    after the benchmark's, so it wins): `10 epochs (tenset-mlp: its recipe's 50)`."""
+    own = {m: _flag(RIVAL_SPECS[m], "--epochs") for m in sorted(set(models)) if m in RIVAL_SPECS}
+    own = {m: n for m, n in own.items() if n is not None and n != str(epochs)}
+    notes = [f"{model}: its recipe's {count}" for model, count in own.items()]
+    return f"{epochs} epochs" + (f" ({'; '.join(notes)})" if notes else "")
+
+
 def objective_of(argv: Sequence[str]) -> str:
     """What a run's command line optimises: the loss, or an xgb model's objective
     (`--xgb-objective`; `auto`: rank:pairwise with a ranking loss, squared error otherwise)."""
@@ -543,9 +552,10 @@ def _protocol_line(res: Dict[str, Any]) -> str:
     seeds = p.get("seeds", [p["seed"]] if "seed" in p else [])
     used = max((r.get("samples", 0) for r in res["rows"] if not r["shipped"]), default=0)
     spread = "mean ± standard deviation over the seeds" if len(seeds) > 1 else "one seed"
-    return (f"`{res['dataset']}`: {p.get('tasks')} tasks, {p.get('valid_records')} valid records now; the runs "
-            f"below trained and scored on {used} samples of it. Seeds {', '.join(map(str, seeds))} ({spread}; "
-            f"slowdowns and recall are means over seeds), {p.get('epochs')} epochs, loss `{p.get('loss', 'huber')}` "
+    return (f"`{res['dataset']}`: {p.get('tasks')} tasks, {p.get('valid_records')} valid records when this ran; the "
+            f"runs below trained and scored on {used} samples of it. Seeds {', '.join(map(str, seeds))} ({spread}; "
+            f"slowdowns and recall are means over seeds), "
+            f"{epochs_phrase(p.get('epochs'), [r['model'] for r in res['rows']])}, loss `{p.get('loss', 'huber')}` "
             f"(a ranking loss within each task: only the order of a task's schedules is scored; xgb then "
             f"uses rank:pairwise; the `-reg` xgb models keep squared error on log runtime, see each "
             f"summary row's \"trained with\"), every run pinned to one core "

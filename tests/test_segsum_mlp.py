@@ -171,6 +171,9 @@ def test_the_benchmark_trains_the_rivals_with_their_own_recipes():
     assert tenset[tenset.index("--model") + 1] == "segsum-mlp" and bench.objective_of(tenset) == "lambdarank"
     # the rival's own epochs come after the benchmark's, and argparse takes the last
     assert [tenset[i + 1] for i, a in enumerate(tenset) if a == "--epochs"] == ["10", "50"]
+    # … so the tables' protocol line names it
+    assert bench.epochs_phrase(10, ["segsum-mlp", "tenset-mlp"]) == "10 epochs (tenset-mlp: its recipe's 50)"
+    assert bench.epochs_phrase(50, ["tenset-mlp"]) == "50 epochs" and bench.epochs_phrase(10, ["gcn"]) == "10 epochs"
     assert ap.parse_args([]).held_kinds is None                # default: every kind with > 5 records
     args.held_kinds = None
     assert {j["axis"] for j in bench.jobs(args, {"tasks": [{"kind": "dense", "valid": 30}]})} == {"network", "kind"}
