@@ -134,7 +134,8 @@ def report_section(res: Dict[str, Any]) -> List[str]:
     return [f"## Learning curves (`{bench_networks.dataset_name(res['dataset'])}`, leave one network out)", "",
             f"`python -m benchmarks.learning_curves`: each held-out network ({', '.join(p['networks'])}) ranked "
             f"by models trained on a seeded share of the other networks' tasks (whole), or of every training "
-            f"task's records; {bench_networks.epochs_phrase(p['epochs'], p['models'])}, seeds {', '.join(map(str, p['seeds']))}, loss {p['loss']} "
+            f"task's records; {bench_networks.epochs_phrase(p['epochs'], p['models'])}, "
+            f"seeds {', '.join(map(str, p['seeds']))}, loss {p['loss']} "
             f"(a model's own recipe where it has one). Cells: means over the networks ± the std of the "
             f"per-network means.", "", *curve_table(res)]
 
