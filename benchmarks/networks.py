@@ -129,8 +129,7 @@ def epochs_phrase(epochs: Any, models: Sequence[str]) -> str:
     """`10 epochs`, naming the models whose recipe trains its own count (its `--epochs` comes
     after the benchmark's, so it wins): `10 epochs (tenset-mlp: its recipe's 50)`."""
     own = {m: _flag(RIVAL_SPECS[m], "--epochs") for m in sorted(set(models)) if m in RIVAL_SPECS}
-    own = {m: n for m, n in own.items() if n is not None and n != str(epochs)}
-    notes = [f"{model}: its recipe's {count}" for model, count in own.items()]
+    notes = [f"{model}: its recipe's {count}" for model, count in own.items() if count not in (None, str(epochs))]
     return f"{epochs} epochs" + (f" ({'; '.join(notes)})" if notes else "")
 
 
