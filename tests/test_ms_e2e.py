@@ -227,15 +227,15 @@ def test_gnn_sage_is_pretrained_as_sage_beside_the_gnn_and_tuned_as_a_gnn(tmp_pa
     trained = {}
     monkeypatch.setattr(networks, "run_training", lambda argv, out: trained.setdefault(out, argv))
     args = _args(tmp_path, networks=["bert", "mixer"], cost_models=["gnn", "gnn-sage", "random"], epochs=7)
-    bert = networks.pretrained(args, "bert")
-    assert set(bert) == {"gnn", "gnn-sage", "tvm-xgb-pretrained"}
+    bert = {name: networks.pretrained(args, "bert", name) for name in args.cost_models}
+    assert bert["random"] is None
     for name, model in (("gnn", "gcn"), ("gnn-sage", "sage")):
         argv = trained[bert[name]]
         assert bert[name] == str(tmp_path / "runs" / "pretrain" / "bert" / name)
         assert argv[argv.index("--model") + 1] == model and argv[argv.index("--test-network") + 1] == "bert"
         assert argv[argv.index("--epochs") + 1] == "7"
     # a network in no dataset: the shipped checkpoint for gcn; sage by the shipped checkpoint's recipe
-    mixer = networks.pretrained(args, "mixer")
+    mixer = {name: networks.pretrained(args, "mixer", name) for name in ("gnn", "gnn-sage")}
     assert mixer["gnn"] == str(pretrained_path(args.data)) and mixer["gnn"] not in trained
     argv = trained[mixer["gnn-sage"]]
     assert argv[argv.index("--split") + 1] == "random" and argv[argv.index("--model") + 1] == "sage"
@@ -244,6 +244,26 @@ def test_gnn_sage_is_pretrained_as_sage_beside_the_gnn_and_tuned_as_a_gnn(tmp_pa
     assert step["cost_model"] == "gnn-sage" and step["work_dir"].endswith(os.path.join("gnn-sage", "seed0"))
     tune = networks.tune_argv(args, step, bert["gnn-sage"])
     assert tune[tune.index("--cost-model") + 1] == "gnn" and tune[tune.index("--checkpoint") + 1] == bert["gnn-sage"]
+
+
+def test_a_resumed_run_pre_trains_only_what_its_steps_left_need(tmp_path, monkeypatch):
+    from benchmarks.metaschedule import networks
+
+    trained, tuned = [], []
+    monkeypatch.setattr(networks, "run_training", lambda argv, out: trained.append(out))
+    monkeypatch.setattr("simulator.metaschedule.rivals.pretrain_xgb", lambda dbs, out, leave_out: trained.append(out))
+    monkeypatch.setattr(networks, "run_step",
+                        lambda args, step, ckpt: tuned.append((step["cost_model"], ckpt)) or {"wall_s": 1.0})
+    monkeypatch.setattr(networks, "keep", lambda *a: None)
+    args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "tvm-xgb-pretrained", "random"], seeds=[0],
+                 budgets=[8, 16])
+    steps = networks.plan(args, {"bert": 10})
+    for s in steps:
+        s["done"] = s["cost_model"] == "gnn"       # the gnn's steps finished before the machine was lost
+    networks.run_all(args, steps, str(tmp_path / "kept"))
+    xgb = str(tmp_path / "runs" / "pretrain" / "bert" / "xgb.tar")
+    assert trained == [xgb]                        # once, and no gnn
+    assert tuned == [("tvm-xgb-pretrained", xgb)] * 2 + [("random", None)] * 2
 
 
 def test_a_step_keeps_the_tuners_summary_with_what_contention_cost_it(tmp_path, monkeypatch):

@@ -59,7 +59,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -93,21 +93,25 @@ def network_keys(data: str, network: str) -> List[str]:
     return [row["key"] for row in read_tasks(data) if network in row["networks"]]
 
 
-def pretrained(args, network: str) -> Dict[str, str]:
-    """cost model → its --checkpoint for `network` (made when missing)."""
+def pretrained(args, network: str, cost_model: str) -> Optional[str]:
+    """`cost_model`'s --checkpoint for `network` (made when missing; None: it has none). Only
+    what a step about to run needs is trained: a resumed run whose gnn steps are done does
+    not pre-train the gnn again."""
     from datasets.networks import training_databases
     from simulator.metaschedule.rivals import pretrain_xgb
 
     keys = network_keys(args.data, network)
     folder = os.path.join(args.runs, "pretrain", network if keys else "whole-dataset")
-    out = {name: pretrained_gnn(args, network, keys, os.path.join(folder, name), model)
-           for name, model in GNN_MODELS.items() if name in args.cost_models}
-    xgb = out["tvm-xgb-pretrained"] = os.path.join(folder, "xgb.tar")
-    if "tvm-xgb-pretrained" in args.cost_models and not os.path.exists(xgb):
+    if cost_model in GNN_MODELS:
+        return pretrained_gnn(args, network, keys, os.path.join(folder, cost_model), GNN_MODELS[cost_model])
+    if cost_model != "tvm-xgb-pretrained":
+        return None
+    xgb = os.path.join(folder, "xgb.tar")
+    if not os.path.exists(xgb):
         log(f"pre-training xgb ({'without ' + network + chr(39) + 's tasks' if keys else 'on the whole dataset'})")
         os.makedirs(folder, exist_ok=True)
         pretrain_xgb(training_databases(args.data), out=xgb, leave_out=keys)
-    return out
+    return xgb
 
 
 def pretrained_gnn(args, network: str, keys: Sequence[str], run: str, model: str) -> str:
@@ -269,14 +273,15 @@ def keep_all(args, steps: Sequence[Dict[str, Any]], kept: str, only_ahead: bool 
 
 
 def run_all(args, steps: List[Dict[str, Any]], kept: str, after_step=lambda: None) -> None:
-    checkpoints: Dict[str, Dict[str, str]] = {}
+    checkpoints: Dict[Tuple[str, str], Optional[str]] = {}   # (network, cost model) → checkpoint
     for step in steps:
         if step["done"]:
             continue
         say_plan(steps, estimate(steps))
-        if step["network"] not in checkpoints:
-            checkpoints[step["network"]] = pretrained(args, step["network"])
-        summary = run_step(args, step, checkpoints[step["network"]].get(step["cost_model"]))
+        needs = (step["network"], step["cost_model"])
+        if needs not in checkpoints:
+            checkpoints[needs] = pretrained(args, *needs)
+        summary = run_step(args, step, checkpoints[needs])
         keep(step["work_dir"], args.runs, kept)
         step["done"] = True
         e2e = (summary.get("end_to_end") or {}).get("latency_s")
