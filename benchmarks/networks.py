@@ -46,6 +46,9 @@ same command line is reused); results to RESULTS/networks_<cpu>.json and .csv, o
 dataset and epoch count (`result_stem`: one CPU's results never replace another's, and a table
 of models trained to convergence, `--networks-epochs 60` → networks_<cpu>_60_epochs.json, never
 replaces the quicker default's), and a section of docs/RESULTS.md per pair (`report_section`).
+A run of some of the models, seeds or held-out sets adds its rows to the table already there
+(rows of the same run replaced) when that table is of the same data and loss, and replaces it
+otherwise (`with_earlier_rows`): the tables grow run by run, and each row keeps its command.
 """
 from __future__ import annotations
 
@@ -55,9 +58,10 @@ import hashlib
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from extract.fileio import sha256_of
+from simulator.registry import SimulatorError
 
 from .common import (COUNT, SEED, add_run_options, cli, files_digest, fmt, log, markdown_table, mean_std,
                      model_name, run_and_report, run_many, train_argv, write_csv, write_json)
@@ -334,26 +338,70 @@ def run(args) -> Dict[str, Any]:
     log(f"networks: {len(planned)} training runs")
     kept = os.path.join(args.results, result_stem(args.networks_data) + KEPT_SUFFIX)
     rows = add_scores(result_rows(run_many(planned, args.parallel, args.device, kept)), summary)
+    stem = result_stem(args.networks_data, args.networks_epochs)
+    rows, protocol = with_earlier_rows(os.path.join(args.results, f"{stem}.json"), digest, rows,
+                                       protocol_of(args, summary))
     ceilings = {f"{axis}:{held}": {**ceiling_of(held_tasks(summary, axis, held)),
                                    "corrected": ceiling_of(held_tasks(summary, axis, held), "tau_corrected")["tau"]}
                 for axis, held in {(r["axis"], r["held"]) for r in rows}}
     worst = {key: min((t["tau"] for t in held_tasks(summary, *key.split(":", 1)) if t.get("tau") is not None),
                       default=None) for key in ceilings}
     out = {"rows": rows, "ceilings": ceilings, "ceiling_worst_task": worst, "dataset": args.networks_data,
-           "agreement_raw": summary.get("agreement_raw"), "agreement_corrected": summary.get("agreement_corrected"),
-           "not_held_kinds": unheld_kinds(summary), "knob_cut": knob_cuts(args.networks_data),
-           "protocol": {"epochs": args.networks_epochs, "seeds": list(args.networks_seeds), "loss": args.networks_loss,
-                        "models": args.networks_models, "kind_models": one_axis_models(args, "kind_models"),
-                        "network_models": one_axis_models(args, "network_models"),
-                        "combined_models": args.combined_models,
-                        "valid_records": sum(t["valid"] for t in summary["tasks"]), "tasks": len(summary["tasks"])}}
+           "digest": digest, "agreement_raw": summary.get("agreement_raw"),
+           "agreement_corrected": summary.get("agreement_corrected"), "not_held_kinds": unheld_kinds(summary),
+           "knob_cut": knob_cuts(args.networks_data), "protocol": protocol}
     out["kind_summary"] = kind_summary(out)
     os.makedirs(args.results, exist_ok=True)
-    stem = result_stem(args.networks_data, args.networks_epochs)
     write_json(os.path.join(args.results, f"{stem}.json"), out)
     columns = ["axis", "held", "model", "shipped", "seed", "tasks", *METRICS]
     write_csv(os.path.join(args.results, f"{stem}.csv"), columns, [[r[k] for k in columns] for r in rows])
     return out
+
+
+def protocol_of(args, summary: Dict[str, Any]) -> Dict[str, Any]:
+    return {"epochs": args.networks_epochs, "seeds": list(args.networks_seeds), "loss": args.networks_loss,
+            "models": args.networks_models, "kind_models": one_axis_models(args, "kind_models"),
+            "network_models": one_axis_models(args, "network_models"), "combined_models": args.combined_models,
+            "valid_records": sum(t["valid"] for t in summary["tasks"]), "tasks": len(summary["tasks"])}
+
+
+ROW_KEY = ("axis", "held", "model", "shipped", "seed")
+MERGED_LISTS = ("seeds", "models", "kind_models", "network_models", "combined_models")
+
+
+def with_earlier_rows(path: str, digest: str, rows: List[Dict[str, Any]],
+                      protocol: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+    """This run's rows and protocol, joined by the rows of the table already at `path` that
+    this run did not make, when that table is of the same data (its digest) and loss: a run
+    of some models, seeds or held-out sets adds to the table rather than replacing it. A
+    table of other data or another loss (or one that does not say) is replaced, and the log
+    says so."""
+    if not os.path.exists(path):
+        return rows, protocol
+    try:
+        with open(path, encoding="utf-8") as f:
+            earlier = json.load(f)
+        theirs = earlier.get("protocol", {})
+    except (OSError, ValueError, AttributeError) as e:
+        raise SimulatorError(f"{path}: not a results table of this benchmark ({e}); move it away or give "
+                             f"another --results") from None
+    if earlier.get("digest") != digest or theirs.get("loss") != protocol["loss"]:
+        log(f"networks: {path} holds runs of other data or another loss; this run's table replaces it")
+        return rows, protocol
+    made = {tuple(r[k] for k in ROW_KEY) for r in rows}
+    kept = [r for r in earlier["rows"] if tuple(r[k] for k in ROW_KEY) not in made]
+    if kept:
+        log(f"networks: {len(kept)} rows of {path} this run did not make are kept "
+            f"(models {', '.join(sorted({r['model'] for r in kept}))})")
+    union = {k: list(dict.fromkeys([*theirs.get(k, []), *protocol[k]])) for k in MERGED_LISTS}
+    union["seeds"] = sorted(union["seeds"])
+    # the benchmark's own order (seed, the network axis, its shipped-data runs, the kind axis),
+    # held-out sets and models where the earlier table had them, new ones after
+    place = {part: {v: i for i, v in enumerate(dict.fromkeys(r[part] for r in [*earlier["rows"], *rows]))}
+             for part in ("held", "model")}
+    merged = sorted(kept + rows, key=lambda r: (r["seed"], r["axis"] == "kind", r["shipped"],
+                                                place["held"][r["held"]], place["model"][r["model"]]))
+    return merged, {**protocol, **union}
 
 
 def dataset_name(dataset: str) -> str:

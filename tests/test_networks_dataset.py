@@ -274,6 +274,44 @@ def test_benchmark_plans_runs_and_reports_beside_the_ceiling(tmp_path):
     assert bench.LOSS == "pairwise-hinge" and "loss `pairwise-hinge`" in text
     run = json.loads((tmp_path / "runs" / "networks" / "leave-network-out-bert-mlp-seed0" / "metrics.json").read_text())
     assert run["config"]["loss"] == "pairwise-hinge" and row["command"].endswith("--loss pairwise-hinge")
+    # a run of one seed and one axis adds to the table (its run reused) rather than replacing it
+    again = subprocess.run([*cmd[:cmd.index("--held-kinds") + 1], *cmd[cmd.index("--networks-epochs"):
+                                                                      cmd.index("--networks-seeds") + 2],
+                            *cmd[cmd.index("--runs"):]], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "3 rows of" in again.stderr and "this run did not make are kept" in again.stderr
+    merged = json.loads((out / "networks_tiny_1_epochs.json").read_text())
+    assert merged["rows"] == res["rows"] and merged["protocol"] == res["protocol"]
+    assert merged["digest"] == bench.dataset_digest(str(TINY))
+
+
+def _table_row(model: str, seed: int, axis: str = "network", held: str = "bert") -> dict:
+    return {"axis": axis, "held": held, "model": model, "shipped": False, "seed": seed, "kendall_tau": 0.5}
+
+
+def test_a_table_grows_by_the_runs_of_its_own_data_and_loss_only(tmp_path):
+    from benchmarks import networks as bench
+
+    path = tmp_path / "networks_x.json"
+    protocol = {"loss": "pairwise-hinge", "seeds": [1], "models": ["gcn"], "kind_models": [], "network_models": [],
+                "combined_models": [], "epochs": 10}
+    earlier = [_table_row("xgb", 0), _table_row("gcn", 0), _table_row("gcn", 1), _table_row("xgb", 0, "kind", "dense")]
+    path.write_text(json.dumps({"digest": "d1", "rows": earlier,
+                                "protocol": dict(protocol, seeds=[0, 1], models=["xgb", "gcn"])}))
+    new = [dict(_table_row("gcn", 1), kendall_tau=0.6), _table_row("sage", 1)]
+    rows, merged = bench.with_earlier_rows(str(path), "d1", new, dict(protocol, models=["gcn", "sage"]))
+    assert [(r["axis"], r["model"], r["seed"], r["kendall_tau"]) for r in rows] == [
+        ("network", "xgb", 0, 0.5), ("network", "gcn", 0, 0.5), ("kind", "xgb", 0, 0.5),
+        ("network", "gcn", 1, 0.6), ("network", "sage", 1, 0.5)]     # the same run's row replaced
+    assert merged["models"] == ["xgb", "gcn", "sage"] and merged["seeds"] == [0, 1]
+    # another dataset (digest), another loss, or a table from before tables said: replaced
+    for digest, loss in (("d2", "pairwise-hinge"), ("d1", "lambdarank")):
+        assert bench.with_earlier_rows(str(path), digest, new, dict(protocol, loss=loss)) == (
+            new, dict(protocol, loss=loss))
+    assert bench.with_earlier_rows(str(tmp_path / "none.json"), "d1", new, protocol) == (new, protocol)
+    path.write_text("{not json")
+    with pytest.raises(SimulatorError, match="networks_x.json: not a results table"):
+        bench.with_earlier_rows(str(path), "d1", new, protocol)
 
 
 def test_the_dataset_digest_follows_the_measured_files_only(tmp_path):
