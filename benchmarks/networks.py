@@ -386,10 +386,11 @@ def with_earlier_rows(path: str, digest: str, rows: List[Dict[str, Any]],
         raise SimulatorError(f"{path}: not a results table of this benchmark ({e}); move it away or give "
                              f"another --results") from None
     if earlier.get("digest") != digest or theirs.get("loss") != protocol["loss"]:
-        log(f"networks: {path} holds runs of other data or another loss; this run's table replaces it")
+        log(f"networks: {path} holds runs of other data or another loss, or does not say which; this run's "
+            f"table replaces it")
         return rows, protocol
     made = {tuple(r[k] for k in ROW_KEY) for r in rows}
-    kept = [r for r in earlier["rows"] if tuple(r[k] for k in ROW_KEY) not in made]
+    kept = [r for r in earlier.get("rows", []) if tuple(r[k] for k in ROW_KEY) not in made]
     if kept:
         log(f"networks: {len(kept)} rows of {path} this run did not make are kept "
             f"(models {', '.join(sorted({r['model'] for r in kept}))})")
@@ -397,8 +398,8 @@ def with_earlier_rows(path: str, digest: str, rows: List[Dict[str, Any]],
     union["seeds"] = sorted(union["seeds"])
     # the benchmark's own order (seed, the network axis, its shipped-data runs, the kind axis),
     # held-out sets and models where the earlier table had them, new ones after
-    place = {part: {v: i for i, v in enumerate(dict.fromkeys(r[part] for r in [*earlier["rows"], *rows]))}
-             for part in ("held", "model")}
+    seen = [*earlier.get("rows", []), *rows]
+    place = {part: {v: i for i, v in enumerate(dict.fromkeys(r[part] for r in seen))} for part in ("held", "model")}
     merged = sorted(kept + rows, key=lambda r: (r["seed"], r["axis"] == "kind", r["shipped"],
                                                 place["held"][r["held"]], place["model"][r["model"]]))
     return merged, {**protocol, **union}

@@ -308,6 +308,8 @@ def test_a_table_grows_by_the_runs_of_its_own_data_and_loss_only(tmp_path):
     for digest, loss in (("d2", "pairwise-hinge"), ("d1", "lambdarank")):
         assert bench.with_earlier_rows(str(path), digest, new, dict(protocol, loss=loss)) == (
             new, dict(protocol, loss=loss))
+    path.write_text(json.dumps({"rows": earlier, "protocol": protocol}))
+    assert bench.with_earlier_rows(str(path), "d1", new, protocol) == (new, protocol)
     assert bench.with_earlier_rows(str(tmp_path / "none.json"), "d1", new, protocol) == (new, protocol)
     path.write_text("{not json")
     with pytest.raises(SimulatorError, match="networks_x.json: not a results table"):
