@@ -63,8 +63,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from extract.fileio import sha256_of
 from simulator.registry import SimulatorError
 
-from .common import (COUNT, SEED, add_run_options, cli, files_digest, fmt, log, markdown_table, mean_std,
-                     model_name, run_and_report, run_many, train_argv, write_csv, write_json)
+from .common import (COUNT, SEED, add_run_options, cli, files_digest, fmt, load_json, log, markdown_table,
+                     mean_std, model_name, run_and_report, run_many, train_argv, write_csv, write_json)
 from .kept_runs import KEPT_SUFFIX
 
 # the default, its base-column ablation, the rivals of docs/COSTMODEL.md and the size-invariant
@@ -339,8 +339,7 @@ def run(args) -> Dict[str, Any]:
     kept = os.path.join(args.results, result_stem(args.networks_data) + KEPT_SUFFIX)
     rows = add_scores(result_rows(run_many(planned, args.parallel, args.device, kept)), summary)
     stem = result_stem(args.networks_data, args.networks_epochs)
-    rows, protocol = with_earlier_rows(os.path.join(args.results, f"{stem}.json"), digest, rows,
-                                       protocol_of(args, summary))
+    rows, protocol = with_earlier_rows(args.results, f"{stem}.json", digest, rows, protocol_of(args, summary))
     ceilings = {f"{axis}:{held}": {**ceiling_of(held_tasks(summary, axis, held)),
                                    "corrected": ceiling_of(held_tasks(summary, axis, held), "tau_corrected")["tau"]}
                 for axis, held in {(r["axis"], r["held"]) for r in rows}}
@@ -369,22 +368,22 @@ ROW_KEY = ("axis", "held", "model", "shipped", "seed")
 MERGED_LISTS = ("seeds", "models", "kind_models", "network_models", "combined_models")
 
 
-def with_earlier_rows(path: str, digest: str, rows: List[Dict[str, Any]],
+def with_earlier_rows(results: str, name: str, digest: str, rows: List[Dict[str, Any]],
                       protocol: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
-    """This run's rows and protocol, joined by the rows of the table already at `path` that
-    this run did not make, when that table is of the same data (its digest) and loss: a run
-    of some models, seeds or held-out sets adds to the table rather than replacing it. A
-    table of other data or another loss (or one that does not say) is replaced, and the log
-    says so."""
-    if not os.path.exists(path):
-        return rows, protocol
+    """This run's rows and protocol, joined by the rows of the table `name` already in
+    `results` that this run did not make, when that table is of the same data (its digest)
+    and loss: a run of some models, seeds or held-out sets adds to the table rather than
+    replacing it. A table of other data or another loss (or one that does not say) is
+    replaced, and the log says so."""
+    path = os.path.join(results, name)
     try:
-        with open(path, encoding="utf-8") as f:
-            earlier = json.load(f)
-        theirs = earlier.get("protocol", {})
+        earlier = load_json(results, name)
+        theirs = {} if earlier is None else earlier.get("protocol", {})
     except (OSError, ValueError, AttributeError) as e:
         raise SimulatorError(f"{path}: not a results table of this benchmark ({e}); move it away or give "
                              f"another --results") from None
+    if earlier is None:
+        return rows, protocol
     if earlier.get("digest") != digest or theirs.get("loss") != protocol["loss"]:
         log(f"networks: {path} holds runs of other data or another loss, or does not say which; this run's "
             f"table replaces it")

@@ -299,21 +299,21 @@ def test_a_table_grows_by_the_runs_of_its_own_data_and_loss_only(tmp_path):
     path.write_text(json.dumps({"digest": "d1", "rows": earlier,
                                 "protocol": dict(protocol, seeds=[0, 1], models=["xgb", "gcn"])}))
     new = [dict(_table_row("gcn", 1), kendall_tau=0.6), _table_row("sage", 1)]
-    rows, merged = bench.with_earlier_rows(str(path), "d1", new, dict(protocol, models=["gcn", "sage"]))
+    rows, merged = bench.with_earlier_rows(str(tmp_path), path.name, "d1", new, dict(protocol, models=["gcn", "sage"]))
     assert [(r["axis"], r["model"], r["seed"], r["kendall_tau"]) for r in rows] == [
         ("network", "xgb", 0, 0.5), ("network", "gcn", 0, 0.5), ("kind", "xgb", 0, 0.5),
         ("network", "gcn", 1, 0.6), ("network", "sage", 1, 0.5)]     # the same run's row replaced
     assert merged["models"] == ["xgb", "gcn", "sage"] and merged["seeds"] == [0, 1]
     # another dataset (digest), another loss, or a table from before tables said: replaced
     for digest, loss in (("d2", "pairwise-hinge"), ("d1", "lambdarank")):
-        assert bench.with_earlier_rows(str(path), digest, new, dict(protocol, loss=loss)) == (
+        assert bench.with_earlier_rows(str(tmp_path), path.name, digest, new, dict(protocol, loss=loss)) == (
             new, dict(protocol, loss=loss))
     path.write_text(json.dumps({"rows": earlier, "protocol": protocol}))
-    assert bench.with_earlier_rows(str(path), "d1", new, protocol) == (new, protocol)
-    assert bench.with_earlier_rows(str(tmp_path / "none.json"), "d1", new, protocol) == (new, protocol)
+    assert bench.with_earlier_rows(str(tmp_path), path.name, "d1", new, protocol) == (new, protocol)
+    assert bench.with_earlier_rows(str(tmp_path), "none.json", "d1", new, protocol) == (new, protocol)
     path.write_text("{not json")
     with pytest.raises(SimulatorError, match="networks_x.json: not a results table"):
-        bench.with_earlier_rows(str(path), "d1", new, protocol)
+        bench.with_earlier_rows(str(tmp_path), path.name, "d1", new, protocol)
 
 
 def test_the_dataset_digest_follows_the_measured_files_only(tmp_path):
