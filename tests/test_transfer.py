@@ -443,6 +443,21 @@ def test_a_cpu_not_in_the_table_gets_llvm_s_simd_width(monkeypatch):
     assert other.vector_bits == hardware.Hardware().vector_bits
 
 
+def test_mattr_widens_or_narrows_any_cpu_s_vectors():
+    """`-mattr` decides the vector width LLVM emits, for a CPU in the table too; the
+    table's caches stay."""
+    from extract.tir import hardware
+
+    skylake = hardware.hardware_of({"kind": "llvm", "mcpu": "skylake", "mattr": ["+avx512f", "+avx512bw"]})
+    assert (skylake.vector_bits, skylake.l2_bytes) == (512, hardware.CPUS["skylake"][1])
+    zen4 = hardware.hardware_of("llvm -mcpu=znver4 -mattr=-avx512f")
+    assert (zen4.vector_bits, zen4.l2_bytes) == (256, hardware.CPUS["znver4"][1])
+    assert hardware.hardware_of({"kind": "llvm", "mcpu": "znver4"}).vector_bits == 512
+    assert hardware.hardware_of("llvm -mcpu=x86-64-v4 -mattr=-avx512f").vector_bits == 256
+    assert hardware.hardware_of("llvm -mattr=-avx512f").vector_bits <= 256
+    assert hardware.hardware_of("llvm -mattr=+avx512f").vector_bits == 512
+
+
 def test_extraction_caches_key_on_the_hardware_table(monkeypatch, tmp_path):
     import datasets
     from extract.tir import hardware

@@ -8,11 +8,12 @@ registers per block and per multiprocessor on a GPU.
 * CPU (`llvm`): L1d / L2 per core, cache line and SIMD width from the target's `mcpu`
   (`CPUS`: the processors this project measures on and common ones). For a CPU not in
   the table, the SIMD width is what LLVM knows of it (AVX-512, AVX, else SSE: 512, 256
-  or 128 bits, `-mattr` included) and the caches are this machine's
+  or 128 bits, `-mattr` included, below) and the caches are this machine's
   (`/sys/devices/system/cpu/cpu0/cache`) when it is that CPU, else a typical x86
   core's. The target, not the machine extracting, decides: a log measured on a Zen 3
   keeps Zen 3's caches when it is extracted elsewhere. A target without `mcpu` gets this
-  machine's caches and 256 bits (512 with `-mattr=+avx512…`).
+  machine's caches and 256 bits. `-mattr` changes the width for every CPU: 512 bits with
+  `+avx512…`, at most 256 with `-avx512f`.
 * GPU (`cuda`, …): `max_threads_per_block`, `max_shared_memory_per_block`,
   `thread_warp_size` from the target's attributes; per-multiprocessor limits (threads,
   blocks, registers, shared memory) from its `arch` (`GPU_ARCHS`, CUDA's occupancy
@@ -66,7 +67,7 @@ CPUS: Dict[str, tuple] = {
     "graniterapids": (48 * KIB, 2048 * KIB, 512),
 }
 # Bump when `hardware_of` answers differently for some target: extraction caches key on it.
-HARDWARE_VERSION = 2
+HARDWARE_VERSION = 3
 # arch → (max threads / SM, max blocks / SM, registers / SM, shared bytes / SM)
 GPU_ARCHS: Dict[str, tuple] = {
     "sm_50": (2048, 32, 65536, 64 * KIB), "sm_60": (2048, 32, 65536, 64 * KIB),
@@ -140,17 +141,26 @@ def hardware_of(target=None) -> Hardware:
                         warp_size=int(attrs.get("thread_warp_size", 32)),
                         max_threads_per_sm=per_sm[0], max_blocks_per_sm=per_sm[1], regs_per_sm=per_sm[2],
                         shared_per_sm=per_sm[3])
-    mcpu = str(attrs.get("mcpu", ""))
+    mcpu, mattr = str(attrs.get("mcpu", "")), str(attrs.get("mattr", ""))
     if mcpu in CPUS:
         l1, l2, bits = CPUS[mcpu]
-        return Hardware(l1_bytes=l1, l2_bytes=l2, vector_bits=bits)
+        return Hardware(l1_bytes=l1, l2_bytes=l2, vector_bits=_with_mattr(bits, mattr))
     if mcpu:
         hw = machine_cpu() if mcpu == _system_cpu() else Hardware()
-        bits = _llvm_simd_bits(mcpu, str(attrs.get("mtriple", "x86_64-linux-gnu")), str(attrs.get("mattr", "")))
+        bits = _llvm_simd_bits(mcpu, str(attrs.get("mtriple", "x86_64-linux-gnu")), mattr)
         return replace(hw, vector_bits=bits or hw.vector_bits)
     hw = machine_cpu()
-    mattr = str(attrs.get("mattr", ""))
-    return replace(hw, vector_bits=512 if "avx512" in mattr else hw.vector_bits)
+    return replace(hw, vector_bits=_with_mattr(hw.vector_bits, mattr))
+
+
+def _with_mattr(bits: int, mattr: str) -> int:
+    """A CPU's SIMD width as the target's `-mattr` changes it: LLVM emits 512-bit vectors
+    with `+avx512…` and none without `avx512f`, whatever the CPU has."""
+    if "-avx512f" in mattr:
+        return min(bits, 256)
+    if "+avx512" in mattr:
+        return 512
+    return max(bits, 256) if "+avx" in mattr else bits
 
 
 @functools.lru_cache(maxsize=1)
@@ -170,6 +180,5 @@ def _llvm_simd_bits(mcpu: str, triple: str, mattr: str) -> Optional[int]:
     if not triple.startswith(("x86_64", "i686", "i386")) or not llvm_is_valid_cpu(mcpu, triple):
         return None
     target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "mtriple": triple})
-    if "+avx512" in mattr or target_has_features("avx512f", target):
-        return 512
-    return 256 if "+avx" in mattr or target_has_features("avx", target) else 128
+    bits = 512 if target_has_features("avx512f", target) else 256 if target_has_features("avx", target) else 128
+    return _with_mattr(bits, mattr)
