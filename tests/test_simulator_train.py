@@ -61,6 +61,15 @@ def test_same_seed_gives_identical_metrics_json(tmp_path, dataset_path, trained)
     assert read(tmp_path / "seed1" / "metrics.json") != read(trained / "metrics.json")
 
 
+def test_determinism_is_set_without_loading_torch_compile():
+    # a fresh process: torch.compile's stack loaded there is what every training process pays
+    code = ("import sys, torch; from simulator.engine import setup_determinism; setup_determinism(0, 1); "
+            "print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(), "
+            "'torch._inductor' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "False"]
+
+
 def kill_after_first_epoch(cmd, env, out, attempts=3):
     """Run `cmd` and SIGKILL it from outside as soon as it prints epoch 1's line (the loop
     saves an epoch's checkpoint before printing its line): killed during epoch 2, as a job
