@@ -40,6 +40,7 @@ METRIC_LABELS = {"kendall_tau": "Kendall τ", "top1_slowdown": "top-1 slowdown",
 PERCENT = {"top1_slowdown", "top5_slowdown", "top10_slowdown", "mape", "top1_ape", "top5_recall"}
 DEFAULT_RESULTS = os.path.join("docs", "results")
 DEFAULT_RUNS = os.path.join("runs", "bench")
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def model_name(text: str) -> str:
@@ -101,6 +102,22 @@ def cli(main: Callable[..., int]) -> Callable[..., int]:
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def shown_command(command: str) -> str:
+    """A recorded command line as a report shows it: a path inside the repository relative
+    to it, one outside it (a scratch folder of the machine that ran it) as `…/NAME`."""
+    def shown(path: str) -> str:
+        if not os.path.isabs(path):
+            return path
+        inside = os.path.relpath(path, REPOSITORY)
+        return "…/" + os.path.basename(os.path.normpath(path)) if inside.startswith("..") else inside
+
+    words = []
+    for word in command.split(" "):
+        option, equals, value = word.partition("=")
+        words.append(f"{option}={shown(value)}" if equals and option.startswith("--") else shown(word))
+    return " ".join(words)
 
 
 # ---------------------------------------------------------------- training runs

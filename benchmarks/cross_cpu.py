@@ -40,7 +40,7 @@ from extract.cli import Int
 from extract.tir.workload_key import computation
 
 from .common import (COUNT, DEFAULT_RESULTS, DEFAULT_RUNS, SEED, dies_with_parent, log, markdown_table, mean_std,
-                     write_json)
+                     shown_command, write_json)
 
 RESULT = "cross_cpu_{source}_{target}.json"   # one per (source CPU, target CPU)
 MODELS = ("pre-trained on A", "B alone")
@@ -176,7 +176,7 @@ def pair_table(res: Dict[str, Any]) -> List[str]:
     table = [[r["model"], str(r["k"]), cell(r["kendall_tau"]), cell(r["top1_score"]), cell(r["top5_score"])]
              for r in res["summary"]]
     return [f"## New hardware: pre-trained on {res['source_cpu']}, ranking on {res['target_cpu']}", "",
-            f"    {res['command']}", "",
+            f"    {shown_command(res['command'])}", "",
             f"{res['tasks']} tasks both CPUs measured; per task, k of {res['target_cpu']}'s records fine-tune "
             f"the model ({res['update_steps']} steps) and the same {res['test_records']} records (all tasks) are "
             f"ranked for every k; mean ± std over seeds {res['seeds']}. `B alone` is trained on "

@@ -67,7 +67,7 @@ from extract.cli import Int
 from simulator.registry import SimulatorError
 
 from ..common import (COUNT, SEED, cli, cpu_counters, dies_with_parent, load_json, log, markdown_table, others_cpu_s,
-                      run_training, write_json)
+                      run_training, shown_command, write_json)
 from .kept import KEPT_PREFIX, copy_of, finished_budgets, keep, kept_folder, note_machine, restore
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 from .run_queue import RunQueueWait
@@ -504,7 +504,7 @@ def report_section(results: str) -> List[str]:
     if not r:
         return []
     agg = aggregate(r["points"]) if r.get("points") else r["aggregate"]  # today's columns from the stored points
-    lines = ["## Whole networks tuned end to end (MetaSchedule)", "", f"    {r['command']}", "",
+    lines = ["## Whole networks tuned end to end (MetaSchedule)", "", f"    {shown_command(r['command'])}", "",
              f"Networks {', '.join(r['networks'])}; cost models {', '.join(r['cost_models'])}; seeds {r['seeds']}; "
              f"{r['steps_done']} of {r['steps']} steps done. End-to-end latency of the compiled Relax module (ms, mean "
              f"over seeds [min–max]) after B trials per task, and the tuning wall time up to it (min):", ""]

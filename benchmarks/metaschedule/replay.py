@@ -437,14 +437,14 @@ def run(args, command: str = "") -> Dict[str, Any]:
 
 def report_section(results: str) -> List[str]:
     """The RESULTS.md section (empty when the replay has not run)."""
-    from ..common import load_json
+    from ..common import load_json, shown_command
 
     r = load_json(results, RESULT)
     if not r:
         return []
     k, rounds = r["round_size"], r["rounds"]
     lines = ["## Offline replay of the gnn's online phase (no kernel timed)", "",
-             f"`{r['command']}`" if r.get("command") else "", "",
+             f"`{shown_command(r['command'])}`" if r.get("command") else "", "",
              f"{len(r['tasks'])} tasks of `{r['data']}` ({', '.join(sorted({t['network'] for t in r['tasks']}))}; "
              f"pools of {min(t['pool'] for t in r['tasks'])}–{max(t['pool'] for t in r['tasks'])} measured "
              f"schedules); {rounds} rounds of {k}; seeds {r['seeds']}; pre-training: {r['pretraining']}. "

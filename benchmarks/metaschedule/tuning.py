@@ -379,7 +379,7 @@ def plot(rows: Sequence[Dict[str, Any]], path: str) -> None:
 
 def report_section(results: str) -> List[str]:
     """The MetaSchedule tuning section of docs/RESULTS.md (empty without results)."""
-    from ..common import markdown_table
+    from ..common import markdown_table, shown_command
 
     path = os.path.join(results, RESULT)
     if not os.path.exists(path):
@@ -387,7 +387,7 @@ def report_section(results: str) -> List[str]:
     with open(path, encoding="utf-8") as f:
         res = json.load(f)
     lines = ["## MetaSchedule tuning of held-out operators", "",
-             f"    {res['command']}", "",
+             f"    {shown_command(res['command'])}", "",
              f"Held-out operators (workload keys absent from the pre-training data, checked): "
              + ", ".join(f"`{op}`" for op in res["held_out"]) + f". Pre-training data: {res['pretrain']['records']} "
              f"records of {len(res['pretrain']['databases'])} MetaSchedule databases (snapshot of "
