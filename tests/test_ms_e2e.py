@@ -385,6 +385,11 @@ def test_a_point_reports_its_quiet_timing_and_the_report_says_where_times_come_f
     assert first["quiet_rounds"] == quiet.ROUNDS and first["quiet_loaded"] == 0
     assert second["end_to_end_s"] == pytest.approx(2e-3) and second["quiet_rounds"] == 0
     assert estimate(steps)["quiet_points_left"] == 1
+    with open(quiet.quiet_path(steps[1]), "w", encoding="utf-8") as f:   # a pass stopped part way: not its figure yet
+        json.dump({"timings": [{"repeats_s": [1e-3], "kernels_s": {}, "busiest_percent": 3.0}] * (quiet.ROUNDS - 1)}, f)
+    partial = point(steps[1], steps)
+    assert partial["end_to_end_s"] == pytest.approx(2e-3) and partial["quiet_rounds"] == quiet.ROUNDS - 1
+    assert quiet_line([first, partial]).endswith("1 of 2 points; the others as timed right after their tuning step.")
     with open(quiet.quiet_path(steps[1]), "w", encoding="utf-8") as f:
         f.write('{"timings": [')
     with pytest.raises(SimulatorError, match="quiet_b16.json: not a quiet-pass file .*; delete it to time the step again"):

@@ -324,11 +324,12 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
     repeats = e2e.get("repeats_s")
     # the median of the repeats, also for a point whose summary recorded their mean
     during = float(np.median(repeats)) if repeats else e2e.get("latency_s")
-    quiet = quiet_latency(step)
+    rounds = quiet_rounds(step)
+    quiet = quiet_latency(step) if rounds >= ROUNDS else None   # an unfinished pass is not its figure yet
     inside = kernel_gaps((quiet or e2e).get("kernels_s") or {}, s.get("tasks") or [])
     return {k: step[k] for k in ("network", "cost_model", "seed", "budget", "tasks")} | {
         "end_to_end_s": quiet["latency_s"] if quiet else during, "during_tuning_s": during,
-        "quiet_rounds": quiet["rounds"] if quiet else 0, "quiet_loaded": quiet["loaded"] if quiet else 0,
+        "quiet_rounds": rounds, "quiet_loaded": quiet["loaded"] if quiet else 0,
         "sum_of_bests_s": s.get("best_latency_s"),
         # the tuned kernels' time inside the network (None: timed before kernels were)
         "tuned_inside_s": sum(r["inside_s"] for r in inside) if inside else None,
@@ -427,7 +428,7 @@ def _pretrained_and_time(agg, network: str, x64: Optional[Dict[str, Any]]) -> Li
 
 def quiet_line(points: Sequence[Dict[str, Any]]) -> str:
     """Where the table's latencies come from: the quiet pass, or the timing during tuning."""
-    quiet = [p for p in points if p.get("quiet_rounds")]
+    quiet = [p for p in points if p.get("quiet_rounds", 0) >= ROUNDS]
     loaded = sum(p.get("quiet_loaded", 0) for p in quiet)
     return (f"Timed in the quiet pass after tuning (`benchmarks.metaschedule.quiet`: the median of {ROUNDS} "
             f"interleaved rounds, each waiting for every core to be quiet): {len(quiet)} of {len(points)} points"
@@ -525,7 +526,7 @@ def report_section(results: str) -> List[str]:
     lines += [f"- not timed again: {why}" for why in left_out] + ([""] if left_out else [])
     lines += [f"![end to end against trials and wall time](results/{FIGURE})", ""] if r.get("figure") else []
     points = r.get("points") or []
-    provisional = any(not p.get("quiet_rounds") for p in points)
+    provisional = any(p.get("quiet_rounds", 0) < ROUNDS for p in points)
     lines += [("**Provisional** (from timings taken right after tuning steps, before the quiet pass) — " if provisional
                else "") + "Goals (gnn at 16 per task ≤ tvm-xgb at 64; ≥ 10% better than tvm-xgb at 8; ≥ "
               "tvm-xgb-pretrained at equal trials on most networks; share ≤ 10%; tvm-xgb's 64-per-task latency in "
