@@ -26,6 +26,7 @@ import numpy as np
 from extract.cli import (COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, output_file,  # noqa: F401
                                 output_folder)
 from extract.fileio import atomic_write, sha256_of
+from extract.provenance import ROOT
 from simulator.distributed import DEVICES
 from simulator.engine import locked_output
 from simulator.registry import SimulatorError
@@ -40,7 +41,6 @@ METRIC_LABELS = {"kendall_tau": "Kendall τ", "top1_slowdown": "top-1 slowdown",
 PERCENT = {"top1_slowdown", "top5_slowdown", "top10_slowdown", "mape", "top1_ape", "top5_recall"}
 DEFAULT_RESULTS = os.path.join("docs", "results")
 DEFAULT_RUNS = os.path.join("runs", "bench")
-REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def model_name(text: str) -> str:
@@ -110,7 +110,7 @@ def shown_command(command: str) -> str:
     def shown(path: str) -> str:
         if not os.path.isabs(path):
             return path
-        inside = os.path.relpath(path, REPOSITORY)
+        inside = os.path.relpath(path, ROOT)
         return "…/" + os.path.basename(os.path.normpath(path)) if inside.startswith("..") else inside
 
     words = []

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from benchmarks import accuracy, plots, report, sweep, tuning
-from benchmarks.common import REPOSITORY, best_by, fmt, markdown_table, mean_std, shown_command, write_json
+from benchmarks.common import best_by, fmt, markdown_table, mean_std, shown_command, write_json
+from extract.provenance import ROOT
 
 WORKLOADS = ["C3", "C5", "C6", "C7", "C10", "C11"]
 
@@ -45,8 +46,8 @@ def test_mean_std_and_formatting():
 
 
 def test_a_recorded_command_shows_repository_paths_relative_and_scratch_ones_by_name():
-    command = (f"python -m benchmarks.metaschedule.tuning --data {REPOSITORY}/datasets/networks_znver4 "
-               f"--runs /scratch/day2/ms_tuning/ --results={REPOSITORY}/docs/results --seeds 0 1 --out runs/x")
+    command = (f"python -m benchmarks.metaschedule.tuning --data {ROOT}/datasets/networks_znver4 "
+               f"--runs /scratch/day2/ms_tuning/ --results={ROOT}/docs/results --seeds 0 1 --out runs/x")
     assert shown_command(command) == ("python -m benchmarks.metaschedule.tuning --data datasets/networks_znver4 "
                                       "--runs …/ms_tuning --results=docs/results --seeds 0 1 --out runs/x")
 

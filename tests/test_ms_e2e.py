@@ -173,7 +173,8 @@ def _report_of(folder, args, points):
 
 
 def test_aggregate_verdicts_and_report(tmp_path):
-    from benchmarks.common import REPOSITORY, write_json
+    from benchmarks.common import write_json
+    from extract.provenance import ROOT
     from benchmarks.metaschedule.networks import RESULT, aggregate, plan, point, report_section, verdicts
 
     args = _args(tmp_path, networks=["bert"], cost_models=["gnn", "tvm-xgb", "tvm-xgb-pretrained"], seeds=[0, 1],
@@ -192,7 +193,7 @@ def test_aggregate_verdicts_and_report(tmp_path):
     assert "50.0% faster than tvm-xgb at 8 (goal ≥ 10%) — **met**" in text
     assert "at least as good as tvm-xgb-pretrained at 2 of 3 budgets" in text
     assert "at 16 per task in 67% of tvm-xgb's wall time (goal ≤ 25%) — **not met**" in text
-    command = f"python -m benchmarks.metaschedule.networks --runs {tmp_path}/ms_networks --results {REPOSITORY}/docs/results"
+    command = f"python -m benchmarks.metaschedule.networks --runs {tmp_path}/ms_networks --results {ROOT}/docs/results"
     write_json(str(tmp_path / RESULT), {"command": command, "networks": ["bert"], "cost_models": args.cost_models,
                                         "budgets": [8, 16, 64], "seeds": [0, 1], "steps": 18, "steps_done": 18,
                                         "aggregate": agg, "figure": False, "points": points,

@@ -324,8 +324,9 @@ def point(step: Dict[str, Any], steps: Sequence[Dict[str, Any]]) -> Optional[Dic
     repeats = e2e.get("repeats_s")
     # the median of the repeats, also for a point whose summary recorded their mean
     during = float(np.median(repeats)) if repeats else e2e.get("latency_s")
-    rounds = quiet_rounds(step)
-    quiet = quiet_latency(step) if rounds >= ROUNDS else None   # an unfinished pass is not its figure yet
+    found = quiet_latency(step)
+    rounds = found["rounds"] if found else 0
+    quiet = found if rounds >= ROUNDS else None   # an unfinished pass is not its figure yet
     inside = kernel_gaps((quiet or e2e).get("kernels_s") or {}, s.get("tasks") or [])
     return {k: step[k] for k in ("network", "cost_model", "seed", "budget", "tasks")} | {
         "end_to_end_s": quiet["latency_s"] if quiet else during, "during_tuning_s": during,
