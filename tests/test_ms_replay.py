@@ -228,3 +228,21 @@ def test_summary_and_report_section(tmp_path):
                                         "tasks": [{"key": "a", "network": "n", "kind": "dense", "pool": 88}]})
     text = "\n".join(report_section(str(tmp_path)))
     assert "| none | 1.414 | 1.000 | 50% | 0.200 | – | 1.0 |" in text
+    assert "Not today's gnn" in text and "recorded" in text      # it recorded no gnn defaults
+
+
+def test_the_report_says_when_the_replay_ran_under_other_gnn_defaults(tmp_path):
+    from benchmarks.common import write_json
+    from benchmarks.metaschedule.replay import RESULT, report_section, summarize
+    from simulator.metaschedule.cost_model import gnn_defaults
+
+    rows = [{"variant": "default", "seed": 0, "task": "a", "best_over_pool": [1.5, 1.0], "tau_unmeasured": [0.2, 0.3],
+             "update_s": 1.0}]
+    result = {"command": "python -m benchmarks.metaschedule.replay", "data": "d", "round_size": 8, "rounds": 2,
+              "seeds": [0], "pretraining": "p", "summary": summarize(rows, ["default"], 2),
+              "tasks": [{"key": "a", "network": "n", "kind": "dense", "pool": 88}]}
+    for defaults, stale in ((gnn_defaults(), False), ({**gnn_defaults(), "update_steps": 8}, True)):
+        write_json(str(tmp_path / RESULT), {**result, "gnn_defaults": defaults})
+        text = "\n".join(report_section(str(tmp_path)))
+        assert ("Not today's gnn" in text) == stale
+        assert ("update_steps 8 there" in text) == stale

@@ -66,7 +66,8 @@ def test_gnn_cost_model_options_are_checked_when_it_is_made():
     for options, needle in [({"threads": 0}, "threads"), ({"workers": 0}, "workers"),
                             ({"min_measured": 0}, "min_measured"), ({"lr": float("nan")}, "lr"),
                             ({"update_steps": -1}, "update_steps"), ({"cold_model": "xgb"}, "--cold-model xgb"),
-                            ({"loss": "l9"}, "loss 'l9'"), ({"filter_keep": 1.5}, "filter_keep")]:
+                            ({"loss": "l9"}, "loss 'l9'"), ({"filter_keep": 1.5}, "filter_keep"),
+                            ({"update_lr_scale": 0}, "update_lr_scale"), ({"update_lr_scale": 2}, "update_lr_scale")]:
         with pytest.raises((CostModelOptionError, ValueError), match=needle):
             GNNCostModel(**options)
 
@@ -242,6 +243,27 @@ def test_a_checkpoint_is_fine_tuned_with_its_own_loss_a_cold_model_with_listmle(
         model.update(ctx, candidates[:6], _results(6))
         (task_model,) = model.task_models.values()
         assert task_model.config.fit.loss == used and model.model.config.fit.loss == used
+
+
+def test_a_checkpoint_fine_tunes_at_a_share_of_its_learning_rate_a_cold_model_at_its_own(tiny_space, tmp_path):
+    from simulator.metaschedule.cost_model import UPDATE_LR_SCALE, from_checkpoint
+
+    ctx, candidates = tiny_space
+    cold = _trained_gnn(tiny_space)
+    rate = cold.model.config.fit.lr
+    cold.update(ctx, candidates[6:9], _results(3))
+    (cold_task,) = cold.task_models.values()
+    assert cold_task._optimizer.param_groups[0]["lr"] == rate       # trained here from nothing: its own rate
+    path = str(tmp_path / "gnn.pt")
+    cold.model.save(path)
+    for given, used in ((None, rate * UPDATE_LR_SCALE), (1e-3, 1e-3)):
+        model = from_checkpoint(path, update_steps=1, **({"lr": given} if given else {}))
+        model.update(ctx, candidates[:6], _results(6))
+        (task_model,) = model.task_models.values()
+        assert task_model._optimizer.param_groups[0]["lr"] == pytest.approx(used)
+        model.save(str(tmp_path / "again.pt"))      # what every task starts from keeps the rate it was given
+        assert model.model.config.fit.lr == pytest.approx(given or rate)
+        assert from_checkpoint(str(tmp_path / "again.pt")).model.config.fit.lr == pytest.approx(given or rate)
 
 
 # ---------------------------------------------------------------- 5 Ctrl-C and kill -9, resumed

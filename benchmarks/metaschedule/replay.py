@@ -28,9 +28,9 @@ schedules the model has not seen.
 trained on 80% of every task's records: a rough first look only).
 
 **Variants** (`VARIANTS`): `none` (no update: the first round's ranking throughout),
-`default` (`GNNCostModel`'s own recipe: its update steps, the checkpoint's own loss), the
-recipes it replaced (ListMLE, 8 or 32 steps; pairwise hinge, 8 steps), and on top of the
-default: a lower learning rate, only the prediction head trained, ε-greedy picks (a share
+`default` (`GNNCostModel`'s own recipe: its update steps and learning rate, the
+checkpoint's own loss), the recipes it replaced (ListMLE, 8 or 32 steps; pairwise hinge,
+8 steps), and on top of the default: a learning rate of 4e-4, only the prediction head trained, ε-greedy picks (a share
 of every round at random), skipping candidates the model cannot tell from one it has
 measured (same score); and `random` (no model). A task's result for a variant and seed
 is kept in `--runs` as soon as it is done, so a killed run resumes; it records its recipe
@@ -437,6 +437,8 @@ def run(args, command: str = "") -> Dict[str, Any]:
 
 def report_section(results: str) -> List[str]:
     """The RESULTS.md section (empty when the replay has not run)."""
+    from simulator.metaschedule.resume import other_gnn_defaults
+
     from ..common import load_json, shown_command
 
     r = load_json(results, RESULT)
@@ -460,6 +462,10 @@ def report_section(results: str) -> List[str]:
                        "–" if taus[0] is None else f"{taus[0]:.3f}", "–" if taus[-1] is None else f"{taus[-1]:.3f}",
                        f"{s['update_s_per_task']:.1f}"])
     lines += [markdown_table(header, rows), ""]
+    why = other_gnn_defaults(r.get("gnn_defaults"))
+    if why:
+        lines += [f"**Not today's gnn:** replayed under other gnn defaults than today's ({why}): `default` and "
+                  f"the variants built on it are the earlier recipe's; the next run replays them again.", ""]
     if os.path.exists(os.path.join(results, FIGURE)):
         lines += [f"![best found against candidates measured, per variant](results/{FIGURE})", ""]
     return lines

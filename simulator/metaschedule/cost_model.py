@@ -21,7 +21,11 @@
   model fine-tuned with another loss than its own learns slowly from what is measured: the
   shipped gcn (pairwise-hinge) updated with ListMLE kept a batch matmul's search on the
   vector width it preferred wrongly, updated with its own loss it left it after one round
-  (docs/ms_tune.md, *The online phase on a CPU the prior is wrong about*). **Each task
+  (docs/ms_tune.md, *The online phase on a CPU the prior is wrong about*). A checkpoint
+  fine-tunes at a tenth of its training learning rate (`UPDATE_LR_SCALE`): at its full rate
+  the first update, on a task's first few records, undid what it knew of the rest of the task
+  and the second round's picks were worse than the first's (docs/ms_tune.md, *The second
+  round*). **Each task
   fine-tunes its own copy** of the model (`task_models`, made at its first update); a task
   not yet measured is ranked by the model as loaded. One model fine-tuned by every task in
   turn ranks the next task worse: replayed offline on resnet50's 27 tasks (their dataset
@@ -102,6 +106,9 @@ FAST_VECTORS = (None, "curve", STORE_ROWS_VECTOR)
 MIN_MEASURED = 32       # cold: measurements before the first training
 COLD_STEPS = 64         # cold: steps of that first training
 UPDATE_STEPS = 32       # steps per update (8 left the search where the first round put it: benchmarks.metaschedule.replay)
+# a checkpoint's updates at this share of its training learning rate: at its full rate, 32 steps on a task's
+# first 8 records undid what pre-training knew of the rest of the task (docs/ms_tune.md, *The second round*)
+UPDATE_LR_SCALE = 0.1
 COLD_LOSS = "listmle"   # a cold model's loss (a checkpoint is fine-tuned with its own)
 FILTER_KEEP = 0.25      # two-stage scoring in simulator.tune by default: the gnn's share of tuning time 25% → 10%
 # what the candidates' context columns measure against, as in the training records (recorded with a
@@ -333,7 +340,8 @@ def torch_threads(threads: int):
 class GNNCostModel(PyCostModel):
     """The simulator as a MetaSchedule cost model (see the module docstring). `model`: a
     `simulator.models.costmodel.CostModel` (None: cold). Options: `cold_model`, `min_measured`,
-    `cold_steps`, `update_steps`, `loss` (of the updates; None: the model's own), `lr` (None: the model's),
+    `cold_steps`, `update_steps`, `loss` (of the updates; None: the model's own), `lr` (of the
+    updates; None: a checkpoint's training rate × `update_lr_scale`, a cold model's own),
     `workers` (featurizing processes), `seed`, `threads` (torch's threads inside predict and
     update: a tuning process is pinned to its build cores, and torch's default, one thread
     per core of the machine, oversubscribes them — a 256-trial dense run spent 20–59 s in
@@ -343,7 +351,7 @@ class GNNCostModel(PyCostModel):
 
     def __init__(self, model=None, *, cold_model: str = "gcn", min_measured: int = MIN_MEASURED,
                  cold_steps: int = COLD_STEPS, update_steps: int = UPDATE_STEPS, loss: Optional[str] = None,
-                 lr: Optional[float] = None, workers: int = 1, seed: int = 0, threads: int = 1,
+                 lr: Optional[float] = None, update_lr_scale: float = UPDATE_LR_SCALE, workers: int = 1, seed: int = 0, threads: int = 1,
                  filter_keep: Optional[float] = None, filter_min: int = FILTER_MIN,
                  filter_warmup: int = FILTER_WARMUP, filter_model: str = "xgb"):
         super().__init__()
@@ -353,6 +361,8 @@ class GNNCostModel(PyCostModel):
 
         _check_options(cold_model, min_measured, cold_steps, update_steps, loss, lr, workers, threads, filter_min,
                        filter_warmup)
+        if not (isinstance(update_lr_scale, (int, float)) and 0.0 < update_lr_scale <= 1.0):
+            raise CostModelOptionError(f"GNNCostModel: update_lr_scale must be in (0, 1], got {update_lr_scale!r}")
         if filter_keep is not None and not (isinstance(filter_keep, (int, float)) and 0.0 < filter_keep <= 1.0):
             raise CostModelOptionError(f"GNNCostModel: filter_keep must be in (0, 1], got {filter_keep!r}")
         self.filter_keep = None if filter_keep is None else float(filter_keep)
@@ -364,6 +374,7 @@ class GNNCostModel(PyCostModel):
         self.task_models: Dict[str, Any] = {}   # task group → its own online copy of `model`
         self.cold_model, self.min_measured, self.cold_steps = cold_model, int(min_measured), int(cold_steps)
         self.update_steps, self.loss, self.lr = int(update_steps), loss, lr
+        self.update_lr_scale = float(update_lr_scale)
         self.workers, self.seed, self.threads = int(workers), int(seed), int(threads)
         self.cache = GraphCache()
         self.measured: Dict[str, List[GraphSample]] = {}   # task group → its measured samples
@@ -520,12 +531,21 @@ class GNNCostModel(PyCostModel):
                 if self.model is None:
                     self._cold_start()
                 elif self.update_steps > 0:
-                    if group not in self.task_models:
-                        self.task_models[group] = copy.deepcopy(self.model)
-                    self.task_models[group].update(task, self.update_steps)
+                    self._task_model(group).update(task, self.update_steps)
             self.stats.train_s += time.perf_counter() - train
         finally:
             self.stats.update_s += time.perf_counter() - start
+
+    def _task_model(self, group: str):
+        """The task's own online copy of the model, made at its first update: a checkpoint's
+        learns at `update_lr_scale` × its training rate (unless `lr` is given); a cold model,
+        trained here from nothing, at its own."""
+        if group not in self.task_models:
+            model = copy.deepcopy(self.model)
+            if self.lr is None and self.stats.trained_at is None:
+                model.config = model.config.replace(lr=model.config.fit.lr * self.update_lr_scale)
+            self.task_models[group] = model
+        return self.task_models[group]
 
     def save(self, path: str) -> None:
         """The simulator checkpoint at `path` and the measured samples at `path.measured.npz`."""
