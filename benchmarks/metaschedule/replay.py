@@ -30,11 +30,12 @@ trained on 80% of every task's records: a rough first look only).
 **Variants** (`VARIANTS`): `none` (no update: the first round's ranking throughout),
 `default` (`GNNCostModel`'s own recipe: its update steps and learning rate, the
 checkpoint's own loss), the recipes it replaced (ListMLE, 8 or 32 steps; pairwise hinge,
-8 steps), and on top of the default: a learning rate of 4e-4, only the prediction head trained, ε-greedy picks (a share
-of every round at random), skipping candidates the model cannot tell from one it has
-measured (same score); and `random` (no model). A task's result for a variant and seed
-is kept in `--runs` as soon as it is done, so a killed run resumes; it records its recipe
-(the variant and `gnn_defaults()`) and is replayed again when today's differs.
+8 steps), and on top of the default: a learning rate of 4e-4, only the prediction head
+trained, ε-greedy picks (a share of every round at random), skipping candidates the model
+cannot tell from one it has measured (same score); and `random` (no model). A task's
+result for a variant and seed is kept in `--runs` as soon as it is done, so a killed run
+resumes; it records its recipe (the variant and `gnn_defaults()`) and is replayed again
+when today's differs.
 
 Outputs: `ms_replay.json` in `--results` (per variant and round the geometric mean over
 tasks of best-found / pool best, the share of tasks whose best improved after the first

@@ -351,7 +351,8 @@ class GNNCostModel(PyCostModel):
 
     def __init__(self, model=None, *, cold_model: str = "gcn", min_measured: int = MIN_MEASURED,
                  cold_steps: int = COLD_STEPS, update_steps: int = UPDATE_STEPS, loss: Optional[str] = None,
-                 lr: Optional[float] = None, update_lr_scale: float = UPDATE_LR_SCALE, workers: int = 1, seed: int = 0, threads: int = 1,
+                 lr: Optional[float] = None, update_lr_scale: float = UPDATE_LR_SCALE, workers: int = 1,
+                 seed: int = 0, threads: int = 1,
                  filter_keep: Optional[float] = None, filter_min: int = FILTER_MIN,
                  filter_warmup: int = FILTER_WARMUP, filter_model: str = "xgb"):
         super().__init__()
