@@ -30,9 +30,10 @@ trained on 80% of every task's records: a rough first look only).
 **Variants** (`VARIANTS`): `none` (no update: the first round's ranking throughout),
 `default` (`GNNCostModel`'s own recipe: its update steps and learning rate, the
 checkpoint's own loss), the recipes it replaced (ListMLE, 8 or 32 steps; pairwise hinge,
-8 steps), and on top of the default: a learning rate of 4e-4, only the prediction head
-trained, ε-greedy picks (a share of every round at random), skipping candidates the model
-cannot tell from one it has measured (same score); and `random` (no model). A task's
+8 steps; the pre-training's learning rate, 2e-3), and on top of the default: a learning
+rate of 4e-4, only the prediction head trained, ε-greedy picks (a share of every round at
+random), skipping candidates the model cannot tell from one it has measured (same score);
+and `random` (no model). A task's
 result for a variant and seed is kept in `--runs` as soon as it is done, so a killed run
 resumes; it records its recipe (the variant and `gnn_defaults()`) and is replayed again
 when today's differs.
@@ -84,6 +85,7 @@ VARIANTS: Dict[str, Variant] = {
     "listmle-8": Variant(update_steps=8, loss="listmle"),
     "listmle-32": Variant(update_steps=32, loss="listmle"),
     "hinge-8": Variant(update_steps=8, loss="pairwise-hinge"),
+    "lr-1x": Variant(lr=2e-3),      # the pre-training rate: the default before UPDATE_LR_SCALE
     "lr-0.2x": Variant(lr=4e-4),
     "head-only": Variant(head_only=True),
     "eps-0.25": Variant(epsilon=0.25),
