@@ -104,6 +104,12 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def not_todays_gnn(done: str, why: str, again: str) -> str:
+    """The report line on results of a gnn that is not today's (`why`:
+    `simulator.metaschedule.resume.other_gnn_defaults`)."""
+    return f"**Not today's gnn:** {done} under other gnn defaults than today's ({why}); {again}"
+
+
 def shown_command(command: str) -> str:
     """A recorded command line as a report shows it: a path inside the repository relative
     to it, one outside it (a scratch folder of the machine that ran it) as `…/NAME`."""

@@ -67,7 +67,7 @@ from extract.cli import Int
 from simulator.registry import SimulatorError
 
 from ..common import (COUNT, SEED, cli, cpu_counters, dies_with_parent, load_json, log, markdown_table, others_cpu_s,
-                      run_training, shown_command, write_json)
+                      not_todays_gnn, run_training, shown_command, write_json)
 from .kept import KEPT_PREFIX, copy_of, finished_budgets, keep, kept_folder, note_machine, restore
 from .quiet import ROUNDS, S_PER_POINT, quiet_latency, quiet_pass
 from .run_queue import RunQueueWait
@@ -546,9 +546,8 @@ def stale_line(results: str, cpu: Optional[str]) -> str:
              if (why := stale(work, model))]
     if not found:
         return ""
-    return (f"**Not today's gnn:** {len(found)} gnn runs of this table were tuned under other gnn defaults than "
-            f"today's ({found[0][1]}); the benchmark tunes them again from their first step on its next run on "
-            f"this CPU.")
+    return not_todays_gnn(f"{len(found)} gnn runs of this table were tuned", found[0][1],
+                          "the benchmark tunes them again from their first step on its next run on this CPU.")
 
 
 def run(args, command: str = "") -> Dict[str, Any]:

@@ -33,10 +33,9 @@ checkpoint's own loss), the recipes it replaced (ListMLE, 8 or 32 steps; pairwis
 8 steps; the pre-training's learning rate, 2e-3), and on top of the default: a learning
 rate of 4e-4, only the prediction head trained, ε-greedy picks (a share of every round at
 random), skipping candidates the model cannot tell from one it has measured (same score);
-and `random` (no model). A task's
-result for a variant and seed is kept in `--runs` as soon as it is done, so a killed run
-resumes; it records its recipe (the variant and `gnn_defaults()`) and is replayed again
-when today's differs.
+and `random` (no model). A task's result for a variant and seed is kept in `--runs` as
+soon as it is done, so a killed run resumes; it records its recipe (the variant and
+`gnn_defaults()`) and is replayed again when today's differs.
 
 Outputs: `ms_replay.json` in `--results` (per variant and round the geometric mean over
 tasks of best-found / pool best, the share of tasks whose best improved after the first
@@ -442,7 +441,7 @@ def report_section(results: str) -> List[str]:
     """The RESULTS.md section (empty when the replay has not run)."""
     from simulator.metaschedule.resume import other_gnn_defaults
 
-    from ..common import load_json, shown_command
+    from ..common import load_json, not_todays_gnn, shown_command
 
     r = load_json(results, RESULT)
     if not r:
@@ -467,8 +466,8 @@ def report_section(results: str) -> List[str]:
     lines += [markdown_table(header, rows), ""]
     why = other_gnn_defaults(r.get("gnn_defaults"))
     if why:
-        lines += [f"**Not today's gnn:** replayed under other gnn defaults than today's ({why}): `default` and "
-                  f"the variants built on it are the earlier recipe's; the next run replays them again.", ""]
+        lines += [not_todays_gnn("replayed", why, "`default` and the variants built on it are the earlier recipe's; "
+                                 "the next run replays them again."), ""]
     if os.path.exists(os.path.join(results, FIGURE)):
         lines += [f"![best found against candidates measured, per variant](results/{FIGURE})", ""]
     return lines

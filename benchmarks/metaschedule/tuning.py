@@ -58,7 +58,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from extract.cli import FRACTION, POSITIVE
 
-from ..common import COUNT, SEED, log, loss_name, write_json
+from ..common import COUNT, SEED, log, loss_name, not_todays_gnn, write_json
 
 OPERATORS = ["dense_512x512x512", "batch_matmul_16x96x96x48"]
 GNN_FILTER = "gnn-filter"   # the pre-trained gnn with two-stage scoring (--filter-keep)
@@ -435,8 +435,8 @@ def stale_line(runs: Sequence[Dict[str, Any]]) -> str:
     found = [why for r in runs if r["cost_model"] in GNNS and (why := other_gnn_defaults(r.get("gnn_defaults")))]
     if not found:
         return ""
-    return (f"**Not today's gnn:** {len(found)} gnn runs of this table were tuned under other gnn defaults than "
-            f"today's ({found[0]}); the benchmark tunes them again on its next run on this CPU.")
+    return not_todays_gnn(f"{len(found)} gnn runs of this table were tuned", found[0],
+                          "the benchmark tunes them again on its next run on this CPU.")
 
 
 def goal_lines(rows: Sequence[Dict[str, Any]], model: str = "gnn") -> List[str]:
